@@ -1,0 +1,100 @@
+"""A validated operator compiled for one device (DirectML's IDMLCompiledOperator).
+
+Compiling picks the shader variant from the operator's row and the tensors' data types, and the
+layout from their strides: FLAT when every tensor is packed in one element order (each
+invocation then owns 16 output bytes), STRIDED otherwise, with the sizes and strides fixed as
+specialization constants after merging dimensions that need no index arithmetic.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import kernels, spirv
+from .bindings import check_bindings
+from .device import WORKGROUP_SIZE
+from .validation import validate
+
+
+def coalesce(sizes, strides_per_tensor):
+    """Drop size-1 dimensions and merge neighbours that every tensor walks contiguously.
+
+    Returns (sizes, [strides per tensor]) with at least one dimension.
+    """
+    dims = [(s, [st[d] for st in strides_per_tensor]) for d, s in enumerate(sizes) if s != 1]
+    merged: list = []
+    for size, strides in dims:
+        if merged:
+            outer_size, outer = merged[-1]
+            if all(o == i * size for o, i in zip(outer, strides)):
+                merged[-1] = (outer_size * size, strides)
+                continue
+        merged.append((size, strides))
+    if not merged:
+        merged = [(1, [0] * len(strides_per_tensor))]
+    return [s for s, _ in merged], [[st[k] for _, st in merged] for k in range(len(strides_per_tensor))]
+
+
+class CompiledOperator:
+    """An operator ready to execute with any bindings that fit its descriptor."""
+
+    def __init__(self, device, operator_desc, feature_level):
+        self.op = validate(operator_desc, feature_level)
+        self.device = device
+        self.desc = operator_desc
+        self.feature_level = feature_level
+        self._descs = operator_desc.tensor_descs()
+        tensors = list(self._descs.values())
+        in_type, out_type = tensors[0].data_type, tensors[-1].data_type
+        if all(t.is_packed for t in tensors):
+            layout = kernels.FLAT
+            self._count = tensors[-1].element_count * out_type.size  # output bytes
+            self._units = math.ceil(self._count / 16)
+            spec = [WORKGROUP_SIZE]
+        else:
+            layout = kernels.STRIDED
+            strides = [list(t.effective_strides) for t in tensors]
+            if self.op.inputs == ("InputTensor",):
+                strides.insert(1, [0] * len(tensors[0].sizes))  # the unused second input
+            sizes, strides = coalesce(tensors[-1].sizes, strides)
+            pad = kernels.MAX_DIMS - len(sizes)
+            spec = [WORKGROUP_SIZE] + [1] * pad + sizes
+            for st in strides:
+                spec += [0] * pad + st
+            self._count = self._units = tensors[-1].element_count
+        self.variant = kernels.variant_for(self.op, in_type, out_type, layout)
+        self._spirv = spirv.load(self.variant.name)
+        self._spec = np.array(spec, dtype=np.uint32)
+
+    def __repr__(self):
+        return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
+
+    @property
+    def layout(self) -> str:
+        return self.variant.layout
+
+    def execute(self, inputs, outputs) -> None:
+        """Run once: `inputs` and `outputs` are lists of `Binding`, in the descriptor's order.
+
+        Raises:
+            ValidationError: the bindings break DirectML's rules (nothing runs).
+        """
+        with self.device._lock:
+            ranges = check_bindings(self.op, self._descs, inputs, outputs, self.device)
+            self._run(ranges)
+
+    def _run(self, ranges, upload=(), download=()):
+        """Dispatch over checked ranges; `upload`/`download` are Buffers synced around it."""
+        offsets = [r.start // 4 for r in ranges]
+        if len(ranges) == 2:
+            offsets.insert(1, 0)
+        push = np.array(offsets + [self._count], dtype=np.uint32)
+        self.device._dispatch(
+            self.variant.name, self._spirv, self._spec, self._units,
+            [r.buffer._tensor for r in ranges], push,
+            upload=[b._tensor for b in upload], download=[b._tensor for b in download])
+        for b in upload:
+            b._host_current = True
+        output = ranges[-1].buffer
+        output._host_current = output in download

@@ -1,0 +1,43 @@
+"""DirectML operator descriptors (`DML_ELEMENT_WISE_*_OPERATOR_DESC`), one class per table row.
+
+The classes are made from the operator table so that their fields are exactly the operator's
+tensors in DirectML's member order, snake-cased: `ElementWiseBitXorOperatorDesc(a_tensor,
+b_tensor, output_tensor)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, make_dataclass
+
+from .operators import OPERATORS, Operator, field_name
+from .tensor_desc import TensorDesc
+
+
+@dataclass(frozen=True)
+class OperatorDesc:
+    """Base of every operator descriptor; `OPERATOR` is the class's table row."""
+
+    OPERATOR = None  # type: Operator
+
+    def tensor_descs(self) -> dict[str, object]:
+        """DirectML tensor name -> the value given for it, inputs first, output last."""
+        return {t: getattr(self, field_name(t)) for t in self.OPERATOR.tensors}
+
+
+def _make(op: Operator) -> type:
+    cls = make_dataclass(
+        op.desc_class_name,
+        [(field_name(t), TensorDesc, field()) for t in op.tensors],
+        bases=(OperatorDesc,),
+        frozen=True,
+        namespace={"OPERATOR": op, "__module__": __name__},
+    )
+    args = ", ".join(f.name for f in fields(cls))
+    cls.__doc__ = f"`DML_{op.name}_OPERATOR_DESC`: {args}."
+    return cls
+
+
+DESC_CLASSES = {op.name: _make(op) for op in OPERATORS}
+ElementWiseBitNotOperatorDesc = DESC_CLASSES["ELEMENT_WISE_BIT_NOT"]
+ElementWiseBitXorOperatorDesc = DESC_CLASSES["ELEMENT_WISE_BIT_XOR"]
+ElementWiseSignOperatorDesc = DESC_CLASSES["ELEMENT_WISE_SIGN"]
+ElementWiseBitCountOperatorDesc = DESC_CLASSES["ELEMENT_WISE_BIT_COUNT"]

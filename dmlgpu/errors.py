@@ -1,0 +1,35 @@
+"""The exceptions dmlgpu raises on purpose."""
+from __future__ import annotations
+
+
+class ValidationError(ValueError):
+    """A descriptor, binding or argument that DirectML's rules reject.
+
+    Raised before any device work starts. The message names the operator, the tensor, the field,
+    the value given and what is allowed; the same facts are kept as attributes for programs.
+    """
+
+    def __init__(self, operator: str, tensor: str | None, field: str, value, allowed: str):
+        self.operator = operator
+        self.tensor = tensor
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        where = f"{tensor}.{field}" if tensor else field
+        super().__init__(f"{operator}: {where} is {_show(value)}; {allowed}")
+
+
+class DeviceError(RuntimeError):
+    """No usable Vulkan device, or the device failed while running work."""
+
+
+class DeviceMemoryError(MemoryError):
+    """The device could not provide the memory asked for; the device stays usable."""
+
+
+def _show(value) -> str:
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and hasattr(value, "value"):
+        return name  # enum members read best by name
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,278 @@
+"""The numpy front end: `bit_not`, `bit_xor`, `sign`, `bit_count` on the default device.
+
+Each call builds the DirectML descriptors that describe the arrays, validates them at the
+requested feature level (before any work starts), and runs them. Shapes are fitted to the level's
+dimension rules only where the meaning is unchanged: dimensions that every tensor walks
+contiguously are merged, leading 1s are added; data-type rules are never bent. `bit_xor`
+broadcasts with numpy's rules through zero strides, so the smaller operand is never expanded.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import descs as _descs
+from .device import default_device
+from .dtypes import DataType
+from .errors import ValidationError
+from .compiled import coalesce
+from .operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN, Operator
+from .tensor_desc import TensorDesc, calc_buffer_tensor_size
+from .bindings import BoundRange
+from .validation import resolve_feature_level, support_row
+
+_DESC_CLASS = {op.name: cls for op, cls in zip(
+    (BIT_NOT, BIT_XOR, SIGN, BIT_COUNT), (
+        _descs.ElementWiseBitNotOperatorDesc, _descs.ElementWiseBitXorOperatorDesc,
+        _descs.ElementWiseSignOperatorDesc, _descs.ElementWiseBitCountOperatorDesc))}
+
+
+def bit_not(x, out=None, *, feature_level=None):
+    """Bitwise NOT of every element's raw bits (DML_ELEMENT_WISE_BIT_NOT).
+
+    Args:
+        x: numpy array of one of DirectML's data types allowed at the level (all eleven
+            at 4_1 and above; UINT8/16/32 at 3_0).
+        out: optional array of x's dtype and shape; `out=x` runs in place.
+        feature_level: a `FeatureLevel`; None means the newest.
+
+    Returns:
+        A new array, or `out`. Floats are inverted bit for bit (NaN payloads kept).
+
+    Raises:
+        ValidationError: a dtype, shape or `out` the level does not allow.
+    """
+    return _apply(BIT_NOT, (x,), out, None, feature_level)
+
+
+def bit_xor(a, b, out=None, *, feature_level=None):
+    """Bitwise XOR of the raw bits of `a` and `b` (DML_ELEMENT_WISE_BIT_XOR).
+
+    `a` and `b` must have the same dtype (DirectML does not promote) and shapes that broadcast
+    with numpy's rules. `out=a` or `out=b` runs in place when `out` has the result's shape.
+
+    Raises:
+        ValidationError: mismatched dtypes, shapes that do not broadcast, or a bad `out`.
+    """
+    return _apply(BIT_XOR, (a, b), out, None, feature_level)
+
+
+def sign(x, out=None, *, feature_level=None):
+    """-1, 0 or +1 per element, in x's dtype (DML_ELEMENT_WISE_SIGN).
+
+    Differs from `numpy.sign`: NaN gives 0 (DirectML's "otherwise" branch), -0.0 gives +0.0.
+    Unsigned inputs give 0 or 1. float64 is rejected at every level (DirectML has no FLOAT64
+    SIGN); at levels 2_0 and 2_1 arrays are presented as 4-D.
+    """
+    return _apply(SIGN, (x,), out, None, feature_level)
+
+
+def bit_count(x, out=None, *, dtype=np.uint8, feature_level=None):
+    """Number of 1 bits of each element's raw encoding (DML_ELEMENT_WISE_BIT_COUNT).
+
+    Args:
+        dtype: numpy.uint8 (DirectMLX's default) or numpy.uint32. When `out` is given and
+            `dtype` is left at its default, `out.dtype` decides.
+
+    Differs from `numpy.bitwise_count`, which counts |x| for signed integers: -1 as int8 gives
+    8 here. Never in place (DirectML does not allow BIT_COUNT to alias its input).
+    """
+    if out is not None and dtype is np.uint8 and isinstance(out, np.ndarray):
+        dtype = out.dtype
+    return _apply(BIT_COUNT, (x,), out, dtype, feature_level)
+
+
+def _fail(op, tensor, field, value, allowed):
+    raise ValidationError(op.dml_name, tensor, field, value, allowed)
+
+
+def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
+    try:
+        data_type = DataType.from_numpy(dtype)
+    except TypeError:
+        data_type = None
+    if data_type is None:
+        names = ", ".join(t.numpy.name for t in allowed)
+        _fail(op, tensor, "dtype", dtype, f"allowed: {names}")
+    return data_type
+
+
+def _apply(op: Operator, arrays, out, out_dtype, feature_level):
+    level = resolve_feature_level(feature_level, op.dml_name)
+    row = support_row(op, level)
+    for name, x in zip(op.inputs, arrays):
+        if not isinstance(x, (np.ndarray, np.generic)):
+            _fail(op, name, "type", type(x).__name__, "allowed: numpy.ndarray")
+    arrays = [np.asarray(x) for x in arrays]
+    in_types = [_data_type(op, name, x.dtype, row.input_types) for name, x in zip(op.inputs, arrays)]
+    if out_dtype is None:
+        out_type = in_types[0]
+    else:
+        out_type = _data_type(op, op.output, out_dtype, row.output_types)
+    try:
+        shape = np.broadcast_shapes(*(x.shape for x in arrays))
+    except ValueError:
+        _fail(op, op.inputs[1], "shape", arrays[1].shape,
+              f"must broadcast with {op.inputs[0]}'s shape {arrays[0].shape}")
+    in_place = _check_out(op, out, out_type, shape, arrays)
+
+    # Element strides of each tensor over the result's shape; broadcast dimensions get 0. An
+    # empty result is still validated (data types, dimensions), as if each size were 1.
+    inputs = [np.ascontiguousarray(x) for x in arrays]
+    empty = 0 in shape
+    probe = tuple(1 for _ in shape) if empty else shape
+    strides = [_broadcast_strides(x.shape, shape) for x in inputs]
+    strides.append(_broadcast_strides(shape, shape))
+    sizes, strides = coalesce(probe, strides)
+    sizes, strides = _fit_dimensions(op, row, sizes, strides)
+    types = in_types + [out_type]
+    tensors = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(types, strides)]
+    desc = _DESC_CLASS[op.name](*tensors)
+    device = default_device()
+    device.create_operator(desc, level)  # validates the whole call before any work
+
+    direct = out is not None and out.flags.c_contiguous
+    result = out if direct else np.empty(shape, dtype=out_type.numpy)
+    if not empty:
+        _run_chunks(device, desc, level, inputs, result, in_place)
+    if out is None:
+        return result[()] if result.ndim == 0 else result
+    if not direct:
+        np.copyto(out, result, casting="no")
+    return out
+
+
+def _check_out(op, out, out_type, shape, arrays) -> int | None:
+    """Check `out`; returns the index of the input it aliases exactly (in place), else None."""
+    if out is None:
+        return None
+    if not isinstance(out, np.ndarray):
+        _fail(op, op.output, "out", type(out).__name__, "allowed: None or a numpy.ndarray")
+    if out.dtype != out_type.numpy:
+        _fail(op, op.output, "out.dtype", out.dtype, f"allowed: {out_type.numpy.name}")
+    if out.shape != tuple(shape):
+        _fail(op, op.output, "out.shape", out.shape, f"allowed: {tuple(shape)}")
+    if not out.flags.writeable:
+        _fail(op, op.output, "out", "a read-only array", "allowed: a writeable array")
+    for index, x in enumerate(arrays):
+        if not np.shares_memory(out, x):
+            continue
+        exact = (x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+                 and x.shape == out.shape and x.strides == out.strides
+                 and x.dtype.itemsize == out.dtype.itemsize)
+        if not exact:
+            _fail(op, op.output, "out", "an array partially overlapping " + op.inputs[index],
+                  "allowed: no overlap, or exactly the same elements as an input (in place)")
+        if not op.in_place:
+            _fail(op, op.output, "out", f"the same memory as {op.inputs[index]}",
+                  f"{op.dml_name} does not support in-place execution")
+        return index
+    return None
+
+
+def _broadcast_strides(shape, target):
+    """Element strides of a C-contiguous array of `shape` seen with numpy broadcasting as `target`."""
+    packed, step = [], 1
+    for size in reversed(shape):
+        packed.append(step)
+        step *= size
+    packed = packed[::-1]
+    lead = len(target) - len(shape)
+    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else packed[d - lead]
+            for d in range(len(target))]
+
+
+def _fit_dimensions(op, row, sizes, strides):
+    """Add leading 1s until the level's smallest dimension count; too many dims is an error."""
+    lowest, highest = row.dims[0], row.dims[-1]
+    if len(sizes) > highest:
+        _fail(op, op.output, "DimensionCount", len(sizes),
+              f"allowed: {highest} after merging contiguous dimensions; these do not merge")
+    pad = max(0, lowest - len(sizes))
+    return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
+
+
+def _run_chunks(device, desc, level, inputs, result, in_place):
+    """Run `desc` over numpy data, in pieces whose every binding fits one device buffer."""
+    tensors = list(desc.tensor_descs().values())
+    itemsizes = [t.data_type.size for t in tensors]
+    strides = [t.effective_strides for t in tensors]
+    flat_in = [x.reshape(-1).view(np.uint8) for x in inputs]
+    flat_out = result.reshape(-1).view(np.uint8)
+    pool = _pool(device)
+    for offsets, sizes in _chunks(tensors[-1].sizes, strides, itemsizes, device.max_buffer_size):
+        sub = [TensorDesc(t.data_type, sizes, t.strides) for t in tensors]
+        compiled = device.create_operator(type(desc)(*sub), level)
+        nbytes = [calc_buffer_tensor_size(t.data_type, sizes, t.strides) for t in sub]
+        with device._lock:
+            buffers = _borrow(pool, nbytes, in_place, inputs)
+            ranges = [BoundRange(b, 0, b.size_in_bytes) for b in buffers]
+            staged = []
+            for i, data in enumerate(flat_in):
+                if buffers[i] in staged:
+                    continue
+                start = offsets[i] * itemsizes[i]
+                piece = data[start:start + nbytes[i]]
+                buffers[i]._host_bytes()[:piece.size] = piece
+                staged.append(buffers[i])
+            compiled._run(ranges, upload=staged, download=[buffers[-1]])
+            start = offsets[-1] * itemsizes[-1]
+            extent = _extent(sizes, strides[-1]) * itemsizes[-1]
+            flat_out[start:start + extent] = buffers[-1]._host_bytes()[:extent]
+            pool.give(*buffers)
+
+
+def _borrow(pool, nbytes, in_place, inputs):
+    """Scratch buffers for inputs then output; identical inputs and in-place share buffers."""
+    buffers = []
+    for i, n in enumerate(nbytes[:-1]):
+        same = next((j for j in range(i) if inputs[j] is inputs[i]), None)
+        buffers.append(buffers[same] if same is not None else pool.take(n))
+    buffers.append(buffers[in_place] if in_place is not None else pool.take(nbytes[-1]))
+    return buffers
+
+
+def _extent(sizes, strides) -> int:
+    """Elements from the first to one past the last element."""
+    return sum((s - 1) * st for s, st in zip(sizes, strides)) + 1
+
+
+def _chunks(sizes, strides, itemsizes, limit, base=None):
+    """Yield (element offset per tensor, sub-sizes) pieces whose spans fit in `limit` bytes.
+
+    Splits the outermost dimension into runs of rows; when one row is still too large it
+    recurses into the row. Broadcast (zero-stride) dimensions reuse the same bytes.
+    """
+    base = base or [0] * len(strides)
+    sizes = tuple(sizes)
+    spans = [_extent(sizes, st) * isz for st, isz in zip(strides, itemsizes)]
+    if all(span <= limit for span in spans):
+        yield base, sizes
+        return
+    rest, outer = sizes[1:], sizes[0]
+    rows = outer
+    for st, isz in zip(strides, itemsizes):
+        inner = _extent(rest, st[1:]) * isz
+        if st[0] and inner <= limit:
+            rows = min(rows, (limit - inner) // (st[0] * isz) + 1)
+        elif inner > limit:
+            rows = 0
+    if rows >= 1:
+        for r0 in range(0, outer, rows):
+            n = min(rows, outer - r0)
+            yield [b + r0 * st[0] for b, st in zip(base, strides)], (n,) + rest
+        return
+    for r0 in range(outer):
+        row_base = [b + r0 * st[0] for b, st in zip(base, strides)]
+        for offsets, sub in _chunks(rest, [st[1:] for st in strides], itemsizes, limit, row_base):
+            yield offsets, (1,) + tuple(sub)
+
+
+_POOLS: dict = {}
+
+
+def _pool(device):
+    from .pool import ScratchPool
+
+    if id(device) not in _POOLS:
+        _POOLS[id(device)] = ScratchPool(device)
+    return _POOLS[id(device)]

@@ -1,0 +1,86 @@
+"""Inputs for cross-checks, shared by the demo, the tests and the benchmarks.
+
+Values are made as raw bit patterns so that every encoding the operators must keep intact
+appears: for integers 0, +/-1, the extremes and alternating bits; for floats +/-0, +/-1,
++/-inf, quiet and signalling NaNs with payloads and either sign, denormals and the extremes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import DataType
+from .operators import OPERATORS, Operator
+
+_FLOAT_LAYOUT = {16: (10, 5), 32: (23, 8), 64: (52, 11)}  # mantissa bits, exponent bits
+
+
+def edge_bits(data_type: DataType) -> np.ndarray:
+    """Edge-case encodings of `data_type`, as unsigned integers of its width."""
+    width = data_type.bits
+    utype = np.dtype(f"<u{width // 8}")
+    ones = (1 << width) - 1
+    top = 1 << (width - 1)
+    values = {0, 1, ones, top, top - 1, top + 1, ones - 1, 2, 0x55 * (ones // 0xFF), 0xAA * (ones // 0xFF)}
+    if data_type.is_float:
+        mantissa, exponent = _FLOAT_LAYOUT[width]
+        inf = ((1 << exponent) - 1) << mantissa
+        one = ((1 << (exponent - 1)) - 1) << mantissa
+        quiet = inf | (1 << (mantissa - 1))
+        for bits in (one, inf, quiet, quiet | 1, inf | 1, inf | ((1 << mantissa) - 1), 1,
+                     (1 << mantissa) - 1, 1 << mantissa, inf - 1, one + 1):
+            values.update((bits, bits | top))  # each with both signs
+    return np.array(sorted(values), dtype=utype)
+
+
+def sample(data_type: DataType, shape, rng: np.random.Generator) -> np.ndarray:
+    """An array of `shape` holding every edge value (as far as it fits) and random bits."""
+    width = data_type.bits
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = rng.integers(0, 256, size=count * (width // 8), dtype=np.uint8).view(f"<u{width // 8}")
+    edges = edge_bits(data_type)
+    if count:
+        positions = rng.permutation(count)[:edges.size]
+        raw[positions] = edges[:positions.size]
+    return raw.view(data_type.numpy).reshape(shape)
+
+
+def case_types(op: Operator, level=None) -> list[tuple[DataType, DataType]]:
+    """(input type, output type) pairs the operator allows at `level` (default: newest)."""
+    row = op.newest if level is None else op.support_at(level)
+    if row is None:
+        return []
+    if op.same_type:
+        return [(t, t) for t in row.input_types]
+    return [(i, o) for i in row.input_types for o in row.output_types]
+
+
+def all_cases(level=None) -> list[tuple[Operator, DataType, DataType]]:
+    return [(op, i, o) for op in OPERATORS for i, o in case_types(op, level)]
+
+
+def front_end(op: Operator, arrays, out_type: DataType, out=None, feature_level=None):
+    """Call the public numpy function of `op` (bit_count gets its output dtype)."""
+    from . import numpy_api
+
+    function = getattr(numpy_api, op.short)
+    extra = {} if op.same_type else {"dtype": out_type.numpy}
+    return function(*arrays, out=out, feature_level=feature_level, **extra)
+
+
+def reference(op: Operator, arrays, out_type: DataType) -> np.ndarray:
+    """`dmlgpu.reference` for `op`, with numpy broadcasting and the output type applied."""
+    from .reference import REFERENCES
+
+    function = REFERENCES[op.short]
+    if op.same_type:
+        return np.asarray(function(*arrays))
+    return np.asarray(function(*arrays, out_type.numpy))
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit-for-bit equality (NaN == NaN, -0 != +0), shapes and dtypes included."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    view = np.dtype(f"<u{a.dtype.itemsize}")
+    return np.array_equal(np.ascontiguousarray(a).view(view), np.ascontiguousarray(b).view(view))

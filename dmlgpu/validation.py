@@ -1,0 +1,165 @@
+"""The one place that decides whether an operator descriptor is valid at a feature level.
+
+Rules come from the operator table and DirectML's buffer-tensor rules (`shared/spec/directml.md`
+§1-2); each rejection raises `ValidationError` naming operator, tensor, field, value and what is
+allowed. Binding-time rules live in `dmlgpu.bindings`, driven by the same table.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .descs import DESC_CLASSES, OperatorDesc
+from .dtypes import DataType
+from .errors import ValidationError
+from .feature_levels import FeatureLevel
+from .operators import Operator
+from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
+
+#: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
+_OVERLAP_ENUMERATION_LIMIT = 1 << 22
+
+
+def is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _names(items) -> str:
+    return ", ".join(getattr(i, "name", str(i)) for i in items)
+
+
+def resolve_feature_level(feature_level, operator: str = "dmlgpu") -> FeatureLevel:
+    """None means the newest level; otherwise a FeatureLevel or its DirectML value."""
+    if feature_level is None:
+        return FeatureLevel.newest()
+    if is_int(feature_level):
+        try:
+            return FeatureLevel(int(feature_level))
+        except ValueError:
+            pass
+    raise ValidationError(operator, None, "feature_level", feature_level,
+                          f"allowed: None or one of {_names(FeatureLevel)}")
+
+
+def support_row(op: Operator, level: FeatureLevel):
+    """The operator's tensor-support table at `level`; an error if it does not exist there."""
+    row = op.support_at(level)
+    if row is None:
+        raise ValidationError(op.dml_name, None, "feature_level", level,
+                              f"the operator was introduced in {op.introduced.dml_name}")
+    return row
+
+
+def validate(operator_desc, feature_level=None) -> Operator:
+    """Check an operator descriptor against DirectML's rules at `feature_level`.
+
+    Args:
+        operator_desc: one of the `ElementWise*OperatorDesc` classes.
+        feature_level: a `FeatureLevel` (or its value); None means the newest.
+
+    Returns:
+        The operator's table row.
+
+    Raises:
+        ValidationError: naming operator, tensor, field, value given and what is allowed.
+    """
+    if not isinstance(operator_desc, OperatorDesc):
+        raise ValidationError("dmlgpu", None, "operator_desc", type(operator_desc).__name__,
+                              f"allowed: {', '.join(c.__name__ for c in DESC_CLASSES.values())}")
+    op = operator_desc.OPERATOR
+    level = resolve_feature_level(feature_level, op.dml_name)
+    row = support_row(op, level)
+    tensors = operator_desc.tensor_descs()
+    for name, desc in tensors.items():
+        is_output = name == op.output
+        allowed_types = row.output_types if is_output else row.input_types
+        _check_tensor(op, level, name, desc, row.dims, allowed_types, is_output)
+    _check_agreement(op, tensors)
+    return op
+
+
+def _check_tensor(op, level, name, desc, dims, allowed_types, is_output):
+    def fail(field, value, allowed):
+        raise ValidationError(op.dml_name, name, field, value, allowed)
+
+    if not isinstance(desc, TensorDesc):
+        fail("Type", type(desc).__name__, "allowed: dmlgpu.TensorDesc")
+    data_type = desc.data_type
+    if not isinstance(data_type, DataType) or data_type not in allowed_types:
+        fail("DataType", data_type, f"allowed at {level.dml_name}: {_names(allowed_types)}")
+    sizes = desc.sizes
+    if not isinstance(sizes, tuple):
+        fail("Sizes", sizes, "allowed: a sequence of integers")
+    if len(sizes) not in dims:
+        fail("DimensionCount", len(sizes),
+             f"allowed at {level.dml_name}: {_range_text(dims)}")
+    for size in sizes:
+        if not is_int(size) or not 1 <= size <= UINT32_MAX:
+            fail("Sizes", sizes, "each size must be an integer from 1 to 2^32-1")
+    if desc.element_count > MAX_ELEMENTS:
+        fail("Sizes", sizes, f"a tensor may hold at most 2^32-1 elements, not {desc.element_count}")
+    strides = desc.strides
+    if strides is not None:
+        if not isinstance(strides, tuple) or len(strides) != len(sizes):
+            fail("Strides", strides, f"allowed: None or {len(sizes)} integers (one per dimension)")
+        for stride in strides:
+            if not is_int(stride) or not 0 <= stride <= UINT32_MAX:
+                fail("Strides", strides, "each stride must be an integer from 0 to 2^32-1")
+        if is_output:
+            _check_output_layout(fail, sizes, strides)
+    alignment = desc.guaranteed_base_offset_alignment
+    if not is_int(alignment) or not 0 <= alignment <= UINT32_MAX or (
+            alignment and (alignment & (alignment - 1) or alignment < data_type.size)):
+        fail("GuaranteedBaseOffsetAlignment", alignment,
+             f"allowed: 0, or a power of two >= the element size ({data_type.size})")
+    total = desc.total_tensor_size_in_bytes
+    if total is not None:
+        minimum = desc.minimum_size
+        if not is_int(total) or not minimum <= total <= UINT64_MAX or total % 4:
+            fail("TotalTensorSizeInBytes", total,
+                 f"allowed: a multiple of 4 and at least {minimum} (DMLCalcBufferTensorSize)")
+
+
+def _check_output_layout(fail, sizes, strides):
+    """Outputs may be strided, but no two output elements may share memory."""
+    dims = [(st, s) for s, st in zip(sizes, strides) if s > 1]
+    if any(st == 0 for st, _ in dims):
+        fail("Strides", strides, "an output may not broadcast: a zero stride needs size 1")
+    reach = 0  # one past the furthest element offset reachable by the smaller strides
+    for stride, size in sorted(dims):
+        if stride <= reach:
+            break
+        reach += stride * (size - 1)
+    else:
+        return
+    count = 1
+    for _, size in dims:
+        count *= size
+    if count <= _OVERLAP_ENUMERATION_LIMIT:
+        offsets = np.zeros(1, dtype=np.uint64)
+        for stride, size in dims:
+            offsets = (offsets[:, None] + np.arange(size, dtype=np.uint64) * stride).ravel()
+        if np.unique(offsets).size == offsets.size:
+            return
+    fail("Strides", strides, "output elements may not overlap (two elements would share memory)")
+
+
+def _range_text(dims) -> str:
+    if len(dims) == 1:
+        return f"exactly {dims[0]}"
+    return f"{dims[0]} to {dims[-1]}"
+
+
+def _check_agreement(op, tensors):
+    """DirectML: all tensors have the same DimensionCount and Sizes; same DataType if required."""
+    items = list(tensors.items())
+    first_name, first = items[0]
+    for name, desc in items[1:]:
+        if len(desc.sizes) != len(first.sizes):
+            raise ValidationError(op.dml_name, name, "DimensionCount", len(desc.sizes),
+                                  f"must equal {first_name}.DimensionCount ({len(first.sizes)})")
+        if desc.sizes != first.sizes:
+            raise ValidationError(op.dml_name, name, "Sizes", desc.sizes,
+                                  f"must equal {first_name}.Sizes {first.sizes}")
+        if op.same_type and desc.data_type != first.data_type:
+            raise ValidationError(op.dml_name, name, "DataType", desc.data_type,
+                                  f"must equal {first_name}.DataType ({first.data_type.name})")

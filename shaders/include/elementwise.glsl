@@ -1,0 +1,115 @@
+// Declarations shared by every operator: bindings, push constants, specialization constants and
+// element loads/stores. An operator source defines ARITY (1 or 2), includes this file, defines its
+// operation, then includes elementwise_main.glsl. The build passes IN_BITS/OUT_BITS/IN_KIND and
+// one of LAYOUT_FLAT / LAYOUT_STRIDED; abi.glsl (generated from dmlgpu/kernels.py) fixes the
+// push-constant block and the specialization-constant ids that the Python side fills in.
+//
+// Binding i < ARITY is input i; binding ARITY is the output. Inputs and the output may be the
+// same buffer (in-place execution): no block is `restrict`, and every invocation reads the
+// elements it writes before writing them.
+#ifndef DMLGPU_ELEMENTWISE_GLSL
+#define DMLGPU_ELEMENTWISE_GLSL
+
+#include "abi.glsl"
+#include "words.glsl"
+
+#ifndef IN_BITS
+#define IN_BITS 32  // width-independent operations (NOT, XOR) in the flat layout
+#endif
+#ifndef OUT_BITS
+#define OUT_BITS IN_BITS
+#endif
+#define LANES(W) (32u / uint(W))
+
+#if IN_BITS == 64
+#define IN_T uvec2
+#else
+#define IN_T uint
+#endif
+#if OUT_BITS == 64
+#define OUT_T uvec2
+#else
+#define OUT_T uint
+#endif
+
+layout(local_size_x_id = SPEC_WORKGROUP_SIZE) in;
+
+layout(std430, binding = 0) readonly buffer In0Words { uint in0_w[]; };
+layout(std430, binding = 0) readonly buffer In0Vecs { uvec4 in0_v[]; };
+#if ARITY == 2
+layout(std430, binding = 1) readonly buffer In1Words { uint in1_w[]; };
+layout(std430, binding = 1) readonly buffer In1Vecs { uvec4 in1_v[]; };
+#endif
+layout(std430, binding = ARITY) buffer OutWords { uint out_w[]; };
+layout(std430, binding = ARITY) buffer OutVecs { uvec4 out_v[]; };
+
+// The grid is 2-D (more groups than maxComputeWorkGroupCount[0]) and may be smaller than the work:
+// invocations stride over units, so one compiled pipeline serves every tensor size.
+uint first_unit() {
+    return (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x
+        + gl_LocalInvocationID.x;
+}
+uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x; }
+
+// for (u = first_unit(); u < units; u += grid_size()) without wrapping near 2^32.
+#define FOR_EACH_UNIT(u, units) \
+    for (uint u = first_unit(), step_ = grid_size(), n_ = (units); u < n_; u = (n_ - u > step_) ? u + step_ : n_)
+
+// Element e (in elements from the bound offset `base`, in words) of a tensor of width W.
+#if IN_BITS == 64
+#define LOAD_IN(buf, base, e) uvec2(buf[(base) + 2u * (e)], buf[(base) + 2u * (e) + 1u])
+#else
+#define LOAD_IN(buf, base, e) \
+    ((buf[(base) + (e) / LANES(IN_BITS)] >> (((e) % LANES(IN_BITS)) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)))
+#endif
+
+// Writes output element e. Lanes narrower than a word use atomics: in the strided layout two
+// invocations may own elements of one word. Other bits of the word are never changed.
+void store_out(uint e, OUT_T v) {
+#if OUT_BITS == 64
+    out_w[p.out_offset + 2u * e] = v.x;
+    out_w[p.out_offset + 2u * e + 1u] = v.y;
+#elif OUT_BITS == 32
+    out_w[p.out_offset + e] = v;
+#else
+    uint index = p.out_offset + e / LANES(OUT_BITS);
+    uint shift = (e % LANES(OUT_BITS)) * uint(OUT_BITS);
+    uint mask = lane_mask(uint(OUT_BITS)) << shift;
+    atomicAnd(out_w[index], ~mask);
+    atomicOr(out_w[index], (v << shift) & mask);
+#endif
+}
+
+#ifdef LAYOUT_STRIDED
+// Sizes and per-tensor strides in elements, innermost dimension last (index MAX_DIMS - 1);
+// unused leading dimensions have size 1. Fixed per compiled operator, so the driver folds the
+// divisions below into multiplications.
+#define SPEC_DIMS(name, base, init) \
+    layout(constant_id = base + 0) const uint name##0 = init; \
+    layout(constant_id = base + 1) const uint name##1 = init; \
+    layout(constant_id = base + 2) const uint name##2 = init; \
+    layout(constant_id = base + 3) const uint name##3 = init; \
+    layout(constant_id = base + 4) const uint name##4 = init; \
+    layout(constant_id = base + 5) const uint name##5 = init; \
+    layout(constant_id = base + 6) const uint name##6 = init; \
+    layout(constant_id = base + 7) const uint name##7 = init;
+SPEC_DIMS(SIZE, SPEC_SIZES, 1u)
+SPEC_DIMS(STRIDE_IN0_, SPEC_STRIDES_IN0, 0u)
+SPEC_DIMS(STRIDE_IN1_, SPEC_STRIDES_IN1, 0u)
+SPEC_DIMS(STRIDE_OUT_, SPEC_STRIDES_OUT, 0u)
+
+struct Offsets { uint in0; uint in1; uint out_; };
+
+#define DIM(d) { \
+    uint c = i % SIZE##d; i /= SIZE##d; \
+    o.in0 += c * STRIDE_IN0_##d; o.in1 += c * STRIDE_IN1_##d; o.out_ += c * STRIDE_OUT_##d; }
+
+// Element offsets of the row-major element index i in each tensor.
+Offsets element_offsets(uint i) {
+    Offsets o = Offsets(0u, 0u, 0u);
+    DIM(7) DIM(6) DIM(5) DIM(4) DIM(3) DIM(2) DIM(1) DIM(0)
+    return o;
+}
+#endif
+
+#endif
