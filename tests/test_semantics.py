@@ -1,0 +1,97 @@
+"""Hand-written vectors: the documents' examples and DirectML's raw-bit semantics, written out
+independently of dmlgpu.reference so that both the GPU and the reference are held to them."""
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import reference
+
+
+def bits(a):
+    a = np.asarray(a)
+    return np.ascontiguousarray(a).view(f"<u{a.dtype.itemsize}")
+
+
+IMPLEMENTATIONS = {
+    "gpu": dict(bit_not=dmlgpu.bit_not, bit_xor=dmlgpu.bit_xor, sign=dmlgpu.sign,
+                bit_count=dmlgpu.bit_count),
+    "reference": dict(bit_not=reference.bit_not, bit_xor=reference.bit_xor, sign=reference.sign,
+                      bit_count=lambda x, dtype=np.uint8: reference.bit_count(x, dtype)),
+}
+both = pytest.mark.parametrize("impl", IMPLEMENTATIONS.values(), ids=IMPLEMENTATIONS.keys())
+
+
+@both
+def test_bit_not_document_example(impl):
+    x = np.array([[0, 128], [42, 255]], np.uint8)
+    np.testing.assert_array_equal(impl["bit_not"](x), [[255, 127], [213, 0]])
+
+
+@both
+def test_bit_count_document_example(impl):
+    x = np.array([[0, 123], [456, 789]], np.uint32)
+    got = impl["bit_count"](x, dtype=np.uint32)
+    assert got.dtype == np.uint32
+    np.testing.assert_array_equal(got, [[0, 6], [4, 5]])
+
+
+@both
+def test_bit_not_on_floats_and_signed_ints_is_raw(impl):
+    x = np.array([1.0, -0.0], np.float32)
+    np.testing.assert_array_equal(bits(impl["bit_not"](x)), [0xC07FFFFF, 0x7FFFFFFF])
+    np.testing.assert_array_equal(impl["bit_not"](np.array([5, -1, -128], np.int8)), [-6, 0, 127])
+
+
+@both
+def test_bit_xor_keeps_nan_payloads(impl):
+    a = np.array([0x7FA00001, 0x7F800001, 0x3F800000], np.uint32).view(np.float32)  # sNaN, payloads
+    b = np.array([0x80000000] * 3, np.uint32).view(np.float32)
+    np.testing.assert_array_equal(bits(impl["bit_xor"](a, b)), [0xFFA00001, 0xFF800001, 0xBF800000])
+
+
+@both
+def test_sign_floats(impl):
+    x = np.array([2.5, -3.0, 0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan], np.float32)
+    x = np.concatenate([x, np.array([1, 0x80000001, 0x7FC00001, 0xFFFFFFFF], np.uint32).view(np.float32)])
+    expected = [0x3F800000, 0xBF800000, 0, 0, 0x3F800000, 0xBF800000, 0, 0,
+                0x3F800000, 0xBF800000, 0, 0]  # denormals +/-1; every NaN 0; -0 -> +0
+    np.testing.assert_array_equal(bits(impl["sign"](x)), expected)
+
+
+@both
+def test_sign_float16(impl):
+    x = np.array([0x3C00, 0xBC00, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00, 0x0001,
+                  0x8001, 0x7BFF], np.uint16).view(np.float16)
+    expected = [0x3C00, 0xBC00, 0, 0, 0x3C00, 0xBC00, 0, 0, 0, 0x3C00, 0xBC00, 0x3C00]
+    np.testing.assert_array_equal(bits(impl["sign"](x)), expected)
+
+
+@both
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_sign_signed_ints(impl, dtype):
+    info = np.iinfo(dtype)
+    x = np.array([info.min, -1, 0, 1, info.max, info.min + 1], dtype)
+    np.testing.assert_array_equal(impl["sign"](x), np.array([-1, -1, 0, 1, 1, -1], dtype))
+
+
+@both
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64"])
+def test_sign_unsigned_ints(impl, dtype):
+    x = np.array([0, 1, np.iinfo(dtype).max, 1 << (np.dtype(dtype).itemsize * 8 - 1)], dtype)
+    np.testing.assert_array_equal(impl["sign"](x), np.array([0, 1, 1, 1], dtype))
+
+
+@both
+def test_bit_count_raw_bits(impl):
+    f32 = np.array([1.0, -0.0, np.nan, -1.0], np.float32)
+    np.testing.assert_array_equal(impl["bit_count"](f32), [7, 1, 9, 8])
+    np.testing.assert_array_equal(impl["bit_count"](np.array([1.0], np.float16)), [4])
+    np.testing.assert_array_equal(impl["bit_count"](np.array([-1, -128, 127], np.int8)), [8, 1, 7])
+    got = impl["bit_count"](np.array([2**64 - 1, 0, 2**63], np.uint64), dtype=np.uint8)
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, [64, 0, 1])
+
+
+def test_sign_nan_differs_from_numpy_on_purpose():
+    x = np.array([np.nan], np.float32)
+    assert np.isnan(np.sign(x))[0] and dmlgpu.sign(x)[0] == 0

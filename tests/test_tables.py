@@ -1,0 +1,78 @@
+"""The tables restate DirectML's headers and documentation pages; these tests compare them with
+the documents themselves, written out here independently (shared/spec/directml.md §1, §3)."""
+import pytest
+
+from dmlgpu import DataType, FeatureLevel
+from dmlgpu.operators import BIT_COUNT, BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name
+from dmlgpu.tensor_desc import calc_buffer_tensor_size
+
+L = FeatureLevel
+
+
+def test_data_type_values_match_directml_h():
+    expected = {"UNKNOWN": 0, "FLOAT32": 1, "FLOAT16": 2, "UINT32": 3, "UINT16": 4, "UINT8": 5,
+                "INT32": 6, "INT16": 7, "INT8": 8, "FLOAT64": 9, "UINT64": 10, "INT64": 11,
+                "UINT4": 12, "INT4": 13}
+    assert {t.name: t.value for t in DataType} == expected
+
+
+def test_feature_level_values_match_directml_h():
+    expected = [0x1000, 0x2000, 0x2100, 0x3000, 0x3100, 0x4000, 0x4100, 0x5000, 0x5100, 0x5200,
+                0x6000, 0x6100, 0x6200, 0x6300, 0x6400]
+    assert [level.value for level in FeatureLevel] == expected
+    assert FeatureLevel.LEVEL_3_0 == 0x3000 and FeatureLevel.newest() is FeatureLevel.LEVEL_6_4
+
+
+def test_operator_type_values_and_tensors():
+    assert [(op.type_value, op.inputs) for op in OPERATORS] == [
+        (124, ("InputTensor",)), (123, ("ATensor", "BTensor")), (79, ("InputTensor",)),
+        (125, ("InputTensor",))]
+    assert [field_name(t) for t in BIT_XOR.tensors] == ["a_tensor", "b_tensor", "output_tensor"]
+
+
+ALL11 = "FLOAT64 FLOAT32 FLOAT16 INT64 INT32 INT16 INT8 UINT64 UINT32 UINT16 UINT8".split()
+DOC_TABLES = {  # (level, dims, input types, output types), from each operator's page
+    BIT_NOT: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", ["UINT32", "UINT16", "UINT8"],
+                                                    ["UINT32", "UINT16", "UINT8"])],
+    BIT_XOR: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", ["UINT32", "UINT16", "UINT8"],
+                                                    ["UINT32", "UINT16", "UINT8"])],
+    SIGN: [
+        (L.LEVEL_4_1, "1-8", ALL11[1:], ALL11[1:]),
+        (L.LEVEL_3_0, "1-8", "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split(),
+         "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()),
+        (L.LEVEL_2_1, "4", "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split(),
+         "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()),
+        (L.LEVEL_2_0, "4", ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"]),
+    ],
+    BIT_COUNT: [(L.LEVEL_4_1, "1-8", ALL11, ["UINT32", "UINT8"]),
+                (L.LEVEL_3_0, "1-8", ["UINT32", "UINT16", "UINT8"], ["UINT32", "UINT8"])],
+}
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+def test_support_tables_match_the_documentation(op):
+    got = [(row.level, "4" if row.dims == (4,) else f"{row.dims[0]}-{row.dims[-1]}",
+            [t.name for t in row.input_types], [t.name for t in row.output_types])
+           for row in op.support]
+    assert got == DOC_TABLES[op]
+
+
+def test_in_place_and_type_rules():
+    assert [op.in_place for op in OPERATORS] == [True, True, True, False]
+    assert [op.same_type for op in OPERATORS] == [True, True, True, False]
+    assert SIGN.introduced == L.LEVEL_2_0 and BIT_NOT.introduced == L.LEVEL_3_0
+    assert DataType.FLOAT64 not in SIGN.support_at(L.LEVEL_6_4).input_types
+
+
+@pytest.mark.parametrize("data_type, sizes, strides, expected", [
+    (DataType.FLOAT16, [3], None, 8),        # 6 bytes, rounded up to 4
+    (DataType.UINT8, [2, 2], None, 4),
+    (DataType.UINT8, [5], None, 8),
+    (DataType.FLOAT32, [2, 3], [0, 1], 12),  # broadcast rows: only one row stored
+    (DataType.FLOAT32, [2, 3], [5, 1], 32),  # padded rows: (1*5 + 2 + 1) * 4
+    (DataType.UINT64, [1, 1, 3, 5], [15, 1, 5, 1], 120),  # NHWC-style permuted strides
+    (DataType.INT4, [3], None, 4),           # 12 bits -> 2 bytes -> 4
+    (DataType.UNKNOWN, [4], None, 0),        # DirectML returns 0 for an unknown type
+])
+def test_calc_buffer_tensor_size(data_type, sizes, strides, expected):
+    assert calc_buffer_tensor_size(data_type, sizes, strides) == expected
