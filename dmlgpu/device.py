@@ -134,9 +134,13 @@ class Device:
         return Buffer(self, int(size_in_bytes))
 
     def upload(self, array) -> "Buffer":
-        """A device buffer holding a copy of `array`'s bytes (C order)."""
+        """A device buffer holding a copy of `array`'s bytes (C order).
+
+        Its size is rounded up to a multiple of 4, as DirectML requires of bound buffers, so a
+        tensor's data uploaded this way can be bound as that tensor.
+        """
         data = _as_bytes(array)
-        buffer = self.allocate(max(data.size, 1))
+        buffer = self.allocate(max(4, -(-data.size // 4) * 4))
         buffer.write(data)
         return buffer
 

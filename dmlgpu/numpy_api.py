@@ -16,7 +16,7 @@ from .dtypes import DataType
 from .errors import ValidationError
 from .compiled import coalesce
 from .operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN, Operator
-from .tensor_desc import TensorDesc, calc_buffer_tensor_size
+from .tensor_desc import MAX_ELEMENTS, TensorDesc, calc_buffer_tensor_size, packed_strides
 from .bindings import BoundRange
 from .validation import resolve_feature_level, support_row
 
@@ -114,14 +114,20 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
         _fail(op, op.inputs[1], "shape", arrays[1].shape,
               f"must broadcast with {op.inputs[0]}'s shape {arrays[0].shape}")
     in_place = _check_out(op, out, out_type, shape, arrays)
+    count = int(np.prod(shape, dtype=np.float64))
+    if count > MAX_ELEMENTS:
+        _fail(op, op.output, "shape", tuple(shape),
+              f"a tensor may hold at most 2^32-1 elements, not {count}")
 
-    # Element strides of each tensor over the result's shape; broadcast dimensions get 0. An
-    # empty result is still validated (data types, dimensions), as if each size were 1.
-    inputs = [np.ascontiguousarray(x) for x in arrays]
+    # Each input is presented with its own element strides over the result's shape (0 where it
+    # broadcasts), over the memory it covers: transposes and slices reach the GPU as strided
+    # tensors, not as host copies. An empty result is validated as if each size were 1.
+    memories, strides = zip(*(_memory(x, shape) for x in arrays))
+    strides = list(strides) + [_broadcast_strides(shape, shape)]
+    if in_place is not None and strides[in_place] != strides[-1]:
+        in_place = None  # a strided view written in place: compute apart, then copy into `out`
     empty = 0 in shape
     probe = tuple(1 for _ in shape) if empty else shape
-    strides = [_broadcast_strides(x.shape, shape) for x in inputs]
-    strides.append(_broadcast_strides(shape, shape))
     sizes, strides = coalesce(probe, strides)
     sizes, strides = _fit_dimensions(op, row, sizes, strides)
     types = in_types + [out_type]
@@ -133,7 +139,7 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     direct = out is not None and out.flags.c_contiguous
     result = out if direct else np.empty(shape, dtype=out_type.numpy)
     if not empty:
-        _run_chunks(device, desc, level, inputs, result, in_place)
+        _run_chunks(device, desc, level, memories, arrays, result, in_place)
     if out is None:
         return result[()] if result.ndim == 0 else result
     if not direct:
@@ -169,16 +175,36 @@ def _check_out(op, out, out_type, shape, arrays) -> int | None:
     return None
 
 
-def _broadcast_strides(shape, target):
-    """Element strides of a C-contiguous array of `shape` seen with numpy broadcasting as `target`."""
-    packed, step = [], 1
-    for size in reversed(shape):
-        packed.append(step)
-        step *= size
-    packed = packed[::-1]
+def _broadcast_strides(shape, target, strides=None):
+    """Element strides of an array of `shape` (packed unless `strides` are given) seen with
+    numpy broadcasting as `target`."""
+    if strides is None:
+        strides = packed_strides(shape)
     lead = len(target) - len(shape)
-    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else packed[d - lead]
+    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else strides[d - lead]
             for d in range(len(target))]
+
+
+#: A strided view is sent as the memory it spans unless that is this many times its own bytes.
+_MAX_SPAN_RATIO = 4
+
+
+def _memory(x: np.ndarray, target):
+    """(bytes the GPU reads, element strides over `target`) for input array `x`.
+
+    A view with non-negative strides that are whole elements is sent as the memory it spans,
+    with its strides; anything else (negative strides, odd byte strides, sparse views) is
+    copied into C order first.
+    """
+    itemsize = x.dtype.itemsize
+    if not x.flags.c_contiguous and x.size:
+        steps = [st // itemsize for st in x.strides]
+        span = sum((n - 1) * st for n, st in zip(x.shape, steps)) + 1
+        if all(st >= 0 and st % itemsize == 0 for st in x.strides) and span <= _MAX_SPAN_RATIO * x.size:
+            raw = np.lib.stride_tricks.as_strided(x, shape=(span,), strides=(itemsize,))
+            return raw.view(np.uint8), _broadcast_strides(x.shape, target, steps)
+    x = np.ascontiguousarray(x)
+    return x.reshape(-1).view(np.uint8), _broadcast_strides(x.shape, target)
 
 
 def _fit_dimensions(op, row, sizes, strides):
@@ -191,12 +217,15 @@ def _fit_dimensions(op, row, sizes, strides):
     return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
 
 
-def _run_chunks(device, desc, level, inputs, result, in_place):
-    """Run `desc` over numpy data, in pieces whose every binding fits one device buffer."""
+def _run_chunks(device, desc, level, flat_in, arrays, result, in_place):
+    """Run `desc` over numpy data, in pieces whose every binding fits one device buffer.
+
+    `flat_in` holds each input's bytes as the descriptor addresses them; `arrays` are the
+    caller's inputs (the same array passed twice is uploaded once).
+    """
     tensors = list(desc.tensor_descs().values())
     itemsizes = [t.data_type.size for t in tensors]
     strides = [t.effective_strides for t in tensors]
-    flat_in = [x.reshape(-1).view(np.uint8) for x in inputs]
     flat_out = result.reshape(-1).view(np.uint8)
     pool = _pool(device)
     for offsets, sizes in _chunks(tensors[-1].sizes, strides, itemsizes, device.max_buffer_size):
@@ -204,7 +233,7 @@ def _run_chunks(device, desc, level, inputs, result, in_place):
         compiled = device.create_operator(type(desc)(*sub), level)
         nbytes = [calc_buffer_tensor_size(t.data_type, sizes, t.strides) for t in sub]
         with device._lock:
-            buffers = _borrow(pool, nbytes, in_place, inputs)
+            buffers = _borrow(pool, nbytes, in_place, arrays)
             ranges = [BoundRange(b, 0, b.size_in_bytes) for b in buffers]
             staged = []
             for i, data in enumerate(flat_in):
@@ -221,11 +250,11 @@ def _run_chunks(device, desc, level, inputs, result, in_place):
             pool.give(*buffers)
 
 
-def _borrow(pool, nbytes, in_place, inputs):
+def _borrow(pool, nbytes, in_place, arrays):
     """Scratch buffers for inputs then output; identical inputs and in-place share buffers."""
     buffers = []
     for i, n in enumerate(nbytes[:-1]):
-        same = next((j for j in range(i) if inputs[j] is inputs[i]), None)
+        same = next((j for j in range(i) if arrays[j] is arrays[i]), None)
         buffers.append(buffers[same] if same is not None else pool.take(n))
     buffers.append(buffers[in_place] if in_place is not None else pool.take(nbytes[-1]))
     return buffers
