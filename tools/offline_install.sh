@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Install dmlgpu on an offline GPU host from a bundle made by tools/offline_bundle.sh, then run
+# a job (demo | test | bench | setup). Nothing is installed into /: the Debian packages are
+# unpacked into BUNDLE/prefix and the Python side lives in BUNDLE/src/.venv, which sees the
+# host's own Python packages (numpy, PyTorch, CuPy) through --system-site-packages.
+#
+# The host needs python3 (with venv), cmake, g++ and the GPU's Vulkan driver. If the loader
+# finds no driver, point it at the ICD: e.g. for NVIDIA
+#   export VK_DRIVER_FILES=/usr/share/vulkan/icd.d/nvidia_icd.json
+# If `VK_LOADER_DEBUG=driver` then says "Could not get 'vkCreateInstance' via
+# 'vk_icdGetInstanceProcAddr' for ICD libGLX_nvidia.so.0", the host lacks GLVND, which NVIDIA's
+# driver needs system-wide: as root, `dpkg -i BUNDLE/debs-glvnd/*.deb` (in a throw-away
+# container, `for f in BUNDLE/debs-glvnd/*.deb; do dpkg -x "$f" /; done; ldconfig`).
+set -euo pipefail
+bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+job=${1:-test}
+shift || true
+prefix="$bundle/prefix"
+if [ ! -e "$prefix/.unpacked" ]; then
+  mkdir -p "$prefix"
+  for deb in "$bundle"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  touch "$prefix/.unpacked"
+fi
+export PATH="$prefix/usr/bin:$PATH"
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CMAKE_PREFIX_PATH="$prefix/usr"
+export VK_LAYER_PATH="$prefix/usr/share/vulkan/explicit_layer.d"
+
+src="$bundle/src"
+py="$src/.venv/bin/python"
+[ -x "$py" ] || python3 -m venv --system-site-packages "$src/.venv"
+"$py" -m pip install -q --no-index --find-links "$bundle/wheels" "pybind11==2.13.6" setuptools wheel \
+  numpy pytest hypothesis
+if ! "$py" -c "import kp" 2>/dev/null; then
+  "$src/tools/build_kp.sh" "$py" "$bundle/kp-wheel" "$(ls "$bundle"/kp-*.tar.gz)"
+  "$py" -m pip install -q --no-index --no-deps --force-reinstall "$bundle"/kp-wheel/kp-*.whl
+fi
+(cd "$src" && "$py" -m pip install -q --no-index --no-build-isolation --no-deps --force-reinstall .)
+cd /
+case "$job" in
+  demo) exec "$py" -m dmlgpu demo "$@" ;;
+  bench) exec "$py" -m dmlgpu bench "$@" ;;
+  test) exec "$src/.venv/bin/python" -m pytest -c "$src/pyproject.toml" --rootdir "$src" "$src/tests" "$@" ;;
+  setup) echo "ready" ;;
+esac
