@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import DeviceError, DeviceMemoryError, ValidationError
 from .validation import is_int, resolve_feature_level
+from .vulkan_probe import physical_device_count
 
 #: VkPhysicalDeviceType, and the order in which the default device is chosen.
 DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
@@ -85,6 +86,7 @@ class Device:
 
     def __init__(self, index: int | None = None):
         kp = _kp()
+        physical_device_count()  # kp aborts the process when there is no driver: ask first
         self._kp = kp
         manager = _manager(kp, 0)
         devices = manager.list_devices()

@@ -1,0 +1,59 @@
+"""Device choice and installation: the default device, DMLGPU_DEVICE, a missing driver (an error,
+never a crash), and an installed package that carries every shader variant it can select."""
+import os
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+
+import dmlgpu
+from dmlgpu import kernels
+from dmlgpu.device import choose_device
+
+
+def run_python(code, **env):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_default_device_prefers_a_gpu(monkeypatch):
+    monkeypatch.delenv("DMLGPU_DEVICE", raising=False)
+    devices = [{"device_name": "llvmpipe", "device_type": 4}, {"device_name": "iGPU", "device_type": 1},
+               {"device_name": "dGPU", "device_type": 2}]
+    assert choose_device(devices) == 2
+    assert choose_device(devices[:2]) == 1
+    assert choose_device(devices[:1]) == 0
+    monkeypatch.setenv("DMLGPU_DEVICE", "0")
+    assert choose_device(devices) == 0
+    monkeypatch.setenv("DMLGPU_DEVICE", "3")
+    with pytest.raises(dmlgpu.DeviceError, match="names no device; there are 3: llvmpipe, iGPU, dGPU"):
+        choose_device(devices)
+
+
+def test_device_reports_itself(device):
+    assert device.name and device.type in ("CPU", "discrete GPU", "integrated GPU", "virtual GPU", "other")
+    assert "Vulkan" in device.driver and device.max_buffer_size >= 1 << 20
+    with pytest.raises(dmlgpu.DeviceError, match="out of range"):
+        dmlgpu.Device(99)
+
+
+def test_missing_driver_is_an_error_not_a_crash():
+    result = run_python(
+        "import dmlgpu\n"
+        "try:\n    dmlgpu.Device()\nexcept dmlgpu.DeviceError as e:\n    print('DeviceError', e)\n",
+        VK_DRIVER_FILES="/nonexistent/icd.json", VK_ICD_FILENAMES="/nonexistent/icd.json")
+    assert result.returncode == 0, result.stderr
+    assert "DeviceError" in result.stdout and "VK_DRIVER_FILES" in result.stdout
+
+
+def test_installed_package_runs_from_any_directory():
+    result = run_python("import dmlgpu, numpy as np; print(dmlgpu.__file__); "
+                        "print(dmlgpu.bit_not(np.array([1, 2], np.uint8)).tolist())")
+    assert result.returncode == 0, result.stderr
+    assert "site-packages" in result.stdout and "[254, 253]" in result.stdout
+
+
+def test_every_variant_is_installed_and_only_those():
+    installed = {p.name[:-4] for p in (resources.files("dmlgpu") / "spirv").iterdir() if p.name.endswith(".spv")}
+    assert installed == {v.name for v in kernels.all_variants()}
