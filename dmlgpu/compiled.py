@@ -1,9 +1,11 @@
 """A validated operator compiled for one device (DirectML's IDMLCompiledOperator).
 
 Compiling picks the shader variant from the operator's row and the tensors' data types, and the
-layout from their strides: FLAT when every tensor is packed in one element order (each
-invocation then owns 16 output bytes), STRIDED otherwise, with the sizes and strides fixed as
-specialization constants after merging dimensions that need no index arithmetic.
+layout from their strides: FLAT when every tensor is packed in one element order (16-byte vector
+loads and stores), GATHER when only the output is packed (each invocation still owns 16 output
+bytes, inputs are found through their strides), STRIDED when the output is strided too. Sizes
+and strides are fixed as specialization constants after merging dimensions that need no index
+arithmetic.
 """
 from __future__ import annotations
 
@@ -49,11 +51,9 @@ class CompiledOperator:
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
         if all(t.is_packed for t in tensors):
             layout = kernels.FLAT
-            self._count = tensors[-1].element_count * out_type.size  # output bytes
-            self._units = math.ceil(self._count / 16)
             spec = [WORKGROUP_SIZE]
         else:
-            layout = kernels.STRIDED
+            layout = kernels.GATHER if tensors[-1].is_packed else kernels.STRIDED
             strides = [list(t.effective_strides) for t in tensors]
             if self.op.inputs == ("InputTensor",):
                 strides.insert(1, [0] * len(tensors[0].sizes))  # the unused second input
@@ -62,7 +62,11 @@ class CompiledOperator:
             spec = [WORKGROUP_SIZE] + [1] * pad + sizes
             for st in strides:
                 spec += [0] * pad + st
+        if layout == kernels.STRIDED:
             self._count = self._units = tensors[-1].element_count
+        else:
+            self._count = tensors[-1].element_count * out_type.size  # output bytes
+            self._units = math.ceil(self._count / 16)
         self.variant = kernels.variant_for(self.op, in_type, out_type, layout)
         self._spirv = spirv.load(self.variant.name)
         self._spec = np.array(spec, dtype=np.uint32)

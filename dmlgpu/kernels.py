@@ -15,8 +15,8 @@ from .dtypes import DataType, Kind
 from .operators import OPERATORS, Operator
 
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
-FLAT, STRIDED = "flat", "strided"
-LAYOUTS = (FLAT, STRIDED)
+FLAT, GATHER, STRIDED = "flat", "gather", "strided"
+LAYOUTS = (FLAT, GATHER, STRIDED)
 MAX_DIMS = 8
 #: Push constants, in block order; every field is a uint. Offsets are in 32-bit words.
 PUSH_FIELDS = ("in_offset0", "in_offset1", "out_offset", "count")
@@ -66,7 +66,7 @@ def _fact(fact: str, in_type: DataType, out_type: DataType):
 
 def variant_for(op: Operator, in_type: DataType, out_type: DataType, layout: str) -> Variant:
     """The shader variant that runs `op` on these data types in this layout."""
-    facts = op.flat_facts if layout == FLAT else op.strided_facts
+    facts = op.flat_facts if layout == FLAT else op.element_facts
     return Variant(op, layout, tuple((f, _fact(f, in_type, out_type)) for f in facts))
 
 

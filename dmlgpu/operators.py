@@ -36,9 +36,10 @@ class Operator:
     support: tuple[LevelSupport, ...]  # newest level first
     same_type: bool  # all tensors share one DataType (else output types are listed apart)
     in_place: bool  # the output may alias an input (identical byte range)
-    # Data-type facts ("in_bits", "out_bits", "kind") that select a shader variant, per layout.
+    # Data-type facts ("in_bits", "out_bits", "kind") that select a shader variant: in the flat
+    # layout (whole 16-byte vectors), and where the shader addresses single elements.
     flat_facts: tuple[str, ...]
-    strided_facts: tuple[str, ...]
+    element_facts: tuple[str, ...]
     output: str = "OutputTensor"
 
     @property
@@ -87,10 +88,10 @@ _BIT_COUNT_OUT = (DataType.UINT32, DataType.UINT8)
 
 BIT_NOT = Operator(
     "ELEMENT_WISE_BIT_NOT", 124, "bit_not", ("InputTensor",), _BITWISE,
-    same_type=True, in_place=True, flat_facts=(), strided_facts=("in_bits",))
+    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",))
 BIT_XOR = Operator(
     "ELEMENT_WISE_BIT_XOR", 123, "bit_xor", ("ATensor", "BTensor"), _BITWISE,
-    same_type=True, in_place=True, flat_facts=(), strided_facts=("in_bits",))
+    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",))
 SIGN = Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
     _support(
@@ -100,7 +101,7 @@ SIGN = Operator(
         (L.LEVEL_2_0, DIMS_4, FLOATS_32, FLOATS_32),
     ),
     same_type=True, in_place=True, flat_facts=("in_bits", "kind"),
-    strided_facts=("in_bits", "kind"))
+    element_facts=("in_bits", "kind"))
 BIT_COUNT = Operator(
     "ELEMENT_WISE_BIT_COUNT", 125, "bit_count", ("InputTensor",),
     _support(
@@ -108,7 +109,7 @@ BIT_COUNT = Operator(
         (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, _BIT_COUNT_OUT),
     ),
     same_type=False, in_place=False, flat_facts=("in_bits", "out_bits"),
-    strided_facts=("in_bits", "out_bits"))
+    element_facts=("in_bits", "out_bits"))
 
 OPERATORS: tuple[Operator, ...] = (BIT_NOT, BIT_XOR, SIGN, BIT_COUNT)
 BY_NAME = {op.name: op for op in OPERATORS}

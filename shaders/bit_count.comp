@@ -15,18 +15,36 @@ uint popcount_element(uint x) { return uint(bitCount(x)); }
 
 OUT_T op_element(IN_T a, IN_T b) { return popcount_element(a); }
 
-// Output word k of unit u holds elements [(4u + k) * LANES(OUT_BITS), +LANES(OUT_BITS)); elements
-// past the end are neither read nor counted.
+#ifdef LAYOUT_FLAT
+// A 16-byte output unit holds ELEMS counts, read from IN_WORDS input words: as 16-byte vectors
+// when there are at least four words, else as words.
+#define ELEMS (16 / (OUT_BITS / 8))
+#define IN_WORDS (ELEMS * (IN_BITS / 8) / 4)
 uvec4 flat_unit(uint u) {
-    uint n = p.count / (uint(OUT_BITS) / 8u);
+    uint w[IN_WORDS];
+#if IN_WORDS >= 4
+    for (uint j = 0u; j < uint(IN_WORDS) / 4u; ++j) {
+        uvec4 v = in0_v[p.in_offset0 / 4u + u * (uint(IN_WORDS) / 4u) + j];
+        w[4u * j] = v.x; w[4u * j + 1u] = v.y; w[4u * j + 2u] = v.z; w[4u * j + 3u] = v.w;
+    }
+#else
+    for (uint j = 0u; j < uint(IN_WORDS); ++j) w[j] = in0_w[p.in_offset0 + u * uint(IN_WORDS) + j];
+#endif
     uvec4 r = uvec4(0u);
-    for (uint k = 0u; k < 4u; ++k) {
-        for (uint l = 0u; l < LANES(OUT_BITS); ++l) {
-            uint e = (4u * u + k) * LANES(OUT_BITS) + l;
-            if (e < n) r[k] |= popcount_element(LOAD_IN(in0_w, p.in_offset0, e)) << (l * uint(OUT_BITS));
-        }
+    for (uint e = 0u; e < uint(ELEMS); ++e) {
+#if IN_BITS == 64
+        uint c = uint(bitCount(w[2u * e]) + bitCount(w[2u * e + 1u]));
+#elif IN_BITS == 32
+        uint c = uint(bitCount(w[e]));
+#elif IN_BITS == 16
+        uint c = (popcount_lanes16(w[e / 2u]) >> ((e % 2u) * 16u)) & 0xFFu;
+#else
+        uint c = (popcount_lanes8(w[e / 4u]) >> ((e % 4u) * 8u)) & 0xFFu;
+#endif
+        r[e / LANES(OUT_BITS)] |= c << ((e % LANES(OUT_BITS)) * uint(OUT_BITS));
     }
     return r;
 }
+#endif
 
 #include "elementwise_main.glsl"

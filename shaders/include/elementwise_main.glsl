@@ -1,9 +1,15 @@
-// main() of both layouts. Before including this, an operator provides either
+// main() of the three layouts. Before including this, an operator provides either
 //   uint op_lanes(uint a, uint b)    operation on packed W-bit lanes (W <= 32), or
 //   uvec2 op_pair(uvec2 a, uvec2 b)  operation on one 64-bit element,
 // for operations whose output has the input's width; or it defines CUSTOM_ELEMENT with
 //   OUT_T op_element(IN_T a, IN_T b) and CUSTOM_FLAT_UNIT with uvec4 flat_unit(uint u).
 // Unary operations ignore b.
+//
+// LAYOUT_FLAT     every tensor packed in one element order; unit u = output bytes [16u, 16u+16),
+//                 read and written as 16-byte vectors (flat_unit); the tail unit's bytes are masked.
+// LAYOUT_GATHER   output packed, inputs strided or broadcast: the same 16-byte output units, each
+//                 element's inputs found through element_offsets().
+// LAYOUT_STRIDED  output strided: one element per unit; sub-word outputs written with atomics.
 
 #ifndef CUSTOM_ELEMENT
 OUT_T op_element(IN_T a, IN_T b) {
@@ -11,6 +17,22 @@ OUT_T op_element(IN_T a, IN_T b) {
     return op_pair(a, b);
 #else
     return op_lanes(a, b) & lane_mask(uint(IN_BITS));
+#endif
+}
+#endif
+
+#if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
+uvec4 flat_unit(uint u) {
+    uvec4 a = in0_v[p.in_offset0 / 4u + u];
+#if ARITY == 2
+    uvec4 b = in1_v[p.in_offset1 / 4u + u];
+#else
+    uvec4 b = uvec4(0u);
+#endif
+#if IN_BITS == 64
+    return uvec4(op_pair(a.xy, b.xy), op_pair(a.zw, b.zw));
+#else
+    return uvec4(op_lanes(a.x, b.x), op_lanes(a.y, b.y), op_lanes(a.z, b.z), op_lanes(a.w, b.w));
 #endif
 }
 #endif
@@ -29,33 +51,68 @@ void main() {
     }
 }
 
-#else  // LAYOUT_FLAT: every tensor packed in one element order; unit u = output bytes [16u, 16u+16).
+#else  // LAYOUT_FLAT or LAYOUT_GATHER: p.count is the output's size in bytes
 
-#ifndef CUSTOM_FLAT_UNIT
-uvec4 flat_unit(uint u) {
-    uvec4 a = in0_v[p.in_offset0 / 4u + u];
+// Output element e computed on its own (packed output, so element e is the e-th of the output).
+OUT_T element_value(uint e) {
+#ifdef LAYOUT_GATHER
+    Offsets o = element_offsets(e);
+    uint a_at = o.in0, b_at = o.in1;
+#else
+    uint a_at = e, b_at = e;
+#endif
+    IN_T a = LOAD_IN(in0_w, p.in_offset0, a_at);
 #if ARITY == 2
-    uvec4 b = in1_v[p.in_offset1 / 4u + u];
+    IN_T b = LOAD_IN(in1_w, p.in_offset1, b_at);
 #else
-    uvec4 b = uvec4(0u);
+    IN_T b = IN_T(0u);
 #endif
-#if IN_BITS == 64
-    return uvec4(op_pair(a.xy, b.xy), op_pair(a.zw, b.zw));
-#else
-    return uvec4(op_lanes(a.x, b.x), op_lanes(a.y, b.y), op_lanes(a.z, b.z), op_lanes(a.w, b.w));
-#endif
+    return op_element(a, b);
 }
+
+// Unit u assembled element by element; elements at or past n are neither read nor written.
+uvec4 unit_from_elements(uint u, uint n) {
+    uvec4 r = uvec4(0u);
+#if OUT_BITS == 64
+    for (uint k = 0u; k < 2u; ++k) {
+        uint e = 2u * u + k;
+        if (e < n) {
+            uvec2 v = element_value(e);
+            r[2u * k] = v.x;
+            r[2u * k + 1u] = v.y;
+        }
+    }
+#else
+    for (uint k = 0u; k < 4u; ++k) {
+        for (uint l = 0u; l < LANES(OUT_BITS); ++l) {
+            uint e = (4u * u + k) * LANES(OUT_BITS) + l;
+            if (e < n) r[k] |= element_value(e) << (l * uint(OUT_BITS));
+        }
+    }
 #endif
+    return r;
+}
 
 void main() {
     uint full = p.count >> 4;  // units whose 16 bytes all belong to the output
     uint tail = p.count & 15u;
+    uint n = p.count / (uint(OUT_BITS) / 8u);
     FOR_EACH_UNIT(u, full + (tail == 0u ? 0u : 1u)) {
         if (u < full) {
+#ifdef LAYOUT_FLAT
             out_v[p.out_offset / 4u + u] = flat_unit(u);
+#else
+            out_v[p.out_offset / 4u + u] = unit_from_elements(u, n);
+#endif
             continue;
         }
+#if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
+        // Same width in and out: the tail vector lies inside the 16-byte-padded buffers, and the
+        // width-independent variants (NOT, XOR) have no element width to go element by element.
         uvec4 r = flat_unit(u);
+#else
+        uvec4 r = unit_from_elements(u, n);
+#endif
         uint base = p.out_offset + 4u * u;
         for (uint k = 0u; k < 4u && 4u * k < tail; ++k) {
             uint valid = min(tail - 4u * k, 4u);
