@@ -70,6 +70,7 @@ class CompiledOperator:
         self.variant = kernels.variant_for(self.op, in_type, out_type, layout)
         self._spirv = spirv.load(self.variant.name)
         self._spec = np.array(spec, dtype=np.uint32)
+        self._checked: dict = {}
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -85,19 +86,43 @@ class CompiledOperator:
             ValidationError: the bindings break DirectML's rules (nothing runs).
         """
         with self.device._lock:
-            ranges = check_bindings(self.op, self._descs, inputs, outputs, self.device)
-            self._run(ranges)
+            self._run(self.check(inputs, outputs))
 
-    def _run(self, ranges, upload=(), download=()):
-        """Dispatch over checked ranges; `upload`/`download` are Buffers synced around it."""
+    def check(self, inputs, outputs):
+        """The checked byte ranges of these bindings (memoised: bindings repeat in hot loops)."""
+        try:
+            key = tuple((b.buffer.serial, type(b.offset), b.offset, type(b.size_in_bytes), b.size_in_bytes)
+                        for b in (*inputs, *outputs))
+        except (AttributeError, TypeError):
+            key = None  # malformed: check_bindings explains
+        ranges = self._checked.get(key) if key is not None else None
+        if ranges is None or any(r.buffer.released for r in ranges):
+            ranges = check_bindings(self.op, self._descs, inputs, outputs, self.device)
+            if key is not None:
+                if len(self._checked) >= 64:
+                    self._checked.clear()
+                self._checked[key] = ranges
+        return ranges
+
+    def _push(self, ranges) -> np.ndarray:
+        """Push constants (kernels.PUSH_FIELDS) for a dispatch over `ranges`."""
         offsets = [r.start // 4 for r in ranges]
         if len(ranges) == 2:
             offsets.insert(1, 0)
-        push = np.array(offsets + [self._count], dtype=np.uint32)
-        self.device._dispatch(
-            self.variant.name, self._spirv, self._spec, self._units,
-            [r.buffer._tensor for r in ranges], push,
-            upload=[b._tensor for b in upload], download=[b._tensor for b in download])
+        return np.array(offsets + [self._count], dtype=np.uint32)
+
+    def _launch(self, ranges):
+        """(algorithm key, kp Algorithm, push constants) that run this operator over `ranges`."""
+        push = self._push(ranges)
+        key, algorithm = self.device._algorithm(
+            self.variant.name, self._spirv, self._spec, self._units, [r.buffer._tensor for r in ranges])
+        return key, algorithm, push
+
+    def _run(self, ranges, upload=(), download=()):
+        """Dispatch over checked ranges; `upload`/`download` are Buffers synced around it."""
+        key, algorithm, push = self._launch(ranges)
+        self.device._dispatch(key, algorithm, push, upload=[b._tensor for b in upload],
+                              download=[b._tensor for b in download])
         for b in upload:
             b._host_current = True
         output = ranges[-1].buffer

@@ -8,6 +8,7 @@ submitted twice at once, and Python threads may share a Device.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -15,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from . import kernels
 from .errors import DeviceError, DeviceMemoryError, ValidationError
 from .validation import is_int, resolve_feature_level
 from .vulkan_probe import physical_device_count
@@ -26,6 +28,7 @@ WORKGROUP_SIZE = 256
 #: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.
 MAX_GROUPS = 1 << 16
 _CACHE_SIZE = 512
+_SERIALS = itertools.count(1)
 
 
 def _kp():
@@ -57,9 +60,10 @@ def choose_device(devices: list[dict]) -> int:
 class _LRU(OrderedDict):
     """Least-recently-used cache whose evicted values are destroyed (kp objects)."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, on_evict=None):
         super().__init__()
         self.size = size
+        self.on_evict = on_evict
 
     def get_or_make(self, key, make):
         if key in self:
@@ -67,13 +71,18 @@ class _LRU(OrderedDict):
             return self[key]
         value = self[key] = make()
         while len(self) > self.size:
-            _, old = self.popitem(last=False)
-            old.destroy()
+            old_key, old = self.popitem(last=False)
+            self._destroy(old_key, old)
         return value
 
     def drop_if(self, predicate):
         for key in [k for k in self if predicate(k)]:
-            self.pop(key).destroy()
+            self._destroy(key, self.pop(key))
+
+    def _destroy(self, key, value):
+        if self.on_evict:
+            self.on_evict(key)
+        value.destroy()
 
 
 class Device:
@@ -105,8 +114,10 @@ class Device:
         self.type = DEVICE_TYPES.get(self.properties["device_type"], "unknown")
         self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16
         self._lock = threading.RLock()
-        self._algorithms = _LRU(_CACHE_SIZE)
         self._sequences = _LRU(_CACHE_SIZE)
+        # A recorded Sequence refers to its Algorithm: evicting one drops the other.
+        self._algorithms = _LRU(_CACHE_SIZE, on_evict=lambda key: self._sequences.drop_if(
+            lambda seq_key: seq_key[0] == key))
         self._operators: OrderedDict = OrderedDict()
         self._utility = manager.sequence()
         self._live_buffers = 0
@@ -180,13 +191,17 @@ class Device:
         x = min(groups, 1 << 15)
         return (x, groups // x, 1)
 
-    def _dispatch(self, variant_name, spirv, spec, units, tensors, push, upload=(), download=()):
-        """Run one dispatch, with optional staging uploads before and downloads after it."""
+    def _algorithm(self, variant_name, spirv, spec, units, tensors):
+        """(cache key, kp Algorithm) for a shader variant bound to these kp tensors."""
         grid = self._grid(units)
-        algo_key = (variant_name, spec.tobytes(), grid, tuple(id(t) for t in tensors))
+        key = (variant_name, spec.tobytes(), grid, tuple(id(t) for t in tensors))
+        push = np.zeros(len(kernels.PUSH_FIELDS), np.uint32)
         algorithm = self._algorithms.get_or_make(
-            algo_key, lambda: self._manager.algorithm(
-                list(tensors), spirv, grid, spec, np.zeros(len(push), np.uint32)))
+            key, lambda: self._manager.algorithm(list(tensors), spirv, grid, spec, push))
+        return key, algorithm
+
+    def _dispatch(self, algo_key, algorithm, push, upload=(), download=()):
+        """Run one dispatch, with optional staging uploads before and downloads after it."""
         seq_key = (algo_key, push.tobytes(), tuple(id(t) for t in upload),
                    tuple(id(t) for t in download))
 
@@ -231,6 +246,7 @@ class Buffer:
     def __init__(self, device: Device, size_in_bytes: int):
         self.device = device
         self.size_in_bytes = size_in_bytes
+        self.serial = next(_SERIALS)  # never reused, unlike id(): keys caches of bound ranges
         words = math.ceil(size_in_bytes / 16) * 4
         with device._lock:
             try:

@@ -18,6 +18,7 @@ from .compiled import coalesce
 from .operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN, Operator
 from .tensor_desc import MAX_ELEMENTS, TensorDesc, calc_buffer_tensor_size, packed_strides
 from .bindings import BoundRange
+from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
 
 _DESC_CLASS = {op.name: cls for op, cls in zip(
@@ -99,6 +100,8 @@ def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
 def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
+    if any(isinstance(x, Tensor) for x in (*arrays, out)):
+        return _apply_tensors(op, level, row, arrays, out, out_dtype)
     for name, x in zip(op.inputs, arrays):
         if not isinstance(x, (np.ndarray, np.generic)):
             _fail(op, name, "type", type(x).__name__, "allowed: numpy.ndarray")
@@ -144,6 +147,50 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
         return result[()] if result.ndim == 0 else result
     if not direct:
         np.copyto(out, result, casting="no")
+    return out
+
+
+def _apply_tensors(op, level, row, arrays, out, out_dtype):
+    """The device-resident path: Tensors in, a Tensor out, no host round trip.
+
+    numpy arrays among the inputs are uploaded first; `out` must be a Tensor (or None).
+    """
+    devices = {x.device for x in (*arrays, out) if isinstance(x, Tensor)}
+    if len(devices) > 1:
+        _fail(op, None, "device", ", ".join(sorted(d.name for d in devices)),
+              "allowed: Tensors of one device")
+    device = devices.pop()
+    tensors = []
+    for name, x in zip(op.inputs, arrays):
+        if not isinstance(x, (Tensor, np.ndarray, np.generic)):
+            _fail(op, name, "type", type(x).__name__, "allowed: dmlgpu.Tensor or numpy.ndarray")
+        if not isinstance(x, Tensor):
+            _data_type(op, name, np.asarray(x).dtype, row.input_types)
+            x = Tensor.from_numpy(x, device)
+        tensors.append(x)
+    in_types = [_data_type(op, name, t.dtype, row.input_types) for name, t in zip(op.inputs, tensors)]
+    out_type = in_types[0] if out_dtype is None else _data_type(op, op.output, out_dtype, row.output_types)
+    try:
+        shape = np.broadcast_shapes(*(t.shape for t in tensors))
+    except ValueError:
+        _fail(op, op.inputs[1], "shape", tensors[1].shape,
+              f"must broadcast with {op.inputs[0]}'s shape {tensors[0].shape}")
+    if out is None:
+        out = Tensor.empty(shape, out_type.numpy, device)
+    elif not isinstance(out, Tensor):
+        _fail(op, op.output, "out", type(out).__name__, "allowed: None or a dmlgpu.Tensor")
+    elif out.data_type != out_type or out.shape != tuple(shape):
+        _fail(op, op.output, "out", f"{out.shape} {out.data_type.name}",
+              f"allowed: shape {tuple(shape)} and data type {out_type.name}")
+    if 0 in shape:
+        return out
+    strides = [_broadcast_strides(t.shape, shape) for t in tensors] + [_broadcast_strides(shape, shape)]
+    sizes, strides = coalesce(shape, strides)
+    sizes, strides = _fit_dimensions(op, row, sizes, strides)
+    descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(in_types + [out_type], strides)]
+    compiled = device.create_operator(_DESC_CLASS[op.name](*descs), level)
+    compiled.execute([t.binding(d.total_size) for t, d in zip(tensors, descs)],
+                     [out.binding(descs[-1].total_size)])  # hazards are checked on the bindings
     return out
 
 

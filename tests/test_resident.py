@@ -1,0 +1,111 @@
+"""Device-resident Tensors and recorded command lists."""
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, ValidationError, reference, testing
+
+
+def test_tensor_operators_stay_on_the_device(rng):
+    a = testing.sample(DataType.INT32, (4, 5), rng)
+    b = testing.sample(DataType.INT32, (5,), rng)
+    ta, tb = Tensor.from_numpy(a), Tensor.from_numpy(b)
+    assert isinstance(~ta, Tensor) and isinstance(ta ^ tb, Tensor)
+    assert testing.same_bits((~ta).numpy(), reference.bit_not(a))
+    assert testing.same_bits((ta ^ tb).numpy(), reference.bit_xor(a, b))
+    assert testing.same_bits((b ^ ta).numpy(), reference.bit_xor(b, a))  # numpy on the left
+    assert testing.same_bits(dmlgpu.sign(ta).numpy(), reference.sign(a))
+    counted = dmlgpu.bit_count(ta, dtype=np.uint32)
+    assert counted.dtype == np.uint32 and testing.same_bits(counted.numpy(), reference.bit_count(a, np.uint32))
+    buffer = ta.buffer
+    ta ^= tb  # in place: the output binds the input's range
+    assert ta.buffer is buffer and testing.same_bits(ta.numpy(), reference.bit_xor(a, b))
+
+
+def test_tensor_argument_rules():
+    t = Tensor.from_numpy(np.arange(6, dtype=np.uint8).reshape(2, 3))
+    with pytest.raises(ValidationError, match="allowed: shape \\(2, 3\\) and data type UINT8"):
+        dmlgpu.bit_not(t, out=Tensor.empty((3, 2), np.uint8))
+    with pytest.raises(ValidationError, match="out is 'ndarray'"):
+        dmlgpu.bit_not(t, out=np.empty((2, 3), np.uint8))
+    with pytest.raises(ValidationError, match="does not support in-place"):
+        dmlgpu.bit_count(t, out=t)
+    with pytest.raises(ValidationError, match="BTensor.DataType is UINT16"):
+        t ^ Tensor.from_numpy(np.zeros(3, np.uint16))
+    with pytest.raises(ValidationError, match="Tensors of one device"):
+        t ^ Tensor.from_numpy(np.zeros(3, np.uint8), device=dmlgpu.Device(t.device.index))
+
+
+def _not_and_xor(device, n):
+    desc = TensorDesc(DataType.UINT32, [n])
+    not_op = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    xor_op = device.create_operator(dmlgpu.ElementWiseBitXorOperatorDesc(desc, desc, desc))
+    return not_op, xor_op, n * 4
+
+
+def test_dependent_chain_in_place_is_right_every_time(device, rng):
+    not_op, xor_op, size = _not_and_xor(device, 4099)
+    x = testing.sample(DataType.UINT32, (4099,), rng)
+    key = testing.sample(DataType.UINT32, (4099,), rng)
+    bx, bkey = device.upload(x), device.upload(key)
+    commands = CommandList(device)
+    for _ in range(3):  # x = ~x ^ key, three times: each step depends on the one before
+        commands.record(not_op, [Binding(bx, 0, size)], [Binding(bx, 0, size)])
+        commands.record(xor_op, [Binding(bx, 0, size), Binding(bkey, 0, size)], [Binding(bx, 0, size)])
+    assert commands.dispatches == 6 and commands.barriers == 5
+    expected = x
+    for run in range(4):
+        commands.execute()
+        for _ in range(3):
+            expected = reference.bit_xor(reference.bit_not(expected), key)
+        assert testing.same_bits(bx.read(0, size).view(np.uint32), expected), f"run {run}"
+    commands.release()
+
+
+def test_barriers_only_where_executions_depend(device, rng):
+    not_op, _, size = _not_and_xor(device, 64)
+    data = testing.sample(DataType.UINT32, (256,), rng)
+    source = device.upload(data)
+    target = device.allocate(size * 4)
+    commands = CommandList(device)
+    for k in range(4):  # four disjoint outputs from one shared input: independent
+        commands.record(not_op, [Binding(source, 0, size)], [Binding(target, k * size, size)])
+    assert commands.barriers == 0
+    # Writes what the four read (write-after-read): one barrier, which orders all earlier work.
+    commands.record(not_op, [Binding(source, size, size)], [Binding(source, 0, size)])
+    assert commands.barriers == 1
+    # Reads and rewrites outputs of work before that barrier: already ordered, no new barrier.
+    commands.record(not_op, [Binding(target, 0, size)], [Binding(target, size, size)])
+    assert commands.barriers == 1
+    # Reads what the write-after-read step wrote (read-after-write): a second barrier.
+    commands.record(not_op, [Binding(source, 0, size)], [Binding(target, 0, size)])
+    assert commands.barriers == 2
+    commands.execute()
+    inverted = reference.bit_not(data[:64])
+    expected_target = np.concatenate([data[64:128], data[:64], inverted, inverted])
+    assert testing.same_bits(target.read().view(np.uint32), expected_target)
+    expected_source = np.concatenate([reference.bit_not(data[64:128]), data[64:]])
+    assert testing.same_bits(source.read().view(np.uint32), expected_source)
+
+
+def test_thousand_small_dependent_operations(device, rng):
+    not_op, _, size = _not_and_xor(device, 16)
+    x = testing.sample(DataType.UINT32, (16,), rng)
+    buffer = device.upload(x)
+    commands = CommandList(device)
+    for _ in range(1001):
+        commands.record(not_op, [Binding(buffer, 0, size)], [Binding(buffer, 0, size)])
+    commands.execute()
+    assert testing.same_bits(buffer.read(0, size).view(np.uint32), reference.bit_not(x))  # odd count
+    commands.execute()
+    assert testing.same_bits(buffer.read(0, size).view(np.uint32), x)
+
+
+def test_released_buffer_makes_the_list_unusable(device):
+    not_op, _, size = _not_and_xor(device, 16)
+    buffer = device.allocate(size)
+    commands = CommandList(device)
+    commands.record(not_op, [Binding(buffer, 0, size)], [Binding(buffer, 0, size)])
+    buffer.release()
+    with pytest.raises(ValidationError, match="released buffer"):
+        commands.execute()
