@@ -10,8 +10,15 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="documents' examples, a cross-check and timings on the default device")
     sub.add_parser("devices", help="list Vulkan devices and say which is the default")
+    sub.add_parser("bench", help="benchmarks against numpy, PyTorch and CuPy (see benchmarks/NOTES.md)",
+                   add_help=False)
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")
     shaders.add_argument("what", choices=("variants", "abi"))
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+
+        return bench_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "shaders":

@@ -1,0 +1,398 @@
+"""`python -m dmlgpu bench`: dmlgpu against its peers, measured in the same run.
+
+What is measured (benchmarks/NOTES.md says why each way):
+- kernel bandwidth from GPU timestamps, for every operator x element width x layout
+  (contiguous / broadcast / strided input) x out-of-place / in-place x size, after the GPU clock
+  has ramped; bytes = bytes each kernel must read and write;
+- peers on the same card: PyTorch's and CuPy's own operator (same width), and PyTorch's
+  device-to-device copy as the bandwidth ceiling (CUDA events);
+- the numpy front end end to end against numpy and against PyTorch's from_numpy -> cuda -> op -> cpu;
+- the latency of one small device-resident operation, submit to result, against a tiny PyTorch
+  op + synchronize;
+- the per-operation cost of a recorded list of 1,000 small dependent operations, against a CUDA
+  graph replay of the same.
+Every result is checked once before it is timed. Output: JSON, PNG plots, a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import numpy_api, reference, testing
+from .bindings import Binding
+from .command_list import CommandList
+from .descs import DESC_CLASSES
+from .device import default_device
+from .dtypes import DataType
+from .operators import OPERATORS
+from .profiling import kernel_seconds
+from .tensor_desc import TensorDesc
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+#: One data type per element width; operators that cannot take it use the signed one.
+WIDTH_TYPES = {8: DataType.UINT8, 16: DataType.UINT16, 32: DataType.UINT32, 64: DataType.UINT64}
+LAYOUTS = ("contiguous", "broadcast", "strided")
+ROW = 4 * KiB  # bytes per row in the broadcast and strided layouts
+
+
+def _progress(items, label):
+    try:
+        from tqdm import tqdm
+        return tqdm(items, desc=label, file=sys.stderr, leave=False)
+    except ImportError:
+        items = list(items)
+
+        def gen():
+            for i, item in enumerate(items):
+                print(f"\r{label} {i + 1}/{len(items)}", end="", file=sys.stderr, flush=True)
+                yield item
+            print(file=sys.stderr)
+        return gen()
+
+
+def gpu_clocks() -> dict:
+    """SM and memory clocks as nvidia-smi reports them now (empty without nvidia-smi)."""
+    if not shutil.which("nvidia-smi"):
+        return {}
+    out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw",
+                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    return dict(zip(("sm_clock", "mem_clock", "temperature", "power"), [v.strip() for v in out.split(",")]))
+
+
+class Peers:
+    """PyTorch and CuPy on the same GPU, when they are installed and see one."""
+
+    def __init__(self):
+        self.torch = self.cupy = None
+        try:
+            import torch
+            if torch.cuda.is_available():
+                self.torch = torch
+        except ImportError:
+            pass
+        try:
+            import cupy
+            if cupy.cuda.runtime.getDeviceCount():
+                self.cupy = cupy
+        except Exception:
+            pass
+
+    def describe(self) -> dict:
+        info = {}
+        if self.torch:
+            info["torch"] = self.torch.__version__
+            info["cuda_device"] = self.torch.cuda.get_device_name()
+        if self.cupy:
+            info["cupy"] = self.cupy.__version__
+        return info
+
+    def torch_time(self, fn, repeats=20) -> float:
+        """Median seconds of `fn` on the GPU (CUDA events), after a warm-up call."""
+        torch = self.torch
+        fn()
+        times = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
+        return float(np.median(times))
+
+    def cupy_time(self, fn, repeats=20) -> float:
+        cupy = self.cupy
+        fn()
+        times = []
+        for _ in range(repeats):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end) * 1e-3)
+        return float(np.median(times))
+
+
+def _torch_dtype(torch, data_type: DataType):
+    # Signed types of the same width: bitwise results are the same bits, and PyTorch supports
+    # more operators on them than on its unsigned 16/32/64-bit types.
+    return {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[data_type.bits]
+
+
+def _peer_ops(op_short, torch_like):
+    return {"bit_not": lambda x, y: torch_like.bitwise_not(x, out=y),
+            "bit_xor": lambda x, y: torch_like.bitwise_xor(x, x, out=y),
+            "sign": lambda x, y: torch_like.sign(x, out=y)}.get(op_short)
+
+
+class Harness:
+    def __init__(self, sizes, repeats, peers: bool, quick: bool):
+        self.device = default_device()
+        self.sizes = sizes
+        self.repeats = repeats
+        self.quick = quick
+        self.peers = Peers() if peers else Peers.__new__(Peers)
+        if not peers:
+            self.peers.torch = self.peers.cupy = None
+        self.records: list[dict] = []
+        self.rng = np.random.default_rng(0)
+        biggest = max(sizes)
+        # Random bytes generated once; each case's inputs are views of them, edge values first.
+        self.pool = self.rng.integers(0, 256, size=2 * biggest + 64, dtype=np.uint8)
+        # Three shared buffers: every kernel case binds ranges of them, so no case allocates.
+        self.buffers = [self.device.allocate(min(2 * biggest, self.device.max_buffer_size)) for _ in range(3)]
+
+    # -- environment -----------------------------------------------------------------------
+    def environment(self) -> dict:
+        d = self.device
+        return {"device": d.name, "device_type": d.type, "driver": d.driver,
+                "vendor_id": d.properties["vendor_id"], "python": platform.python_version(),
+                "numpy": np.__version__, "host": platform.node(), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                **self.peers.describe()}
+
+    def warm_up(self, seconds=2.0) -> dict:
+        """Sustained work until the GPU clock has ramped (it idles at 345 MHz on an H200)."""
+        before = gpu_clocks()
+        n = min(max(self.sizes), 256 * MiB) // 4
+        desc = TensorDesc(DataType.UINT32, [n])
+        compiled = self.device.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc))
+        binding = [Binding(self.buffers[0], 0, n * 4)], [Binding(self.buffers[1], 0, n * 4)]
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            kernel_seconds(compiled, *binding, repeats=20)
+        return {"before": before, "after": gpu_clocks()}
+
+    # -- kernels ---------------------------------------------------------------------------
+    def kernel_cases(self):
+        for op in OPERATORS:
+            for bits, data_type in WIDTH_TYPES.items():
+                in_type = data_type
+                if op.short == "sign":
+                    in_type = DataType[f"INT{bits}"]
+                out_type = in_type if op.same_type else DataType.UINT8
+                for layout in LAYOUTS:
+                    for in_place in (False, True):
+                        if in_place and (not op.in_place or layout != "contiguous"):
+                            continue
+                        for size in self.sizes:
+                            # 1 GiB only where a target needs it: contiguous, out of place.
+                            if size > 256 * MiB and (layout != "contiguous" or in_place):
+                                continue
+                            yield op, in_type, out_type, layout, in_place, size
+
+    def _kernel_descs(self, op, in_type, out_type, layout, size):
+        """Descriptors for `size` bytes of input in this layout; returns (descs, bytes moved)."""
+        count = max(1, size // in_type.size)
+        cols = max(1, min(count, ROW // in_type.size))
+        rows = max(1, count // cols)
+        out = TensorDesc(out_type, [rows, cols])
+        if layout == "contiguous":
+            ins = [TensorDesc(in_type, [rows, cols]) for _ in op.inputs]
+            moved = rows * cols * (in_type.size * len(op.inputs) + out_type.size)
+        elif layout == "broadcast":  # the last input is one row repeated
+            ins = [TensorDesc(in_type, [rows, cols]) for _ in op.inputs[:-1]]
+            ins.append(TensorDesc(in_type, [rows, cols], [0, 1]))
+            moved = rows * cols * (in_type.size * (len(op.inputs) - 1) + out_type.size) + cols * in_type.size
+        else:  # strided: each input row padded to twice its length
+            ins = [TensorDesc(in_type, [rows, cols], [2 * cols, 1]) for _ in op.inputs]
+            moved = rows * cols * (in_type.size * len(op.inputs) + out_type.size)
+        return ins + [out], moved
+
+    def run_kernel_case(self, op, in_type, out_type, layout, in_place, size) -> dict | None:
+        descs, moved = self._kernel_descs(op, in_type, out_type, layout, size)
+        limit = self.device.max_buffer_size
+        if any(d.total_size > limit // 2 for d in descs):
+            return None
+        compiled = self.device.create_operator(DESC_CLASSES[op.name](*descs))
+        inputs = [Binding(self.buffers[k], 0, d.total_size) for k, d in enumerate(descs[:-1])]
+        out = inputs[0] if in_place else Binding(self.buffers[2], 0, descs[-1].total_size)
+        self._check(op, compiled, descs, inputs, out, in_type, out_type)
+        seconds = kernel_seconds(compiled, inputs, [out], repeats=self.repeats)
+        t = float(np.median(seconds))
+        return {"kind": "kernel", "op": op.short, "in_type": in_type.name, "out_type": out_type.name,
+                "bits": in_type.bits, "layout": layout, "in_place": in_place, "size": size,
+                "bytes_moved": moved, "variant": compiled.variant.name, "seconds": t,
+                "seconds_min": float(seconds.min()), "gbps": moved / t / 1e9}
+
+    def _check(self, op, compiled, descs, inputs, out, in_type, out_type):
+        """Fill the inputs with samples, run once, compare the output with the reference."""
+        logical = []
+        for k, (desc, binding) in enumerate(zip(descs[:-1], inputs)):
+            count = desc.total_size // in_type.size
+            raw = self.pool[k * 16:k * 16 + count * in_type.size].view(in_type.numpy)
+            edges = testing.edge_bits(in_type).view(in_type.numpy)[:count]
+            raw[:edges.size] = edges
+            binding.buffer.write(raw)
+            logical.append(np.lib.stride_tricks.as_strided(
+                raw, desc.sizes, [s * in_type.size for s in desc.effective_strides]).copy())
+        compiled.execute(inputs, [out])
+        n = descs[-1].element_count
+        got = out.buffer.read(out.offset, n * out_type.size).view(out_type.numpy).reshape(descs[-1].sizes)
+        if not testing.same_bits(got, testing.reference(op, logical, out_type)):
+            raise AssertionError(f"{compiled.variant.name}: wrong result; not timing it")
+
+    def peer_kernel_records(self):
+        """The peers' operator and device copy at each size (PyTorch, then CuPy)."""
+        p = self.peers
+        for size in self.sizes:
+            for bits in WIDTH_TYPES:
+                if p.torch:
+                    torch = p.torch
+                    dtype = _torch_dtype(torch, WIDTH_TYPES[bits])
+                    n = max(1, size // (bits // 8))
+                    x = torch.randint(-100, 100, (n,), dtype=torch.int64, device="cuda").to(dtype)
+                    y = torch.empty_like(x)
+                    t = p.torch_time(lambda: y.copy_(x))
+                    self.records.append({"kind": "peer", "peer": "torch", "op": "copy", "bits": bits,
+                                         "size": size, "seconds": t, "gbps": 2 * n * bits / 8 / t / 1e9})
+                    for op_short in ("bit_not", "bit_xor", "sign"):
+                        fn = _peer_ops(op_short, torch)
+                        moved = n * bits // 8 * (3 if op_short == "bit_xor" else 2)
+                        try:
+                            t = p.torch_time(lambda: fn(x, y))
+                        except RuntimeError:
+                            continue  # operator not implemented for this dtype
+                        self.records.append({"kind": "peer", "peer": "torch", "op": op_short, "bits": bits,
+                                             "size": size, "seconds": t, "gbps": moved / t / 1e9})
+                    del x, y
+                if p.cupy:
+                    cp = p.cupy
+                    n = max(1, size // (bits // 8))
+                    x = cp.asarray(self.rng.integers(-100, 100, n).astype(f"int{bits}"))
+                    y = cp.empty_like(x)
+                    for op_short, fn in (("bit_not", lambda: cp.invert(x, out=y)),
+                                         ("bit_xor", lambda: cp.bitwise_xor(x, x, out=y)),
+                                         ("sign", lambda: cp.sign(x, out=y))):
+                        t = p.cupy_time(fn)
+                        moved = n * bits // 8 * (3 if op_short == "bit_xor" else 2)
+                        self.records.append({"kind": "peer", "peer": "cupy", "op": op_short, "bits": bits,
+                                             "size": size, "seconds": t, "gbps": moved / t / 1e9})
+                    del x, y
+
+    # -- end to end, latency, command lists ------------------------------------------------
+    def front_end_records(self, sizes):
+        p = self.peers
+        for size in sizes:
+            n = size // 4
+            x = testing.sample(DataType.UINT32, (n,), self.rng)
+            ours = _wall(lambda: numpy_api.bit_not(x))
+            assert testing.same_bits(numpy_api.bit_not(x), reference.bit_not(x))
+            record = {"kind": "front_end", "op": "bit_not", "size": size, "seconds": ours,
+                      "numpy_seconds": _wall(lambda: np.invert(x))}
+            if p.torch:
+                torch = p.torch
+                xi = x.view(np.int32)
+                record["torch_seconds"] = _wall(
+                    lambda: torch.bitwise_not(torch.from_numpy(xi).cuda()).cpu().numpy())
+            self.records.append(record)
+
+    def latency_records(self):
+        d = self.device
+        desc = TensorDesc(DataType.UINT32, [256])
+        compiled = d.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc))
+        a, b = d.allocate(1024), d.allocate(1024)
+        bind_in, bind_out = [Binding(a, 0, 1024)], [Binding(b, 0, 1024)]
+        from .tensor import Tensor
+
+        t_in, t_out = Tensor.from_numpy(np.arange(256, dtype=np.uint32)), Tensor.empty((256,), np.uint32)
+        record = {"kind": "latency", "op": "bit_not", "size": 1024,
+                  "seconds": _wall(lambda: compiled.execute(bind_in, bind_out), repeats=2000),
+                  "tensor_seconds": _wall(lambda: numpy_api.bit_not(t_in, out=t_out), repeats=2000)}
+        if self.peers.torch:
+            torch = self.peers.torch
+            x = torch.zeros(256, dtype=torch.int32, device="cuda")
+            y = torch.empty_like(x)
+
+            def tiny():
+                torch.bitwise_not(x, out=y)
+                torch.cuda.synchronize()
+            record["torch_seconds"] = _wall(tiny, repeats=2000)
+        self.records.append(record)
+
+    def command_list_records(self, count=1000):
+        d = self.device
+        desc = TensorDesc(DataType.UINT32, [256])
+        compiled = d.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc))
+        x = testing.sample(DataType.UINT32, (256,), self.rng)
+        buffer = d.upload(x)
+        commands = CommandList(d)
+        for _ in range(count):  # a dependent chain, in place
+            commands.record(compiled, [Binding(buffer, 0, 1024)], [Binding(buffer, 0, 1024)])
+        commands.execute()
+        assert testing.same_bits(buffer.read().view(np.uint32), x if count % 2 == 0 else reference.bit_not(x))
+        record = {"kind": "command_list", "op": "bit_not", "count": count, "barriers": commands.barriers,
+                  "seconds_per_op": _wall(commands.execute, repeats=20) / count}
+        commands.release()
+        if self.peers.torch:
+            torch = self.peers.torch
+            y = torch.zeros(256, dtype=torch.int32, device="cuda")
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                for _ in range(3):
+                    y.bitwise_not_()
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(count):
+                    y.bitwise_not_()
+
+            def replay():
+                graph.replay()
+                torch.cuda.synchronize()
+            record["torch_graph_seconds_per_op"] = _wall(replay, repeats=20) / count
+        self.records.append(record)
+
+
+def _wall(fn, repeats=None, seconds=0.5) -> float:
+    """Median wall-clock seconds of `fn` (after one warm-up call)."""
+    fn()
+    times = []
+    deadline = time.perf_counter() + seconds
+    while (repeats is None and (time.perf_counter() < deadline or len(times) < 5)) or \
+            (repeats is not None and len(times) < repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dmlgpu bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="benchmarks/out", help="folder for JSON, PNG and markdown")
+    parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
+    parser.add_argument("--no-peers", action="store_true", help="skip PyTorch and CuPy")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    sizes = [4 * KiB, 64 * KiB] if args.quick else [4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB, 1 * GiB]
+    harness = Harness(sizes, args.repeats, peers=not args.no_peers, quick=args.quick)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = harness.environment()
+    print(f"device: {env['device']} ({env['device_type']}; {env['driver']})", flush=True)
+    env["clocks_warm_up"] = harness.warm_up(0.2 if args.quick else 2.0)
+    cases = list(harness.kernel_cases())
+    for case in _progress(cases, "kernels"):
+        record = harness.run_kernel_case(*case)
+        if record:
+            harness.records.append(record)
+    env["clocks_after_kernels"] = gpu_clocks()
+    harness.peer_kernel_records()
+    harness.front_end_records([64 * KiB] if args.quick else [64 * MiB, 256 * MiB])
+    harness.latency_records()
+    harness.command_list_records(100 if args.quick else 1000)
+    env["clocks_end"] = gpu_clocks()
+    from .bench_report import write_report
+
+    write_report(out, env, harness.records)
+    print(f"results in {out}/")
+    return 0
