@@ -1,11 +1,15 @@
 """A validated operator compiled for one device (DirectML's IDMLCompiledOperator).
 
 Compiling picks the shader variant from the operator's row and the tensors' data types, and the
-layout from their strides: FLAT when every tensor is packed in one element order (16-byte vector
-loads and stores), GATHER when only the output is packed (each invocation still owns 16 output
-bytes, inputs are found through their strides), STRIDED when the output is strided too. Sizes
-and strides are fixed as specialization constants after merging dimensions that need no index
-arithmetic.
+layout from their strides:
+- FLAT: every tensor packed in one element order; 16-byte vector loads and stores;
+- ROWS: the output packed and every input contiguous along its rows, each row 16-byte aligned
+  (padded rows, a broadcast row): still 16-byte vectors, addressed row by row;
+- GATHER: the output packed, inputs otherwise strided or broadcast: each invocation still owns
+  16 output bytes and finds each element's inputs through their strides;
+- STRIDED: the output strided too: one element per invocation.
+Sizes and strides are fixed as specialization constants after merging dimensions that need no
+index arithmetic.
 """
 from __future__ import annotations
 
@@ -38,6 +42,23 @@ def coalesce(sizes, strides_per_tensor):
     return [s for s, _ in merged], [[st[k] for _, st in merged] for k in range(len(strides_per_tensor))]
 
 
+def _binding_key(inputs, outputs):
+    """A hashable identity of a binding list (Buffer serials are never reused), or None."""
+    try:
+        return tuple((b.buffer.serial, type(b.offset), b.offset, type(b.size_in_bytes), b.size_in_bytes)
+                     for b in (*inputs, *outputs))
+    except (AttributeError, TypeError):
+        return None  # malformed: check_bindings explains
+
+
+def _rows_fit(sizes, input_strides, in_size, out_size) -> bool:
+    """Whether the ROWS layout applies: every input contiguous along the innermost dimension,
+    rows a whole number of 16-byte units in and out, and every input row 16-byte aligned."""
+    row = sizes[-1]
+    return (row * in_size % 16 == 0 and row * out_size % 16 == 0
+            and all(st[-1] == 1 and all(s * in_size % 16 == 0 for s in st[:-1]) for st in input_strides))
+
+
 class CompiledOperator:
     """An operator ready to execute with any bindings that fit its descriptor."""
 
@@ -53,24 +74,33 @@ class CompiledOperator:
             layout = kernels.FLAT
             spec = [WORKGROUP_SIZE]
         else:
-            layout = kernels.GATHER if tensors[-1].is_packed else kernels.STRIDED
             strides = [list(t.effective_strides) for t in tensors]
-            if self.op.inputs == ("InputTensor",):
-                strides.insert(1, [0] * len(tensors[0].sizes))  # the unused second input
             sizes, strides = coalesce(tensors[-1].sizes, strides)
+            if not tensors[-1].is_packed:
+                layout = kernels.STRIDED
+            elif _rows_fit(sizes, strides[:-1], in_type.size, out_type.size):
+                layout = kernels.ROWS
+            else:
+                layout = kernels.GATHER
+            if len(self.op.inputs) == 1:
+                strides.insert(1, [0] * len(sizes))  # the unused second input
             pad = kernels.MAX_DIMS - len(sizes)
             spec = [WORKGROUP_SIZE] + [1] * pad + sizes
             for st in strides:
                 spec += [0] * pad + st
         if layout == kernels.STRIDED:
             self._count = self._units = tensors[-1].element_count
+        elif layout == kernels.ROWS:
+            self._count = tensors[-1].element_count * out_type.size
+            self._units = self._count // 16
         else:
             self._count = tensors[-1].element_count * out_type.size  # output bytes
             self._units = math.ceil(self._count / 16)
         self.variant = kernels.variant_for(self.op, in_type, out_type, layout)
         self._spirv = spirv.load(self.variant.name)
         self._spec = np.array(spec, dtype=np.uint32)
-        self._checked: dict = {}
+        self._checked: dict = {}  # binding key -> checked ranges
+        self._recorded: dict = {}  # binding key -> (output buffer, device sequence key)
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -85,16 +115,26 @@ class CompiledOperator:
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing runs).
         """
+        key = _binding_key(inputs, outputs)
         with self.device._lock:
-            self._run(self.check(inputs, outputs))
+            # Hot path: the same bindings as before go straight to the recorded command buffer.
+            known = self._recorded.get(key)
+            if known is not None:
+                sequence = self.device._sequences.get(known[1])
+                if sequence is not None:
+                    sequence.eval()
+                    known[0]._host_current = False
+                    return
+            ranges = self.check(inputs, outputs, key)
+            sequence_key = self._run(ranges)
+            if key is not None:
+                if len(self._recorded) >= 64:
+                    self._recorded.clear()
+                self._recorded[key] = (ranges[-1].buffer, sequence_key)
 
-    def check(self, inputs, outputs):
+    def check(self, inputs, outputs, key=None):
         """The checked byte ranges of these bindings (memoised: bindings repeat in hot loops)."""
-        try:
-            key = tuple((b.buffer.serial, type(b.offset), b.offset, type(b.size_in_bytes), b.size_in_bytes)
-                        for b in (*inputs, *outputs))
-        except (AttributeError, TypeError):
-            key = None  # malformed: check_bindings explains
+        key = key or _binding_key(inputs, outputs)
         ranges = self._checked.get(key) if key is not None else None
         if ranges is None or any(r.buffer.released for r in ranges):
             ranges = check_bindings(self.op, self._descs, inputs, outputs, self.device)
@@ -121,9 +161,10 @@ class CompiledOperator:
     def _run(self, ranges, upload=(), download=()):
         """Dispatch over checked ranges; `upload`/`download` are Buffers synced around it."""
         key, algorithm, push = self._launch(ranges)
-        self.device._dispatch(key, algorithm, push, upload=[b._tensor for b in upload],
-                              download=[b._tensor for b in download])
+        sequence_key = self.device._dispatch(key, algorithm, push, upload=[b._tensor for b in upload],
+                                             download=[b._tensor for b in download])
         for b in upload:
             b._host_current = True
         output = ranges[-1].buffer
         output._host_current = output in download
+        return sequence_key

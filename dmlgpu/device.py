@@ -215,6 +215,7 @@ class Device:
             return sequence
 
         self._sequences.get_or_make(seq_key, record).eval()
+        return seq_key
 
     def _sync(self, op_class, tensor):
         self._utility.eval(op_class([tensor]))

@@ -15,8 +15,8 @@ from .dtypes import DataType, Kind
 from .operators import OPERATORS, Operator
 
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
-FLAT, GATHER, STRIDED = "flat", "gather", "strided"
-LAYOUTS = (FLAT, GATHER, STRIDED)
+FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
+LAYOUTS = (FLAT, ROWS, GATHER, STRIDED)
 MAX_DIMS = 8
 #: Push constants, in block order; every field is a uint. Offsets are in 32-bit words.
 PUSH_FIELDS = ("in_offset0", "in_offset1", "out_offset", "count")

@@ -15,20 +15,19 @@ uint popcount_element(uint x) { return uint(bitCount(x)); }
 
 OUT_T op_element(IN_T a, IN_T b) { return popcount_element(a); }
 
-#ifdef LAYOUT_FLAT
-// A 16-byte output unit holds ELEMS counts, read from IN_WORDS input words: as 16-byte vectors
-// when there are at least four words, else as words.
+#if defined(LAYOUT_FLAT) || defined(LAYOUT_ROWS)
+// A 16-byte output unit holds ELEMS counts, read from UNIT_IN_WORDS input words: as 16-byte
+// vectors when there are at least four words, else as words.
 #define ELEMS (16 / (OUT_BITS / 8))
-#define IN_WORDS (ELEMS * (IN_BITS / 8) / 4)
-uvec4 flat_unit(uint u) {
-    uint w[IN_WORDS];
-#if IN_WORDS >= 4
-    for (uint j = 0u; j < uint(IN_WORDS) / 4u; ++j) {
-        uvec4 v = in0_v[p.in_offset0 / 4u + u * (uint(IN_WORDS) / 4u) + j];
+uvec4 flat_unit(uint a_word, uint unused) {
+    uint w[UNIT_IN_WORDS];
+#if UNIT_IN_WORDS >= 4
+    for (uint j = 0u; j < uint(UNIT_IN_WORDS) / 4u; ++j) {
+        uvec4 v = in0_v[a_word / 4u + j];
         w[4u * j] = v.x; w[4u * j + 1u] = v.y; w[4u * j + 2u] = v.z; w[4u * j + 3u] = v.w;
     }
 #else
-    for (uint j = 0u; j < uint(IN_WORDS); ++j) w[j] = in0_w[p.in_offset0 + u * uint(IN_WORDS) + j];
+    for (uint j = 0u; j < uint(UNIT_IN_WORDS); ++j) w[j] = in0_w[a_word + j];
 #endif
     uvec4 r = uvec4(0u);
     for (uint e = 0u; e < uint(ELEMS); ++e) {

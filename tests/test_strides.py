@@ -98,3 +98,34 @@ def test_total_size_larger_than_minimum(device, rng):
     compiled.execute([Binding(src, 0, 64)], [Binding(out, 0, 64)])
     assert out.read(0, 5).tolist() == [255, 254, 253, 252, 251]
     assert (out.read(5, 64 + 16 - 5) == GUARD).all()
+
+
+ROW_CASES = [(op, i, o) for op, i, o in testing.all_cases() if o in (i, DataType.UINT8, DataType.UINT32)]
+
+
+@pytest.mark.parametrize("op, in_type, out_type", ROW_CASES,
+                         ids=[f"{op.short}-{i.name.lower()}-{o.name.lower()}" for op, i, o in ROW_CASES])
+@pytest.mark.parametrize("pattern", ["padded-rows", "broadcast-row", "broadcast-plane"])
+def test_rows_layout(device, rng, op, in_type, out_type, pattern):
+    """Rows of whole 16-byte units: padded rows and broadcast rows stay on 16-byte vectors."""
+    row = 16 * max(1, 4 // min(in_type.size, out_type.size))  # a row is whole 16-byte units in and out
+    sizes = (3, 2, row)
+    patterns = {"padded-rows": (4 * row, 2 * row, 1), "broadcast-row": (0, 0, 1),
+                "broadcast-plane": (0, row + 16 // in_type.size * 2, 1)}
+    descs, inputs, logical = [], [], []
+    for k in range(len(op.inputs)):
+        strides = patterns[pattern] if k == len(op.inputs) - 1 else None
+        desc = TensorDesc(in_type, sizes, strides)
+        raw = testing.sample(in_type, (desc.total_size // in_type.size,), rng)
+        inputs.append(Binding(device.upload(raw), 0, desc.total_size))
+        descs.append(desc)
+        logical.append(gather(in_type, raw, sizes, strides))
+    out_desc = TensorDesc(out_type, sizes)
+    out = guarded(device, out_desc.total_size, offset=32)
+    compiled = device.create_operator(DESC_CLASSES[op.name](*descs, out_desc))
+    fits = all(s * in_type.size % 16 == 0 for s in patterns[pattern][:-1])
+    assert compiled.layout == ("rows" if fits else "gather")
+    compiled.execute(inputs, [Binding(out, 32, out_desc.total_size)])
+    got = out.read(32, out_desc.total_size).view(out_type.numpy).reshape(sizes)
+    assert testing.same_bits(got, testing.reference(op, logical, out_type))
+    assert_guards(out, 32, 32 + out_desc.total_size)

@@ -2,7 +2,7 @@
 # Install dmlgpu on an offline GPU host from a bundle made by tools/offline_bundle.sh, then run
 # a job (demo | test | bench | setup). Nothing is installed into /: the Debian packages are
 # unpacked into BUNDLE/prefix and the Python side lives in BUNDLE/src/.venv, which sees the
-# host's own Python packages (numpy, PyTorch, CuPy) through --system-site-packages.
+# host's own Python packages (numpy, PyTorch, CuPy) behind its own (a .pth file).
 #
 # The host needs python3 (with venv), cmake, g++ and the GPU's Vulkan driver. If the loader
 # finds no driver, point it at the ICD: e.g. for NVIDIA
@@ -28,7 +28,13 @@ export VK_LAYER_PATH="$prefix/usr/share/vulkan/explicit_layer.d"
 
 src="$bundle/src"
 py="$src/.venv/bin/python"
-[ -x "$py" ] || python3 -m venv --system-site-packages "$src/.venv"
+if [ ! -x "$py" ]; then
+  python3 -m venv "$src/.venv"
+  # The host's packages (numpy, PyTorch, CuPy) stay visible behind ours, also when the host's
+  # python3 is itself a virtual environment (which --system-site-packages would skip).
+  python3 -c 'import site, sys; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' \
+    >"$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-host-site.pth"
+fi
 "$py" -m pip install -q --no-index --find-links "$bundle/wheels" "pybind11==2.13.6" setuptools wheel \
   numpy pytest hypothesis
 if ! "$py" -c "import kp" 2>/dev/null; then

@@ -1,7 +1,7 @@
 // Declarations shared by every operator: bindings, push constants, specialization constants and
 // element loads/stores. An operator source defines ARITY (1 or 2), includes this file, defines its
 // operation, then includes elementwise_main.glsl. The build passes IN_BITS/OUT_BITS/IN_KIND and
-// one of LAYOUT_FLAT / LAYOUT_GATHER / LAYOUT_STRIDED; abi.glsl (generated from dmlgpu/kernels.py) fixes the
+// one of LAYOUT_FLAT / LAYOUT_ROWS / LAYOUT_GATHER / LAYOUT_STRIDED; abi.glsl (generated from dmlgpu/kernels.py) fixes the
 // push-constant block and the specialization-constant ids that the Python side fills in.
 //
 // Binding i < ARITY is input i; binding ARITY is the output. Inputs and the output may be the
@@ -20,6 +20,8 @@
 #define OUT_BITS IN_BITS
 #endif
 #define LANES(W) (32u / uint(W))
+// Input words behind one 16-byte output unit (flat and rows layouts).
+#define UNIT_IN_WORDS (4 * (IN_BITS) / (OUT_BITS))
 
 #if IN_BITS == 64
 #define IN_T uvec2
@@ -80,7 +82,7 @@ void store_out(uint e, OUT_T v) {
 #endif
 }
 
-#if defined(LAYOUT_STRIDED) || defined(LAYOUT_GATHER)
+#if defined(LAYOUT_STRIDED) || defined(LAYOUT_GATHER) || defined(LAYOUT_ROWS)
 // Sizes and per-tensor strides in elements, innermost dimension last (index MAX_DIMS - 1);
 // unused leading dimensions have size 1. Fixed per compiled operator, so the driver folds the
 // divisions below into multiplications.

@@ -2,13 +2,16 @@
 //   uint op_lanes(uint a, uint b)    operation on packed W-bit lanes (W <= 32), or
 //   uvec2 op_pair(uvec2 a, uvec2 b)  operation on one 64-bit element,
 // for operations whose output has the input's width; or it defines CUSTOM_ELEMENT with
-//   OUT_T op_element(IN_T a, IN_T b) and CUSTOM_FLAT_UNIT with uvec4 flat_unit(uint u).
+//   OUT_T op_element(IN_T a, IN_T b) and CUSTOM_FLAT_UNIT with
+//   uvec4 flat_unit(uint a_word, uint b_word)  (16 output bytes from UNIT_IN_WORDS input words).
 // Unary operations ignore b.
 //
 // LAYOUT_FLAT     every tensor packed in one element order; unit u = output bytes [16u, 16u+16),
 //                 read and written as 16-byte vectors (flat_unit); the tail unit's bytes are masked.
-// LAYOUT_GATHER   output packed, inputs strided or broadcast: the same 16-byte output units, each
-//                 element's inputs found through element_offsets().
+// LAYOUT_ROWS     output packed; each input walks its innermost dimension contiguously and every
+//                 row starts 16-byte aligned (padded rows, broadcast rows): flat_unit per row.
+// LAYOUT_GATHER   output packed, inputs strided or broadcast otherwise: the same 16-byte output
+//                 units, each element's inputs found through element_offsets().
 // LAYOUT_STRIDED  output strided: one element per unit; sub-word outputs written with atomics.
 
 #ifndef CUSTOM_ELEMENT
@@ -21,11 +24,11 @@ OUT_T op_element(IN_T a, IN_T b) {
 }
 #endif
 
-#if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
-uvec4 flat_unit(uint u) {
-    uvec4 a = in0_v[p.in_offset0 / 4u + u];
+#if (defined(LAYOUT_FLAT) || defined(LAYOUT_ROWS)) && !defined(CUSTOM_FLAT_UNIT)
+uvec4 flat_unit(uint a_word, uint b_word) {
+    uvec4 a = in0_v[a_word / 4u];
 #if ARITY == 2
-    uvec4 b = in1_v[p.in_offset1 / 4u + u];
+    uvec4 b = in1_v[b_word / 4u];
 #else
     uvec4 b = uvec4(0u);
 #endif
@@ -48,6 +51,19 @@ void main() {
         IN_T b = IN_T(0u);
 #endif
         store_out(o.out_, op_element(a, b));
+    }
+}
+
+#elif defined(LAYOUT_ROWS)
+// Rows of ROW_UNITS output units; unit k of a row reads input words from the row's start.
+const uint ROW_UNITS = SIZE7 * uint(OUT_BITS) / 128u;
+void main() {
+    FOR_EACH_UNIT(u, p.count >> 4) {
+        uint row = u / ROW_UNITS, k = u % ROW_UNITS;
+        Offsets o = element_offsets(row * SIZE7);
+        uint a_word = p.in_offset0 + o.in0 * uint(IN_BITS) / 32u + k * uint(UNIT_IN_WORDS);
+        uint b_word = p.in_offset1 + o.in1 * uint(IN_BITS) / 32u + k * uint(UNIT_IN_WORDS);
+        out_v[p.out_offset / 4u + u] = flat_unit(a_word, b_word);
     }
 }
 
@@ -100,7 +116,8 @@ void main() {
     FOR_EACH_UNIT(u, full + (tail == 0u ? 0u : 1u)) {
         if (u < full) {
 #ifdef LAYOUT_FLAT
-            out_v[p.out_offset / 4u + u] = flat_unit(u);
+            out_v[p.out_offset / 4u + u] = flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS),
+                                                     p.in_offset1 + u * uint(UNIT_IN_WORDS));
 #else
             out_v[p.out_offset / 4u + u] = unit_from_elements(u, n);
 #endif
@@ -109,7 +126,7 @@ void main() {
 #if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
         // Same width in and out: the tail vector lies inside the 16-byte-padded buffers, and the
         // width-independent variants (NOT, XOR) have no element width to go element by element.
-        uvec4 r = flat_unit(u);
+        uvec4 r = flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS));
 #else
         uvec4 r = unit_from_elements(u, n);
 #endif

@@ -1,0 +1,14 @@
+"""The benchmark harness still runs (a quick pass without peers); benchmarks are not tests, but
+a harness that cannot run is a defect."""
+import json
+
+from dmlgpu.bench import main
+
+
+def test_bench_quick_run_writes_reports(tmp_path):
+    assert main(["--quick", "--no-peers", "--out", str(tmp_path), "--repeats", "3"]) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    kinds = {r["kind"] for r in data["records"]}
+    assert {"kernel", "front_end", "latency", "command_list"} <= kinds
+    assert all(r["gbps"] > 0 for r in data["records"] if r["kind"] == "kernel")
+    assert "## Kernel bandwidth" in (tmp_path / "results.md").read_text()
