@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: loops over registers
 // DML_ELEMENT_WISE_BIT_COUNT: number of 1 bits of each element's raw encoding, written as UINT8
 // or UINT32 whatever the input width.
 #define ARITY 1
@@ -22,15 +23,15 @@ OUT_T op_element(IN_T a, IN_T b) { return popcount_element(a); }
 uvec4 flat_unit(uint a_word, uint unused) {
     uint w[UNIT_IN_WORDS];
 #if UNIT_IN_WORDS >= 4
-    for (uint j = 0u; j < uint(UNIT_IN_WORDS) / 4u; ++j) {
+    [[unroll]] for (uint j = 0u; j < uint(UNIT_IN_WORDS) / 4u; ++j) {
         uvec4 v = in0_v[a_word / 4u + j];
         w[4u * j] = v.x; w[4u * j + 1u] = v.y; w[4u * j + 2u] = v.z; w[4u * j + 3u] = v.w;
     }
 #else
-    for (uint j = 0u; j < uint(UNIT_IN_WORDS); ++j) w[j] = in0_w[a_word + j];
+    [[unroll]] for (uint j = 0u; j < uint(UNIT_IN_WORDS); ++j) w[j] = in0_w[a_word + j];
 #endif
     uvec4 r = uvec4(0u);
-    for (uint e = 0u; e < uint(ELEMS); ++e) {
+    [[unroll]] for (uint e = 0u; e < uint(ELEMS); ++e) {
 #if IN_BITS == 64
         uint c = uint(bitCount(w[2u * e]) + bitCount(w[2u * e + 1u]));
 #elif IN_BITS == 32

@@ -90,7 +90,7 @@ OUT_T element_value(uint e) {
 uvec4 unit_from_elements(uint u, uint n) {
     uvec4 r = uvec4(0u);
 #if OUT_BITS == 64
-    for (uint k = 0u; k < 2u; ++k) {
+    [[unroll]] for (uint k = 0u; k < 2u; ++k) {
         uint e = 2u * u + k;
         if (e < n) {
             uvec2 v = element_value(e);
@@ -99,8 +99,8 @@ uvec4 unit_from_elements(uint u, uint n) {
         }
     }
 #else
-    for (uint k = 0u; k < 4u; ++k) {
-        for (uint l = 0u; l < LANES(OUT_BITS); ++l) {
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+        [[unroll]] for (uint l = 0u; l < LANES(OUT_BITS); ++l) {
             uint e = (4u * u + k) * LANES(OUT_BITS) + l;
             if (e < n) r[k] |= element_value(e) << (l * uint(OUT_BITS));
         }
@@ -131,7 +131,7 @@ void main() {
         uvec4 r = unit_from_elements(u, n);
 #endif
         uint base = p.out_offset + 4u * u;
-        for (uint k = 0u; k < 4u && 4u * k < tail; ++k) {
+        [[unroll]] for (uint k = 0u; k < 4u && 4u * k < tail; ++k) {
             uint valid = min(tail - 4u * k, 4u);
             out_w[base + k] = valid == 4u ? r[k] : merge_bits(out_w[base + k], r[k], low_bytes_mask(valid));
         }
