@@ -131,9 +131,10 @@ def _torch_dtype(torch, data_type: DataType):
 
 
 def _peer_ops(op_short, torch_like):
-    return {"bit_not": lambda x, y: torch_like.bitwise_not(x, out=y),
-            "bit_xor": lambda x, y: torch_like.bitwise_xor(x, x, out=y),
-            "sign": lambda x, y: torch_like.sign(x, out=y)}.get(op_short)
+    """The peer's operator on inputs x, x2 into y (XOR reads two different tensors)."""
+    return {"bit_not": lambda x, x2, y: torch_like.bitwise_not(x, out=y),
+            "bit_xor": lambda x, x2, y: torch_like.bitwise_xor(x, x2, out=y),
+            "sign": lambda x, x2, y: torch_like.sign(x, out=y)}.get(op_short)
 
 
 class Harness:
@@ -275,6 +276,7 @@ class Harness:
                     dtype = _torch_dtype(torch, WIDTH_TYPES[bits])
                     n = max(1, size // (bits // 8))
                     x = torch.randint(-100, 100, (n,), dtype=torch.int64, device="cuda").to(dtype)
+                    x2 = torch.randint(-100, 100, (n,), dtype=torch.int64, device="cuda").to(dtype)
                     y = torch.empty_like(x)
                     t = p.torch_time(lambda: y.copy_(x))
                     self.records.append({"kind": "peer", "peer": "torch", "op": "copy", "bits": bits,
@@ -283,25 +285,26 @@ class Harness:
                         fn = _peer_ops(op_short, torch)
                         moved = n * bits // 8 * (3 if op_short == "bit_xor" else 2)
                         try:
-                            t = p.torch_time(lambda: fn(x, y))
+                            t = p.torch_time(lambda: fn(x, x2, y))
                         except RuntimeError:
                             continue  # operator not implemented for this dtype
                         self.records.append({"kind": "peer", "peer": "torch", "op": op_short, "bits": bits,
                                              "size": size, "seconds": t, "gbps": moved / t / 1e9})
-                    del x, y
+                    del x, x2, y
                 if p.cupy:
                     cp = p.cupy
                     n = max(1, size // (bits // 8))
                     x = cp.asarray(self.rng.integers(-100, 100, n).astype(f"int{bits}"))
+                    x2 = cp.asarray(self.rng.integers(-100, 100, n).astype(f"int{bits}"))
                     y = cp.empty_like(x)
                     for op_short, fn in (("bit_not", lambda: cp.invert(x, out=y)),
-                                         ("bit_xor", lambda: cp.bitwise_xor(x, x, out=y)),
+                                         ("bit_xor", lambda: cp.bitwise_xor(x, x2, out=y)),
                                          ("sign", lambda: cp.sign(x, out=y))):
                         t = p.cupy_time(fn)
                         moved = n * bits // 8 * (3 if op_short == "bit_xor" else 2)
                         self.records.append({"kind": "peer", "peer": "cupy", "op": op_short, "bits": bits,
                                              "size": size, "seconds": t, "gbps": moved / t / 1e9})
-                    del x, y
+                    del x, x2, y
 
     # -- end to end, latency, command lists ------------------------------------------------
     def front_end_records(self, sizes):
@@ -411,9 +414,12 @@ def main(argv=None) -> int:
             harness.records.append(record)
     env["clocks_after_kernels"] = gpu_clocks()
     harness.peer_kernel_records()
-    harness.front_end_records([64 * KiB] if args.quick else [64 * MiB, 256 * MiB])
+    # Latency and command lists are timed on a warm GPU, like the kernels.
+    harness.warm_up(0.2 if args.quick else 1.5)
     harness.latency_records()
+    harness.warm_up(0.2 if args.quick else 1.5)
     harness.command_list_records(100 if args.quick else 1000)
+    harness.front_end_records([64 * KiB] if args.quick else [64 * MiB, 256 * MiB])
     env["clocks_end"] = gpu_clocks()
     from .bench_report import write_report
 

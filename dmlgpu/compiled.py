@@ -88,15 +88,12 @@ class CompiledOperator:
             spec = [WORKGROUP_SIZE] + [1] * pad + sizes
             for st in strides:
                 spec += [0] * pad + st
+        self.variant = kernels.variant_for(self.op, in_type, out_type, layout)
         if layout == kernels.STRIDED:
             self._count = self._units = tensors[-1].element_count
-        elif layout == kernels.ROWS:
-            self._count = tensors[-1].element_count * out_type.size
-            self._units = self._count // 16
         else:
             self._count = tensors[-1].element_count * out_type.size  # output bytes
-            self._units = math.ceil(self._count / 16)
-        self.variant = kernels.variant_for(self.op, in_type, out_type, layout)
+            self._units = math.ceil(self._count / self.variant.unit_bytes)
         self._spirv = spirv.load(self.variant.name)
         self._spec = np.array(spec, dtype=np.uint32)
         self._checked: dict = {}  # binding key -> checked ranges

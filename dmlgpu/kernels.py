@@ -50,8 +50,19 @@ class Variant:
         return f"{self.op.short}.comp"
 
     @property
+    def unit_bytes(self) -> int:
+        """Output bytes an invocation owns at a time: a 16-byte vector, or one word when the
+        output is narrower than the input (neighbouring invocations then read neighbouring
+        input instead of spans of up to 128 bytes each)."""
+        facts = dict(self.facts)
+        narrowing = facts.get("in_bits", 0) > facts.get("out_bits", facts.get("in_bits", 0))
+        return 4 if narrowing else 16
+
+    @property
     def defines(self) -> dict[str, object]:
         defines = {"LAYOUT_" + self.layout.upper(): 1}
+        if self.layout != STRIDED:
+            defines["UNIT_WORDS"] = self.unit_bytes // 4
         for fact, value in self.facts:
             if fact == "kind":
                 defines["IN_KIND"] = KIND_CODES[value]

@@ -17,10 +17,10 @@ uint popcount_element(uint x) { return uint(bitCount(x)); }
 OUT_T op_element(IN_T a, IN_T b) { return popcount_element(a); }
 
 #if defined(LAYOUT_FLAT) || defined(LAYOUT_ROWS)
-// A 16-byte output unit holds ELEMS counts, read from UNIT_IN_WORDS input words: as 16-byte
-// vectors when there are at least four words, else as words.
-#define ELEMS (16 / (OUT_BITS / 8))
-uvec4 flat_unit(uint a_word, uint unused) {
+// An output unit holds ELEMS counts, read from UNIT_IN_WORDS input words: as 16-byte vectors
+// when there are at least four words, else as words.
+#define ELEMS (UNIT_BYTES / (OUT_BITS / 8))
+UNIT_T flat_unit(uint a_word, uint unused) {
     uint w[UNIT_IN_WORDS];
 #if UNIT_IN_WORDS >= 4
     [[unroll]] for (uint j = 0u; j < uint(UNIT_IN_WORDS) / 4u; ++j) {
@@ -43,7 +43,7 @@ uvec4 flat_unit(uint a_word, uint unused) {
 #endif
         r[e / LANES(OUT_BITS)] |= c << ((e % LANES(OUT_BITS)) * uint(OUT_BITS));
     }
-    return r;
+    return UNIT_FROM_VEC(r);
 }
 #endif
 

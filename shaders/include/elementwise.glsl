@@ -20,8 +20,23 @@
 #define OUT_BITS IN_BITS
 #endif
 #define LANES(W) (32u / uint(W))
-// Input words behind one 16-byte output unit (flat and rows layouts).
-#define UNIT_IN_WORDS (4 * (IN_BITS) / (OUT_BITS))
+// An invocation owns UNIT_WORDS output words at a time (flat, rows and gather layouts): 4 (a
+// 16-byte vector), or 1 for narrowing operators, so that neighbouring invocations still read
+// neighbouring input. UNIT_IN_WORDS input words lie behind one unit. The build sets UNIT_WORDS.
+#ifndef UNIT_WORDS
+#define UNIT_WORDS 4
+#endif
+#define UNIT_BYTES (4 * UNIT_WORDS)
+#define UNIT_IN_WORDS (UNIT_WORDS * (IN_BITS) / (OUT_BITS))
+#if UNIT_WORDS == 4
+#define UNIT_T uvec4
+#define UNIT_FROM_VEC(v) (v)
+#define STORE_UNIT(u, r) out_v[p.out_offset / 4u + (u)] = (r)
+#else
+#define UNIT_T uint
+#define UNIT_FROM_VEC(v) ((v).x)
+#define STORE_UNIT(u, r) out_w[p.out_offset + (u)] = (r)
+#endif
 
 #if IN_BITS == 64
 #define IN_T uvec2

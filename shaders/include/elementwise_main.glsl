@@ -3,11 +3,12 @@
 //   uvec2 op_pair(uvec2 a, uvec2 b)  operation on one 64-bit element,
 // for operations whose output has the input's width; or it defines CUSTOM_ELEMENT with
 //   OUT_T op_element(IN_T a, IN_T b) and CUSTOM_FLAT_UNIT with
-//   uvec4 flat_unit(uint a_word, uint b_word)  (16 output bytes from UNIT_IN_WORDS input words).
+//   UNIT_T flat_unit(uint a_word, uint b_word)  (one output unit from UNIT_IN_WORDS input words).
 // Unary operations ignore b.
 //
-// LAYOUT_FLAT     every tensor packed in one element order; unit u = output bytes [16u, 16u+16),
-//                 read and written as 16-byte vectors (flat_unit); the tail unit's bytes are masked.
+// LAYOUT_FLAT     every tensor packed in one element order; unit u = output bytes
+//                 [u * UNIT_BYTES, +UNIT_BYTES), read and written whole (flat_unit); the tail unit's
+//                 bytes are masked.
 // LAYOUT_ROWS     output packed; each input walks its innermost dimension contiguously and every
 //                 row starts 16-byte aligned (padded rows, broadcast rows): flat_unit per row.
 // LAYOUT_GATHER   output packed, inputs strided or broadcast otherwise: the same 16-byte output
@@ -56,14 +57,14 @@ void main() {
 
 #elif defined(LAYOUT_ROWS)
 // Rows of ROW_UNITS output units; unit k of a row reads input words from the row's start.
-const uint ROW_UNITS = SIZE7 * uint(OUT_BITS) / 128u;
+const uint ROW_UNITS = SIZE7 * uint(OUT_BITS) / 8u / uint(UNIT_BYTES);
 void main() {
-    FOR_EACH_UNIT(u, p.count >> 4) {
+    FOR_EACH_UNIT(u, p.count / uint(UNIT_BYTES)) {
         uint row = u / ROW_UNITS, k = u % ROW_UNITS;
         Offsets o = element_offsets(row * SIZE7);
         uint a_word = p.in_offset0 + o.in0 * uint(IN_BITS) / 32u + k * uint(UNIT_IN_WORDS);
         uint b_word = p.in_offset1 + o.in1 * uint(IN_BITS) / 32u + k * uint(UNIT_IN_WORDS);
-        out_v[p.out_offset / 4u + u] = flat_unit(a_word, b_word);
+        STORE_UNIT(u, flat_unit(a_word, b_word));
     }
 }
 
@@ -87,11 +88,11 @@ OUT_T element_value(uint e) {
 }
 
 // Unit u assembled element by element; elements at or past n are neither read nor written.
-uvec4 unit_from_elements(uint u, uint n) {
+UNIT_T unit_from_elements(uint u, uint n) {
     uvec4 r = uvec4(0u);
 #if OUT_BITS == 64
-    [[unroll]] for (uint k = 0u; k < 2u; ++k) {
-        uint e = 2u * u + k;
+    [[unroll]] for (uint k = 0u; k < uint(UNIT_WORDS) / 2u; ++k) {
+        uint e = uint(UNIT_WORDS) / 2u * u + k;
         if (e < n) {
             uvec2 v = element_value(e);
             r[2u * k] = v.x;
@@ -99,39 +100,38 @@ uvec4 unit_from_elements(uint u, uint n) {
         }
     }
 #else
-    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    [[unroll]] for (uint k = 0u; k < uint(UNIT_WORDS); ++k) {
         [[unroll]] for (uint l = 0u; l < LANES(OUT_BITS); ++l) {
-            uint e = (4u * u + k) * LANES(OUT_BITS) + l;
+            uint e = (uint(UNIT_WORDS) * u + k) * LANES(OUT_BITS) + l;
             if (e < n) r[k] |= element_value(e) << (l * uint(OUT_BITS));
         }
     }
 #endif
-    return r;
+    return UNIT_FROM_VEC(r);
 }
 
 void main() {
-    uint full = p.count >> 4;  // units whose 16 bytes all belong to the output
-    uint tail = p.count & 15u;
+    uint full = p.count / uint(UNIT_BYTES);  // units whose bytes all belong to the output
+    uint tail = p.count % uint(UNIT_BYTES);
     uint n = p.count / (uint(OUT_BITS) / 8u);
     FOR_EACH_UNIT(u, full + (tail == 0u ? 0u : 1u)) {
         if (u < full) {
 #ifdef LAYOUT_FLAT
-            out_v[p.out_offset / 4u + u] = flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS),
-                                                     p.in_offset1 + u * uint(UNIT_IN_WORDS));
+            STORE_UNIT(u, flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
 #else
-            out_v[p.out_offset / 4u + u] = unit_from_elements(u, n);
+            STORE_UNIT(u, unit_from_elements(u, n));
 #endif
             continue;
         }
 #if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
         // Same width in and out: the tail vector lies inside the 16-byte-padded buffers, and the
         // width-independent variants (NOT, XOR) have no element width to go element by element.
-        uvec4 r = flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS));
+        uvec4 r = uvec4(flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
 #else
-        uvec4 r = unit_from_elements(u, n);
+        uvec4 r = uvec4(unit_from_elements(u, n));
 #endif
-        uint base = p.out_offset + 4u * u;
-        [[unroll]] for (uint k = 0u; k < 4u && 4u * k < tail; ++k) {
+        uint base = p.out_offset + uint(UNIT_WORDS) * u;
+        [[unroll]] for (uint k = 0u; k < uint(UNIT_WORDS) && 4u * k < tail; ++k) {
             uint valid = min(tail - 4u * k, 4u);
             out_w[base + k] = valid == 4u ? r[k] : merge_bits(out_w[base + k], r[k], low_bytes_mask(valid));
         }
