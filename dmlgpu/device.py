@@ -168,12 +168,10 @@ class Device:
 
         level = resolve_feature_level(feature_level, getattr(
             getattr(operator_desc, "OPERATOR", None), "dml_name", "dmlgpu"))
-        key = (operator_desc, level)
+        # repr, not equality: 64.0 == 64 and True == 1, but only ints are valid sizes.
+        key = (_strict_repr(operator_desc), level)
         with self._lock:
-            try:
-                compiled = self._operators.get(key)
-            except TypeError:  # unhashable fields: validation explains what is wrong
-                compiled = None
+            compiled = self._operators.get(key)
             if compiled is None:
                 compiled = CompiledOperator(self, operator_desc, level)
                 self._operators[key] = compiled
@@ -225,6 +223,13 @@ class Device:
         tid = id(tensor)
         self._sequences.drop_if(lambda key: tid in key[0][3] or tid in key[2] or tid in key[3])
         self._algorithms.drop_if(lambda key: tid in key[3])
+
+
+def _strict_repr(value) -> str:
+    try:
+        return f"{type(value).__qualname__}:{value!r}"
+    except ValueError:  # an int too long to print: never a valid field, never cached twice
+        return f"unprintable:{id(value)}"
 
 
 def _as_bytes(array) -> np.ndarray:

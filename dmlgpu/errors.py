@@ -31,5 +31,9 @@ def _show(value) -> str:
     name = getattr(value, "name", None)
     if isinstance(name, str) and hasattr(value, "value"):
         return name  # enum members read best by name
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # e.g. an int beyond Python's digit limit for str()
+        text = f"<{type(value).__name__} of {value.bit_length()} bits>" if isinstance(value, int) \
+            else f"<unprintable {type(value).__name__}>"
     return text if len(text) <= 120 else text[:117] + "..."

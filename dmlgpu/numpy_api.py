@@ -225,7 +225,8 @@ def _check_out(op, out, out_type, shape, arrays) -> int | None:
         _fail(op, op.output, "out.shape", out.shape, f"allowed: {tuple(shape)}")
     if not out.flags.writeable:
         _fail(op, op.output, "out", "a read-only array", "allowed: a writeable array")
-    for index, x in enumerate(arrays):
+    in_place = None
+    for index, x in enumerate(arrays):  # every input: out may alias one exactly, none partially
         if not np.shares_memory(out, x):
             continue
         exact = (x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
@@ -237,8 +238,9 @@ def _check_out(op, out, out_type, shape, arrays) -> int | None:
         if not op.in_place:
             _fail(op, op.output, "out", f"the same memory as {op.inputs[index]}",
                   f"{op.dml_name} does not support in-place execution")
-        return index
-    return None
+        if in_place is None:
+            in_place = index
+    return in_place
 
 
 def _broadcast_strides(shape, target, strides=None):

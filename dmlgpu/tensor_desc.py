@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from .dtypes import DataType
 
 #: DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT: every buffer tensor binding is at least this aligned.
@@ -47,6 +49,13 @@ def calc_buffer_tensor_size(data_type, sizes: Sequence[int], strides: Sequence[i
     return (size_bytes + 3) // 4 * 4
 
 
+def _plain(value):
+    """numpy integers as Python ints; anything else unchanged."""
+    if isinstance(value, np.integer) and not isinstance(value, np.bool_):
+        return int(value)
+    return value
+
+
 @dataclass(frozen=True, eq=True)
 class TensorDesc:
     """`DML_BUFFER_TENSOR_DESC` (flags are NONE: dmlgpu has no OWNED_BY_DML tensors).
@@ -69,14 +78,17 @@ class TensorDesc:
     guaranteed_base_offset_alignment: int = 0
 
     def __post_init__(self):
-        # Normalise without judging: validate() reports what is wrong with the original values.
+        # Normalise without judging: validate() reports what is wrong with what remains. numpy
+        # integers become Python ints, so that size arithmetic never wraps in a numpy type.
         for name in ("sizes", "strides"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, (str, bytes)):
                 try:
-                    object.__setattr__(self, name, tuple(value))
+                    object.__setattr__(self, name, tuple(_plain(v) for v in value))
                 except TypeError:
                     pass
+        for name in ("total_tensor_size_in_bytes", "guaranteed_base_offset_alignment"):
+            object.__setattr__(self, name, _plain(getattr(self, name)))
         try:
             object.__setattr__(self, "data_type", DataType(self.data_type))
         except (ValueError, TypeError):

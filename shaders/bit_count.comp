@@ -27,6 +27,9 @@ UNIT_T flat_unit(uint a_word, uint unused) {
         uvec4 v = in0_v[a_word / 4u + j];
         w[4u * j] = v.x; w[4u * j + 1u] = v.y; w[4u * j + 2u] = v.z; w[4u * j + 3u] = v.w;
     }
+#elif UNIT_IN_WORDS == 2
+    uvec2 pair = in0_p[a_word / 2u];  // 8-byte loads: a warp reads 256 contiguous bytes at once
+    w[0] = pair.x; w[1] = pair.y;
 #else
     [[unroll]] for (uint j = 0u; j < uint(UNIT_IN_WORDS); ++j) w[j] = in0_w[a_word + j];
 #endif

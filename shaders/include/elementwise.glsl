@@ -53,6 +53,7 @@ layout(local_size_x_id = SPEC_WORKGROUP_SIZE) in;
 
 layout(std430, binding = 0) readonly buffer In0Words { uint in0_w[]; };
 layout(std430, binding = 0) readonly buffer In0Vecs { uvec4 in0_v[]; };
+layout(std430, binding = 0) readonly buffer In0Pairs { uvec2 in0_p[]; };
 #if ARITY == 2
 layout(std430, binding = 1) readonly buffer In1Words { uint in1_w[]; };
 layout(std430, binding = 1) readonly buffer In1Vecs { uvec4 in1_v[]; };

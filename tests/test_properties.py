@@ -1,0 +1,855 @@
+"""Hypothesis differential tests: random descriptors, bindings and arrays, judged by a small
+oracle written from the operator table and compared bit for bit with `dmlgpu.reference`.
+
+* Low level (`test_descriptor_property*`): an operator, a feature level, tensor descriptors
+  (data types, 1-8 dimensions, packed / padded / aligned-row / permuted / broadcast strides,
+  alignments, total sizes), element values rich in edge cases (`dmlgpu.testing.sample`) and
+  bindings (offsets, range sizes, one shared buffer or one buffer per tensor, in place or not).
+  The oracle (`descriptor_problem`, `binding_problem`) restates the rules from the operator
+  table. Accepted: `create_operator` and `execute` succeed, and every buffer afterwards equals
+  its snapshot from before with exactly the output elements replaced by the reference's values
+  (gaps between strided elements, padding, inputs and guard bytes keep their bytes); then once
+  more with new data through the same bindings. Rejected: `ValidationError`, and no byte of any
+  buffer changes.
+* numpy front end (`test_front_end_property*`): shapes of 0-10 dimensions (size-0 and size-1
+  included), every dtype, broadcasting pairs for bit_xor, views (slices with steps, reversals,
+  transposes, broadcast_to), `out` (fresh, a view into a larger array, in place). Accepted calls
+  match the reference bit for bit and write nothing outside `out`; rejected calls raise
+  `ValidationError` and change no array.
+
+Each property runs per operator with valid-looking draws (the low-level one also per layout
+plan, `PLANS`, so that each of dmlgpu's kernels - flat, rows, gather, strided - is reached), and
+once per fault, so that every rule is exercised on every CI run. `DESCRIPTOR_FAULTS`: unknown
+level, data type (UNKNOWN, UINT4, INT4 included), dimension count 0 or 9, size 0, sizes that
+differ, overlapping or broadcast output, alignment, total size, misaligned offset, short or
+out-of-buffer ranges, partial overlap, in place with another layout. `FRONT_END_FAULTS`: level,
+unsupported dtype, dtypes that differ, shapes that do not broadcast, out dtype or shape,
+read-only out, out partly overlapping an input. The oracle, not the fault's name, decides: some
+faults turn out harmless.
+
+Profiles (environment variable `DMLGPU_HYPOTHESIS_PROFILE`):
+  ci       the default. About 300 examples over both properties (210 low level, 100 front end),
+           derandomized (the same examples on every run), no example database.
+  nightly  20000 examples per test, random; failing examples are kept in an example database
+           under ~/.cache/dmlgpu/hypothesis/examples.
+Hypothesis' own caches also go to ~/.cache/dmlgpu/hypothesis (unless HYPOTHESIS_STORAGE_DIRECTORY
+is set), so no `.hypothesis/` folder appears in the working directory.
+
+Regressions: every drawn case is plain data (`DescriptorCase`, `FrontEndCase`: ints, strings,
+tuples; array contents and guard bytes are rebuilt from a seed). When a property fails,
+Hypothesis prints the minimal case as one JSON line, "regression entry: {...}". Add it to
+`tests/regressions/descriptor_cases.json` or `front_end_cases.json` as
+`{"id": "...", "case": {...}}`, plus `"xfail": "<reason>"` while the bug is open:
+`test_descriptor_regression` / `test_front_end_regression` replay every entry on every run,
+whatever the profile, and xfail entries are strict (a fix fails them until the key is removed).
+Bugs that plain data cannot express (numpy integer sizes, device limits) are strict-xfail tests
+at the end of this file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, currently_in_test_context, event, given, note, settings
+from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+import dmlgpu
+from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
+from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.operators import BY_SHORT, OPERATORS
+
+from conftest import poisoned
+
+# -- profiles ---------------------------------------------------------------------------------
+PROFILE = os.environ.get("DMLGPU_HYPOTHESIS_PROFILE", "ci")
+CACHE = Path.home() / ".cache" / "dmlgpu" / "hypothesis"
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    set_hypothesis_home_dir(CACHE)
+_SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=_SLOW_IS_FINE, print_blob=True)
+settings.register_profile("nightly", max_examples=20000, deadline=None, print_blob=True,
+                          suppress_health_check=_SLOW_IS_FINE,
+                          database=DirectoryBasedExampleDatabase(CACHE / "examples"))
+settings.load_profile(PROFILE)
+
+
+def examples(ci: int) -> int:
+    """Examples for one test: its share of the CI budget, or the profile's count otherwise."""
+    return ci if PROFILE == "ci" else settings.default.max_examples
+
+
+def tell(text: str, statistic: str | None = None):
+    """A note printed with a failing example (and an event for the statistics), under Hypothesis;
+    plain regression replays print nothing (their ids say what they are)."""
+    if currently_in_test_context():
+        note(text)
+        if statistic:
+            event(statistic)
+
+
+def sometimes(percent: int):
+    """True in about `percent`% of draws; shrinks towards False, the ordinary case."""
+    return st.integers(0, 99).map(lambda n: n >= 100 - percent)
+
+
+REGRESSIONS = Path(__file__).parent / "regressions"
+LEVEL_VALUES = [int(level) for level in FeatureLevel]
+NUMERIC_TYPES = [t for t in DataType if t.bits >= 8]
+MAX_TEST_ELEMENTS = 2000  # per tensor: lavapipe (CPU Vulkan, 2 cores) stays fast
+
+
+def load_regressions(name: str, case_type):
+    """pytest params from a regressions JSON file: one per entry, strict xfail when marked."""
+    params = []
+    for entry in json.loads((REGRESSIONS / name).read_text()):
+        marks = [pytest.mark.xfail(strict=True, reason=entry["xfail"])] if "xfail" in entry else []
+        params.append(pytest.param(case_type.from_json(entry["case"]), marks=marks, id=entry["id"]))
+    return params
+
+
+def _tuples(value):
+    """JSON lists back to tuples, recursively (cases are frozen dataclasses of tuples)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def resolve_level(value):
+    """A level value to its FeatureLevel (None = newest); None for a value that is no level."""
+    if value is None:
+        return FeatureLevel.newest()
+    return FeatureLevel(value) if value in LEVEL_VALUES else None
+
+
+# =============================================================================================
+# Geometry: the oracle's own arithmetic, written apart from dmlgpu's.
+# =============================================================================================
+def packed(sizes) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(sizes):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def element_offsets(sizes, strides) -> np.ndarray:
+    """Offset in elements of every logical element, row-major: DirectML's dot(coords, strides)."""
+    strides = packed(sizes) if strides is None else strides
+    offsets = np.zeros(1, np.int64)
+    for size, stride in zip(sizes, strides):
+        offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).ravel()
+    return offsets
+
+
+def footprint(data_type: int, sizes, strides) -> int:
+    """DMLCalcBufferTensorSize: bytes up to the end of the last element, rounded up to 4."""
+    bits = DataType(data_type).bits
+    if bits == 0 or not sizes or min(sizes) == 0:
+        return 0
+    strides = packed(sizes) if strides is None else strides
+    last = sum((s - 1) * st for s, st in zip(sizes, strides))
+    nbytes = -(-(last + 1) * bits // 8)
+    return -(-nbytes // 4) * 4
+
+
+# =============================================================================================
+# Low level: descriptors and bindings
+# =============================================================================================
+@dataclass(frozen=True)
+class TensorCase:
+    """One tensor's descriptor fields and its binding."""
+
+    data_type: int  # DataType value (UNKNOWN, UINT4 and INT4 included: always rejected)
+    sizes: tuple
+    strides: tuple | None  # None = packed
+    total: int | None  # TotalTensorSizeInBytes; None = DMLCalcBufferTensorSize
+    alignment: int  # GuaranteedBaseOffsetAlignment
+    buffer: int  # index into DescriptorCase.buffer_sizes
+    offset: int  # Binding.offset
+    size: int | None  # Binding.size_in_bytes; None = to the end of the buffer
+
+    @property
+    def element_size(self) -> int:
+        return max(1, DataType(self.data_type).bits // 8)
+
+    @property
+    def total_bytes(self) -> int:
+        return footprint(self.data_type, self.sizes, self.strides) if self.total is None else self.total
+
+    def desc(self) -> TensorDesc:
+        return TensorDesc(self.data_type, self.sizes, self.strides, self.total, self.alignment)
+
+
+@dataclass(frozen=True)
+class DescriptorCase:
+    """One operator descriptor with its bindings, buffers and data: everything a run needs."""
+
+    op: str  # operator short name
+    level: int | None  # a DML_FEATURE_LEVEL value (or a value that is none); None = newest
+    tensors: tuple  # TensorCase per tensor: inputs, then the output
+    buffer_sizes: tuple
+    seed: int  # input values and guard bytes
+
+    @property
+    def operator(self):
+        return BY_SHORT[self.op]
+
+    def feature_level(self):
+        return FeatureLevel(self.level) if self.level in LEVEL_VALUES else self.level
+
+    def range(self, t: TensorCase) -> tuple[int, int]:
+        """The byte range [start, end) a tensor's binding covers."""
+        return t.offset, self.buffer_sizes[t.buffer] if t.size is None else t.offset + t.size
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "DescriptorCase":
+        tensors = tuple(TensorCase(**{k: _tuples(v) for k, v in t.items()}) for t in data["tensors"])
+        return cls(data["op"], data["level"], tensors, tuple(data["buffer_sizes"]), data["seed"])
+
+
+# -- the oracle -------------------------------------------------------------------------------
+def descriptor_problem(case: DescriptorCase) -> str | None:
+    """The DirectML table rule the descriptor breaks, or None when the tables accept it."""
+    op, level = case.operator, resolve_level(case.level)
+    row = None if level is None else op.support_at(level)
+    if row is None:
+        return "no such operator at this level"
+    *inputs, output = case.tensors
+    if any(t.data_type not in row.input_types for t in inputs) or output.data_type not in row.output_types:
+        return "data type"
+    if op.same_type and len({t.data_type for t in case.tensors}) > 1:
+        return "data types differ"
+    if len({t.sizes for t in case.tensors}) > 1:
+        return "sizes differ"
+    if len(output.sizes) not in row.dims:
+        return "dimension count"
+    if min(output.sizes) < 1:
+        return "size 0"
+    for t in case.tensors:
+        if t.alignment and (t.alignment & (t.alignment - 1) or t.alignment < t.element_size):
+            return "alignment"
+        if t.total is not None and (t.total < footprint(t.data_type, t.sizes, t.strides) or t.total % 4):
+            return "total size"
+    offsets = element_offsets(output.sizes, output.strides)
+    if np.unique(offsets).size != offsets.size:
+        return "output elements overlap"
+    return None
+
+
+def binding_problem(case: DescriptorCase) -> str | None:
+    """The binding rule broken (offset, range, hazard), or None when DirectML accepts them."""
+    for t in case.tensors:
+        start, end = case.range(t)
+        if start % max(16, t.alignment):
+            return "offset alignment"
+        if end - start < t.total_bytes or end > case.buffer_sizes[t.buffer]:
+            return "range size"
+    *inputs, output = case.tensors
+    out_range = case.range(output)
+    for t in inputs:
+        start, end = case.range(t)
+        if t.buffer != output.buffer or end <= out_range[0] or out_range[1] <= start:
+            continue  # no byte shared with the output
+        if (start, end) != out_range:
+            return "partial overlap"
+        if not case.operator.in_place:
+            return "in place not supported"
+        if t.data_type != output.data_type or not np.array_equal(
+                element_offsets(t.sizes, t.strides), element_offsets(output.sizes, output.strides)):
+            return "in place with another layout"
+    return None
+
+
+# -- strategies -------------------------------------------------------------------------------
+DESCRIPTOR_FAULTS = (
+    "level", "data type", "dimension count", "size 0", "sizes differ", "output overlaps",
+    "alignment", "total size", "offset", "range too small", "range outside buffer",
+    "partial overlap", "in place, other layout",
+)
+INPUT_LAYOUTS = ("packed", "padded", "aligned-rows", "permuted", "broadcast", "broadcast-rows")
+OUTPUT_LAYOUTS = ("packed", "padded", "permuted")
+#: Layout plans: (input layouts, output layouts), named after the kernel dmlgpu picks for them
+#: (dmlgpu/compiled.py), so that each kernel gets its share of examples; which kernel ran is not
+#: checked. "any" mixes everything (the fault tests use it).
+PLANS = {
+    "flat": (("packed",), ("packed",)),
+    "rows": (("packed", "aligned-rows", "broadcast-rows"), ("packed",)),  # whole 16-byte rows
+    "gather": (("padded", "permuted", "broadcast"), ("packed",)),
+    "strided": (INPUT_LAYOUTS, ("padded", "permuted")),
+    "any": (INPUT_LAYOUTS, OUTPUT_LAYOUTS),
+}
+
+
+@st.composite
+def sizes_of(draw, dims: int, whole_rows=False):
+    """`dims` sizes whose product stays under MAX_TEST_ELEMENTS, spread about evenly; with
+    `whole_rows`, the innermost is a multiple of 16, so rows fill whole 16-byte vectors."""
+    sizes, product = [], 1
+    if dims and whole_rows:
+        sizes = [draw(st.sampled_from([16, 32, 48]))]
+        product = sizes[0]
+    cap = max(1, int(2 * (MAX_TEST_ELEMENTS // product) ** (1 / max(dims - len(sizes), 1))))
+    while len(sizes) < dims:
+        size = draw(st.integers(1, max(1, min(cap, MAX_TEST_ELEMENTS // product))))
+        sizes.insert(0, size)
+        product *= size
+    return tuple(sizes)
+
+
+@st.composite
+def strides_of(draw, sizes, layouts, element_size=1):
+    """Strides of one of the named layouts for `sizes` (None = packed, implicitly).
+
+    packed; padded: gaps after elements and rows; aligned-rows: elements contiguous, each row
+    padded to whole 16-byte units (what the ROWS kernel reads); permuted: packed in another
+    dimension order; broadcast: zero strides on random dimensions; broadcast-rows: aligned rows
+    with zero strides on outer dimensions only; overlapping: all strides 1.
+    """
+    layout = draw(st.sampled_from(layouts))
+    if not sizes:
+        return None
+    dims = len(sizes)
+    if layout == "packed":
+        return draw(st.sampled_from([None, packed(sizes)]))
+    if layout == "overlapping":
+        return tuple(1 for _ in sizes)
+    order = list(range(dims))  # memory order, outermost first
+    if layout == "permuted":
+        order = draw(st.permutations(order))
+    vector = max(1, 16 // element_size)  # elements per 16 bytes
+    strides, step = [0] * dims, draw(st.integers(1, 2)) if layout == "padded" else 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= sizes[d]
+        if layout == "padded":
+            step += draw(st.integers(0, 3))
+        elif layout in ("aligned-rows", "broadcast-rows"):
+            step = -(-step // vector) * vector + vector * draw(st.integers(0, 1))
+    if layout in ("broadcast", "broadcast-rows"):
+        zeros = draw(st.lists(st.booleans(), min_size=dims, max_size=dims))
+        if layout == "broadcast-rows":
+            zeros[-1] = False
+        strides = [0 if zero else s for zero, s in zip(zeros, strides)]
+    return tuple(strides)
+
+
+@st.composite
+def descriptor_cases(draw, fault=None, op=None, plan="any"):
+    """A descriptor with its bindings and buffers for `op` (default: any), with layouts from
+    PLANS[plan], carrying `fault` (one of DESCRIPTOR_FAULTS)."""
+    op = op or draw(st.sampled_from(OPERATORS))
+    level = draw(st.none() | st.sampled_from([v for v in LEVEL_VALUES if v >= op.introduced]))
+    if fault == "level":
+        level = draw(st.sampled_from([v for v in LEVEL_VALUES if v < op.introduced] + [0, 0x4200]))
+    row = op.support_at(resolve_level(level) or FeatureLevel.newest()) or op.newest
+    in_type, out_type = draw(st.sampled_from(testing.case_types(op, row.level)))
+    dims = draw(st.sampled_from(row.dims))
+    if fault == "dimension count":
+        dims = draw(st.sampled_from([d for d in range(10) if d not in row.dims]))
+    # Whole 16-byte rows: always for the rows plan, often elsewhere (rows that are whole but
+    # misaligned, or strided, must not take the rows kernel).
+    sizes = draw(sizes_of(dims, whole_rows=plan == "rows" or draw(sometimes(40))))
+    if fault == "size 0" and sizes:
+        zero = draw(st.integers(0, dims - 1))
+        sizes = sizes[:zero] + (0,) + sizes[zero + 1:]
+    victim = draw(st.integers(0, len(op.tensors) - 1))  # the tensor a per-tensor fault hits
+    in_place_of = None
+    if fault == "in place, other layout" or draw(sometimes(20)):
+        in_place_of = draw(st.integers(0, len(op.inputs) - 1))
+    shared = draw(st.booleans())
+
+    cursors, tensors = [0] if shared else [], []  # per buffer: where the next free bytes start
+    for k in range(len(op.tensors)):
+        hit = k == victim
+        is_output = k == len(op.inputs)
+        data_type = out_type if is_output else in_type
+        if fault == "data type" and hit:
+            data_type = draw(st.sampled_from(list(DataType)))
+        these_sizes = sizes
+        if fault == "sizes differ" and hit:
+            these_sizes = sizes[:-1] + (sizes[-1] + 1,) if sizes and draw(st.booleans()) else sizes + (2,)
+        layouts = PLANS[plan][is_output]
+        if fault == "output overlaps" and is_output:
+            layouts = ("overlapping", "broadcast")
+        strides = draw(strides_of(these_sizes, layouts, max(1, DataType(data_type).bits // 8)))
+        if is_output and in_place_of is not None and fault != "in place, other layout":
+            strides = tensors[in_place_of].strides
+        alignment = 0
+        if fault == "alignment" and hit:
+            alignment = draw(st.sampled_from([1, 2, 3, 24, 48]))
+        elif draw(sometimes(20)):
+            alignment = draw(st.sampled_from([16, 32, 64, DataType(data_type).bits // 8 or 1]))
+        minimum = footprint(data_type, these_sizes, strides)
+        total = None
+        if fault == "total size" and hit:
+            total = draw(st.sampled_from([minimum - 4, minimum + 2]))
+        elif draw(sometimes(20)):
+            total = minimum + 4 * draw(st.integers(1, 8))
+        length = max(total if total is not None else minimum, 4)
+
+        if is_output and in_place_of is not None:
+            source = tensors[in_place_of]
+            tensors.append(TensorCase(data_type, these_sizes, strides, total, alignment,
+                                      source.buffer, source.offset, source.size))
+            continue
+        if not shared:
+            cursors.append(0)
+        buffer = len(cursors) - 1
+        unit = max(16, alignment) if alignment & (alignment - 1) == 0 else 16
+        offset = -(-cursors[buffer] // unit) * unit + unit * draw(st.integers(0, 2))
+        if fault == "offset" and hit:
+            offset += draw(st.sampled_from([1, 4, 8]))
+        if fault == "partial overlap" and is_output:
+            source = tensors[min(victim, k - 1)]
+            buffer, offset = source.buffer, source.offset + 16
+        size = draw(st.sampled_from([length] * 8 + [length + 16, None]))
+        if fault == "range too small" and hit:
+            size = length - 4
+        end = offset + (length if size is None else size)
+        if fault == "range outside buffer" and hit:
+            size = length + 64
+        cursors[buffer] = max(cursors[buffer], end + 16)
+        tensors.append(TensorCase(data_type, these_sizes, strides, total, alignment, buffer, offset, size))
+    trailing = draw(st.sampled_from([0, 4, 16, 48]))
+    buffer_sizes = tuple(max(4, c - 16 + trailing) for c in cursors)
+    seed = draw(st.integers(0, 2**32 - 1))
+    return DescriptorCase(op.short, level, tuple(tensors), buffer_sizes, seed)
+
+
+# -- running a case -------------------------------------------------------------------------
+def byte_positions(t: TensorCase) -> np.ndarray:
+    """(elements, element size) array: the buffer bytes each logical element occupies."""
+    starts = t.offset + element_offsets(t.sizes, t.strides) * t.element_size
+    return starts[:, None] + np.arange(t.element_size)
+
+
+def buffer_contents(case: DescriptorCase, rng) -> list:
+    """Random guard bytes for every buffer, with edge-rich sample values at every input element."""
+    contents = [rng.integers(0, 256, n, dtype=np.uint8) for n in case.buffer_sizes]
+    for t in case.tensors[:-1]:
+        if DataType(t.data_type) not in NUMERIC_TYPES or not t.sizes:
+            continue
+        positions = byte_positions(t)
+        if positions.size == 0 or positions.max() >= case.buffer_sizes[t.buffer]:
+            continue
+        values = testing.sample(DataType(t.data_type), (positions.shape[0],), rng).view(np.uint8)
+        contents[t.buffer][positions.ravel()] = values  # broadcast elements: the last write wins
+    return contents
+
+
+def assert_contents(buffers, expected: list):
+    """Every byte of every buffer as expected; the first differing bytes are reported."""
+    for k, (buffer, want) in enumerate(zip(buffers, expected)):
+        got = buffer.read()
+        wrong = np.flatnonzero(got != want)[:8]
+        assert wrong.size == 0, (f"buffer {k}: bytes {wrong.tolist()} are {got[wrong].tolist()}, "
+                                 f"expected {want[wrong].tolist()}")
+
+
+def expected_contents(case: DescriptorCase, before: list) -> list:
+    """The buffers after a correct run: `before` with only the output elements replaced."""
+    *inputs, output = case.tensors
+    logical = [before[t.buffer][byte_positions(t).ravel()].view(DataType(t.data_type).numpy).reshape(t.sizes)
+               for t in inputs]
+    result = testing.reference(case.operator, logical, DataType(output.data_type))
+    after = [b.copy() for b in before]
+    after[output.buffer][byte_positions(output).ravel()] = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
+    return after
+
+
+def verdict_of(case: DescriptorCase) -> tuple[str | None, str | None]:
+    """(descriptor problem, binding problem); the second is only judged for valid descriptors."""
+    problem = descriptor_problem(case)
+    return problem, binding_problem(case) if problem is None else None
+
+
+def check_descriptor_case(device, case: DescriptorCase):
+    tell(f"regression entry: {case.to_json()}")
+    desc_problem, bind_problem = verdict_of(case)
+    in_place = any(case.range(t) == case.range(case.tensors[-1]) and t.buffer == case.tensors[-1].buffer
+                   for t in case.tensors[:-1])
+    verdict = (f"descriptor rejected: {desc_problem}" if desc_problem else
+               f"bindings rejected: {bind_problem}" if bind_problem else
+               "accepted, in place" if in_place else "accepted")
+    tell(f"oracle: {verdict}", f"oracle: {verdict}")
+
+    rng = np.random.default_rng(case.seed)
+    before = buffer_contents(case, rng)
+    buffers = [device.allocate(data.size) for data in before]
+    try:
+        for buffer, data in zip(buffers, before):
+            buffer.write(data)
+        desc = DESC_CLASSES[case.operator.name](*(t.desc() for t in case.tensors))
+        bindings = [Binding(buffers[t.buffer], t.offset, t.size) for t in case.tensors]
+        if desc_problem:
+            with pytest.raises(ValidationError):
+                device.create_operator(desc, case.feature_level())
+            assert_contents(buffers, before)
+            return
+        compiled = device.create_operator(desc, case.feature_level())
+        if bind_problem:
+            with pytest.raises(ValidationError):
+                compiled.execute(bindings[:-1], bindings[-1:])
+            assert_contents(buffers, before)
+            return
+        compiled.execute(bindings[:-1], bindings[-1:])
+        assert_contents(buffers, expected_contents(case, before))
+        # Again with new data through the same bindings (execute() replays recorded work then).
+        again = buffer_contents(case, rng)
+        for buffer, data in zip(buffers, again):
+            buffer.write(data)
+        compiled.execute(bindings[:-1], bindings[-1:])
+        assert_contents(buffers, expected_contents(case, again))
+    finally:
+        for buffer in buffers:
+            buffer.release()
+
+
+@pytest.mark.parametrize("plan", ["flat", "rows", "gather", "strided"])
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+@settings(max_examples=examples(5))
+@given(data=st.data())
+def test_descriptor_property(device, op, plan, data):
+    """Per operator and layout plan, so that each pair gets its share of the examples."""
+    check_descriptor_case(device, data.draw(descriptor_cases(op=op, plan=plan), label="case"))
+
+
+@pytest.mark.parametrize("fault", DESCRIPTOR_FAULTS, ids=lambda fault: fault.replace(" ", "-"))
+@settings(max_examples=examples(10))
+@given(data=st.data())
+def test_descriptor_property_with_a_fault(device, fault, data):
+    """Each fault gets its own budget, so that every rule is exercised on every CI run."""
+    check_descriptor_case(device, data.draw(descriptor_cases(fault), label="case"))
+
+
+@pytest.mark.parametrize("case", load_regressions("descriptor_cases.json", DescriptorCase))
+def test_descriptor_regression(device, case):
+    check_descriptor_case(device, case)
+
+
+# =============================================================================================
+# numpy front end
+# =============================================================================================
+SUPPORTED_DTYPES = tuple(t.numpy.name for t in NUMERIC_TYPES)
+UNSUPPORTED_DTYPES = ("bool", "complex64", ">u4", ">f2", "object", "U1")
+FRONT_END_FAULTS = ("level", "unsupported dtype", "dtypes differ", "shapes do not broadcast",
+                    "out dtype", "out shape", "read-only out", "out overlaps input")
+
+
+@dataclass(frozen=True)
+class ArrayCase:
+    """One operand: its dtype, its logical shape and the kind of view that presents it.
+
+    view: "contiguous"; "transposed" (params: the axis permutation); "sliced" (params:
+    (step, start) per axis, negative steps reverse); "broadcast" (params: per axis, True if
+    stored, False if stored with size 1 and broadcast by numpy).
+    """
+
+    dtype: str
+    shape: tuple
+    view: str = "contiguous"
+    params: tuple = ()
+
+    def build(self, rng):
+        """(the operand, the array that owns its memory)."""
+        dtype = np.dtype(self.dtype)
+        data_type = DataType.from_numpy(dtype)
+
+        def fresh(shape):
+            if data_type is None:
+                return np.zeros(shape, dtype)
+            return testing.sample(data_type, shape, rng).astype(dtype)
+
+        if self.view == "transposed":
+            base = fresh(tuple(self.shape[i] for i in np.argsort(self.params)))
+            return base.transpose(self.params), base
+        if self.view == "sliced":
+            base = fresh(tuple(n * abs(step) + start for n, (step, start) in zip(self.shape, self.params)))
+            index = tuple(slice(start, start + n * step, step) if step > 0 else
+                          slice(start + n * -step - 1 if n else None, start - 1 if start else None, step)
+                          for n, (step, start) in zip(self.shape, self.params))
+            return base[(*index, ...)], base  # `...` keeps a 0-d result an array
+        if self.view == "broadcast":
+            base = fresh(tuple(n if stored else 1 for n, stored in zip(self.shape, self.params)))
+            return np.broadcast_to(base, self.shape), base
+        base = fresh(self.shape)
+        return base, base
+
+
+@dataclass(frozen=True)
+class FrontEndCase:
+    """One call of a numpy front-end function: operands, `out`, dtype and feature level."""
+
+    op: str
+    level: int | None  # None = newest
+    inputs: tuple  # ArrayCase per operand
+    same_operand: bool  # bit_xor(a, a)
+    out: str  # "none", "fresh", "view", "in_place:<k>", "readonly", "overlap"
+    out_dtype: str | None  # bit_count's dtype= (and its out's dtype), or out's dtype; None = default
+    out_shape: tuple | None  # a wrong shape for `out`; None = the result's shape
+    seed: int
+
+    @property
+    def operator(self):
+        return BY_SHORT[self.op]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FrontEndCase":
+        data = {k: _tuples(v) for k, v in data.items() if k != "inputs"} | {
+            "inputs": tuple(ArrayCase(**{k: _tuples(v) for k, v in a.items()}) for a in data["inputs"])}
+        return cls(**data)
+
+
+@st.composite
+def shapes(draw, max_dims=10):
+    """0 to `max_dims` dimensions, mostly small, size-1 and size-0 dimensions included."""
+    dims = draw(st.integers(0, max_dims))
+    sizes, product = [], 1
+    for _ in range(dims):
+        size = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 5, 7]))
+        size = size if product * size <= 500 else 1
+        sizes.append(size)
+        product *= size
+    if sizes and draw(sometimes(6)):
+        sizes[draw(st.integers(0, dims - 1))] = 0
+    return tuple(sizes)
+
+
+@st.composite
+def broadcast_operand(draw, result):
+    """A shape that broadcasts to `result`: leading dimensions dropped, some stored as 1."""
+    drop = draw(st.integers(0, len(result)))
+    return tuple(1 if draw(sometimes(25)) else n for n in result[drop:])
+
+
+@st.composite
+def array_cases(draw, dtype, shape):
+    view = draw(st.sampled_from(["contiguous", "transposed", "sliced", "broadcast"])) if shape else "contiguous"
+    params = ()
+    if view == "transposed":
+        params = tuple(draw(st.permutations(range(len(shape)))))
+    elif view == "sliced":
+        product, steps = 1, []
+        for n in shape:  # the base array stays under 20000 elements
+            step, start = draw(st.sampled_from([1, 1, 2, 3, -1, -2])), draw(st.integers(0, 2))
+            if product * (n * abs(step) + start) > 20000:
+                step, start = 1, 0
+            product *= n * abs(step) + start
+            steps.append((step, start))
+        params = tuple(steps)
+    elif view == "broadcast":
+        params = tuple(draw(st.lists(st.booleans(), min_size=len(shape), max_size=len(shape))))
+    return ArrayCase(dtype, shape, view, params)
+
+
+@st.composite
+def front_end_cases(draw, fault=None, op=None):
+    """A front-end call of `op` (default: any) carrying `fault` (one of FRONT_END_FAULTS)."""
+    if fault in ("dtypes differ", "shapes do not broadcast"):
+        op = BY_SHORT["bit_xor"]
+    op = op or draw(st.sampled_from(OPERATORS))
+    level = draw(st.none() | st.sampled_from([v for v in LEVEL_VALUES if v >= op.newest.level]))
+    if fault == "level":
+        level = draw(st.sampled_from(LEVEL_VALUES))
+    dtype = draw(st.sampled_from(UNSUPPORTED_DTYPES if fault == "unsupported dtype" else SUPPORTED_DTYPES))
+    result = draw(shapes())
+    operands = [result] if len(op.inputs) == 1 else [draw(broadcast_operand(result)) for _ in op.inputs]
+    if fault == "shapes do not broadcast" and len(operands) == 2:
+        operands = [operands[0] + (2,), operands[1] + (3,)]
+    dtypes = [dtype] * len(operands)
+    if fault == "dtypes differ" and len(operands) == 2:
+        dtypes[1] = draw(st.sampled_from(SUPPORTED_DTYPES))
+    same_operand = len(operands) == 2 and operands[0] == operands[1] and draw(sometimes(15))
+    inputs = tuple(draw(array_cases(d, s)) for d, s in zip(dtypes, operands))
+
+    out = draw(st.sampled_from(["none", "none", "fresh", "view", "in_place"]))
+    if out == "in_place":
+        out = f"in_place:{draw(st.integers(0, len(operands) - 1))}"
+    if fault == "read-only out":
+        out = "readonly"
+    elif fault == "out overlaps input":
+        out = "overlap"
+    out_dtype = draw(st.sampled_from(["uint8", "uint32"])) if op.short == "bit_count" else None
+    if fault == "out dtype":
+        out_dtype = draw(st.sampled_from(["uint16", "int32", "float32", "uint64", "float64", "float16"]))
+        if out == "none" and op.short != "bit_count":
+            out = "fresh"  # same-type operators take a wrong dtype only through `out`
+    out_shape = None
+    if fault == "out shape":
+        out = draw(st.sampled_from(["fresh", "view"]))
+        out_shape = draw(shapes(max_dims=3))
+    return FrontEndCase(op.short, level, inputs, same_operand, out, out_dtype, out_shape,
+                        draw(st.integers(0, 2**32 - 1)))
+
+
+def result_shape(arrays):
+    try:
+        return np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        return None
+
+
+def front_end_verdict(case: FrontEndCase, arrays, out) -> str:
+    """The oracle for one call: "accept", "reject", or "dims": accepted, or rejected for more
+    dimensions than the level allows after merging contiguous ones (which it does not model)."""
+    op, level = case.operator, resolve_level(case.level)
+    row = op.support_at(level)
+    if row is None:
+        return "reject"
+    types = [DataType.from_numpy(a.dtype) for a in arrays]
+    if any(t not in row.input_types for t in types) or len(set(types)) > 1:
+        return "reject"
+    shape = result_shape(arrays)
+    if shape is None:
+        return "reject"
+    out_type = DataType.from_numpy(np.dtype(case.out_dtype)) if op.short == "bit_count" else types[0]
+    if out_type not in row.output_types:
+        return "reject"
+    if out is not None:
+        if out.dtype != out_type.numpy or out.shape != shape or not out.flags.writeable:
+            return "reject"
+        for a in arrays:
+            if np.shares_memory(a, out):
+                exact = (a.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+                         and a.shape == out.shape and a.strides == out.strides)
+                if not exact or not op.in_place:
+                    return "reject"
+    return "dims" if len(shape) > row.dims[-1] else "accept"
+
+
+def build_call(case: FrontEndCase, rng):
+    """(operands, the arrays owning their memory, out, the array owning out's memory)."""
+    built = [a.build(rng) for a in case.inputs]
+    if case.same_operand:
+        built[1] = built[0]
+    arrays, bases = [b[0] for b in built], [b[1] for b in built]
+    default = "uint8" if case.op == "bit_count" else arrays[0].dtype
+    dtype = np.dtype(case.out_dtype or default)
+    shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or arrays[0].shape)
+    out, out_base = None, None
+    if case.out in ("fresh", "readonly"):
+        out = out_base = np.full(shape, None, object) if dtype == object else poisoned(shape, dtype)
+        out.flags.writeable = case.out == "fresh"
+    elif case.out == "view":
+        out, out_base = ArrayCase(dtype.str, shape, "sliced", tuple((2, 1) for _ in shape)).build(rng)
+    elif case.out.startswith("in_place:"):
+        k = int(case.out.split(":")[1])
+        out, out_base = arrays[k], bases[k]
+    elif case.out == "overlap":
+        # Input 0 and `out` are views of one buffer, one element apart: a partial overlap.
+        a = np.ascontiguousarray(arrays[0])
+        storage = np.concatenate([a.reshape(-1), a.reshape(-1)[:1]])
+        arrays[0] = bases[0] = storage[:-1].reshape(a.shape)
+        out, out_base = storage[1:].reshape(a.shape), storage
+        if case.same_operand:
+            arrays[1], bases[1] = arrays[0], bases[0]
+    return arrays, bases, out, out_base
+
+
+def _same_view(target: np.ndarray, base: np.ndarray, view: np.ndarray) -> np.ndarray:
+    """The view of `target` (shaped like `base`) that `view` is of `base`."""
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
+    scale = target.itemsize / base.itemsize
+    return np.lib.stride_tricks.as_strided(target.reshape(-1)[offset:], view.shape,
+                                           [int(s * scale) for s in view.strides])
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Unchanged: same dtype, shape and bytes (works for object and str arrays too)."""
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def check_front_end_case(case: FrontEndCase):
+    tell(f"regression entry: {case.to_json()}")
+    arrays, bases, out, out_base = build_call(case, np.random.default_rng(case.seed))
+    verdict = front_end_verdict(case, arrays, out)
+    tell(f"oracle: {verdict}; operands {[(a.shape, a.dtype.str) for a in arrays]}, "
+         f"out {None if out is None else (out.shape, out.dtype.str)}", f"oracle: {verdict}")
+    owners = list({id(b): b for b in bases + [out_base] if b is not None}.values())
+    snapshots = [b.copy() for b in owners]
+    op = case.operator
+    kwargs = {"feature_level": None if case.level is None else FeatureLevel(case.level)}
+    if op.short == "bit_count":
+        kwargs["dtype"] = np.dtype(case.out_dtype)
+    if verdict != "reject":
+        out_type = DataType.from_numpy(kwargs.get("dtype", arrays[0].dtype))
+        expected = testing.reference(op, [a.copy() for a in arrays], out_type)
+    try:
+        result = getattr(dmlgpu, op.short)(*arrays, out=out, **kwargs)
+    except ValidationError as error:
+        assert verdict != "accept", f"rejected a call the oracle accepts: {error}"
+        if verdict == "dims":
+            assert error.field == "DimensionCount", str(error)
+        assert error.operator == op.dml_name and str(error).startswith(op.dml_name + ":")
+        for owner, before in zip(owners, snapshots):
+            assert same_bytes(owner, before), "a rejected call changed an array"
+        return
+    assert verdict != "reject", "accepted a call the oracle rejects"
+    assert testing.same_bits(result, expected), f"got {result!r}, expected {expected!r}"
+    untouched = [np.ones(owner.shape, bool) for owner in owners]
+    if out is not None:
+        assert result is out
+        k = next(i for i, owner in enumerate(owners) if owner is out_base)
+        _same_view(untouched[k], out_base, out)[...] = False
+    for owner, before, keep in zip(owners, snapshots, untouched):
+        assert same_bytes(owner[keep], before[keep]), "bytes outside `out` changed"
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+@settings(max_examples=examples(13))
+@given(data=st.data())
+def test_front_end_property(op, data):
+    check_front_end_case(data.draw(front_end_cases(op=op), label="case"))
+
+
+@pytest.mark.parametrize("fault", FRONT_END_FAULTS, ids=lambda fault: fault.replace(" ", "-"))
+@settings(max_examples=examples(6))
+@given(data=st.data())
+def test_front_end_property_with_a_fault(fault, data):
+    check_front_end_case(data.draw(front_end_cases(fault), label="case"))
+
+
+@pytest.mark.parametrize("case", load_regressions("front_end_cases.json", FrontEndCase))
+def test_front_end_regression(case):
+    check_front_end_case(case)
+
+
+# =============================================================================================
+# Bugs found while writing these properties, fixed: regression tests with the minimal input.
+# =============================================================================================
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_numpy_uint8_sizes_compute_every_element(device):
+    sizes = (np.uint8(16), np.uint8(16))
+    desc = TensorDesc(DataType.UINT8, sizes)
+    compiled = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    source = device.upload(np.arange(256, dtype=np.uint8))
+    out = device.allocate(256)
+    compiled.execute([Binding(source)], [Binding(out)])
+    assert testing.same_bits(out.read(), ~np.arange(256, dtype=np.uint8)), "output left unwritten"
+
+
+def test_xor_in_place_on_a_while_b_overlaps_a(device, monkeypatch):
+    """Either rejected (the front end's rule for partial overlap) or right; never wrong."""
+    monkeypatch.setattr(device, "max_buffer_size", 16)  # as if the arrays exceeded device limits
+    base = np.arange(48, dtype=np.uint8)
+    a, b = base[8:40], base[0:32]
+    before = base.copy()
+    expected = testing.reference(BY_SHORT["bit_xor"], [a.copy(), b.copy()], DataType.UINT8)
+    try:
+        dmlgpu.bit_xor(a, b, out=a)
+    except ValidationError:
+        assert testing.same_bits(base, before)
+        return
+    assert testing.same_bits(a, expected), f"got {a.tolist()}, expected {expected.tolist()}"
