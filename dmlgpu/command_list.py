@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import barriers
 from .errors import ValidationError
-
-# VkAccessFlagBits / VkPipelineStageFlagBits.
-_SHADER_READ, _SHADER_WRITE, _COMPUTE_SHADER = 0x20, 0x40, 0x800
 
 
 def _overlap(a, b) -> bool:
@@ -73,11 +71,12 @@ class CommandList:
     def _record_sequence(self):
         kp = self.device._kp
         sequence = self.device._manager.sequence()
+        every = {id(r.buffer): r.buffer._tensor for step in self._steps for r in step[-1]}
+        sequence.record(barriers.between_submissions(kp, every.values()))
         for step in self._steps:
             if step[0] == "barrier":
-                tensors = list({id(r.buffer): r.buffer._tensor for r in step[1]}.values())
-                sequence.record(kp.OpMemoryBarrier(tensors, _SHADER_WRITE, _SHADER_READ | _SHADER_WRITE,
-                                                   _COMPUTE_SHADER, _COMPUTE_SHADER))
+                tensors = {id(r.buffer): r.buffer._tensor for r in step[1]}.values()
+                sequence.record(barriers.between_dispatches(kp, tensors))
                 continue
             _, compiled, ranges = step
             push = compiled._push(ranges)

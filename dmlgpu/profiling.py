@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# VkAccessFlagBits / VkPipelineStageFlagBits.
-_SHADER_READ, _SHADER_WRITE, _COMPUTE_SHADER = 0x20, 0x40, 0x800
+from . import barriers
 
 
 def kernel_seconds(compiled, inputs, outputs, repeats: int = 20) -> np.ndarray:
@@ -24,8 +23,7 @@ def kernel_seconds(compiled, inputs, outputs, repeats: int = 20) -> np.ndarray:
         try:
             for _ in range(repeats):
                 sequence.record(kp.OpAlgoDispatch(algorithm, push))
-                sequence.record(kp.OpMemoryBarrier(tensors, _SHADER_WRITE, _SHADER_READ | _SHADER_WRITE,
-                                                   _COMPUTE_SHADER, _COMPUTE_SHADER))
+                sequence.record(barriers.between_dispatches(kp, tensors))
             sequence.eval()
             ticks = np.array(sequence.get_timestamps(), dtype=np.float64)
         finally:

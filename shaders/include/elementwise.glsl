@@ -51,12 +51,19 @@
 
 layout(local_size_x_id = SPEC_WORKGROUP_SIZE) in;
 
-layout(std430, binding = 0) readonly buffer In0Words { uint in0_w[]; };
-layout(std430, binding = 0) readonly buffer In0Vecs { uvec4 in0_v[]; };
-layout(std430, binding = 0) readonly buffer In0Pairs { uvec2 in0_p[]; };
+// Inputs are readonly, except in the strided layout: there an in-place output is updated with
+// atomics, and a readonly view may be served from a non-coherent cache that atomics bypass.
+#ifdef LAYOUT_STRIDED
+#define INPUT_ACCESS
+#else
+#define INPUT_ACCESS readonly
+#endif
+layout(std430, binding = 0) INPUT_ACCESS buffer In0Words { uint in0_w[]; };
+layout(std430, binding = 0) INPUT_ACCESS buffer In0Vecs { uvec4 in0_v[]; };
+layout(std430, binding = 0) INPUT_ACCESS buffer In0Pairs { uvec2 in0_p[]; };
 #if ARITY == 2
-layout(std430, binding = 1) readonly buffer In1Words { uint in1_w[]; };
-layout(std430, binding = 1) readonly buffer In1Vecs { uvec4 in1_v[]; };
+layout(std430, binding = 1) INPUT_ACCESS buffer In1Words { uint in1_w[]; };
+layout(std430, binding = 1) INPUT_ACCESS buffer In1Vecs { uvec4 in1_v[]; };
 #endif
 layout(std430, binding = ARITY) buffer OutWords { uint out_w[]; };
 layout(std430, binding = ARITY) buffer OutVecs { uvec4 out_v[]; };
