@@ -3,6 +3,7 @@
 Semantics follow DirectML's documentation (raw-bit bitwise operators, SIGN(NaN) = 0); the
 operator table in `dmlgpu.operators` drives validation, kernel selection and the tests.
 """
+from . import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
 from .compiled import CompiledOperator

@@ -58,7 +58,7 @@ class CommandList:
         """Submit every recorded execution, in order, and wait for them."""
         with self.device._lock:
             buffers = {r.buffer for step in self._steps for r in step[-1]}
-            if any(b.released for b in buffers):
+            if self.device.closed or any(b.released for b in buffers):
                 raise ValidationError("dmlgpu", None, "CommandList", "a released buffer",
                                       "allowed: only live buffers in a recorded command list")
             if self._sequence is None:
@@ -91,16 +91,17 @@ class CommandList:
         return sequence
 
     def _drop_sequence(self):
-        if self._sequence is not None:
+        if self._sequence is not None and not self.device.closed:
             self._sequence.destroy()
-            self._sequence = None
+        self._sequence = None
 
     def release(self) -> None:
-        """Free the recorded command buffer and pipelines now."""
+        """Free the recorded command buffer and pipelines now (a closed device freed them)."""
         with self.device._lock:
             self._drop_sequence()
-            for algorithm in self._algorithms.values():
-                algorithm.destroy()
+            if not self.device.closed:
+                for algorithm in self._algorithms.values():
+                    algorithm.destroy()
             self._algorithms.clear()
             self._steps.clear()
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import kernels, spirv
 from .bindings import check_bindings
+from .errors import ValidationError
 from .device import WORKGROUP_SIZE
 from .validation import validate
 
@@ -114,6 +115,9 @@ class CompiledOperator:
         """
         key = _binding_key(inputs, outputs)
         with self.device._lock:
+            if self.device.closed:
+                raise ValidationError(self.op.dml_name, None, "device", "closed",
+                                      "allowed: an operator of an open device")
             # Hot path: the same bindings as before go straight to the recorded command buffer.
             known = self._recorded.get(key)
             if known is not None:

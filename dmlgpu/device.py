@@ -8,15 +8,17 @@ submitted twice at once, and Python threads may share a Device.
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import math
 import os
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
 
-from . import barriers, kernels
+from . import barriers, debug_layer, kernels
 from .errors import DeviceError, DeviceMemoryError, ValidationError
 from .validation import is_int, resolve_feature_level
 from .vulkan_probe import physical_device_count
@@ -95,6 +97,7 @@ class Device:
 
     def __init__(self, index: int | None = None):
         kp = _kp()
+        debug_layer.configure()  # DMLGPU_VALIDATION=1: before the process's first instance
         physical_device_count()  # kp aborts the process when there is no driver: ask first
         self._kp = kp
         manager = _manager(kp, 0)
@@ -120,11 +123,36 @@ class Device:
             lambda seq_key: seq_key[0] == key))
         self._operators: OrderedDict = OrderedDict()
         self._utility = manager.sequence()
-        self._live_buffers = 0
+        self._buffers: weakref.WeakSet = weakref.WeakSet()
+        self._scratch = None  # the numpy front end's ScratchPool
         self.closed = False
+        _DEVICES.add(self)
 
     def __repr__(self):
         return f"<dmlgpu.Device {self.index}: {self.name} ({self.type})>"
+
+    @property
+    def live_buffers(self) -> int:
+        """Device buffers allocated and not yet released."""
+        return len(self._buffers)
+
+    def close(self) -> None:
+        """Release every buffer, cached pipeline and command buffer, then the Vulkan device.
+
+        Done for every open device at interpreter exit; buffers, operators and command lists of
+        a closed device raise ValidationError when used.
+        """
+        with self._lock:
+            if self.closed:
+                return
+            for buffer in list(self._buffers):
+                buffer.release()
+            self._sequences.drop_if(lambda key: True)
+            self._algorithms.drop_if(lambda key: True)
+            self._operators.clear()
+            self._utility.destroy()
+            self.closed = True
+            self._manager.destroy()
 
     @property
     def is_cpu(self) -> bool:
@@ -140,6 +168,8 @@ class Device:
     # -- buffers ---------------------------------------------------------------------------
     def allocate(self, size_in_bytes: int) -> "Buffer":
         """A zero-filled device buffer of `size_in_bytes` bytes."""
+        if self.closed:
+            raise ValidationError("dmlgpu", None, "device", "closed", "allowed: an open Device")
         if not is_int(size_in_bytes) or not 1 <= size_in_bytes <= self.max_buffer_size:
             raise ValidationError("dmlgpu", None, "size_in_bytes", size_in_bytes,
                                   f"allowed: 1 to {self.max_buffer_size} bytes (the device's "
@@ -266,7 +296,7 @@ class Buffer:
                 raise DeviceMemoryError(
                     f"{device.name} could not allocate {size_in_bytes} bytes: {exc}") from exc
             device._sync(device._kp.OpTensorSyncDevice, self._tensor)
-            device._live_buffers += 1
+            device._buffers.add(self)
         self._host_current = True
 
     def __repr__(self):
@@ -275,10 +305,10 @@ class Buffer:
 
     @property
     def released(self) -> bool:
-        return self._tensor is None
+        return self._tensor is None or self.device.closed
 
     def _check_range(self, offset, size, what):
-        if self.released:
+        if self.released or self.device.closed:
             raise ValidationError("dmlgpu", None, "buffer", "released buffer", "allowed: a live Buffer")
         if not is_int(offset) or not is_int(size) or offset < 0 or size < 0 \
                 or offset + size > self.size_in_bytes:
@@ -318,13 +348,13 @@ class Buffer:
 
     def release(self) -> None:
         """Free the device memory now (also done when the buffer is garbage-collected)."""
-        tensor, self._tensor = getattr(self, "_tensor", None), None
-        if tensor is None or self.device.closed:
-            return
         with self.device._lock:
+            tensor, self._tensor = getattr(self, "_tensor", None), None
+            if tensor is None or self.device.closed:
+                return
             self.device._forget(tensor)
             tensor.destroy()
-            self.device._live_buffers -= 1
+            self.device._buffers.discard(self)
 
     def __del__(self):
         try:
@@ -335,6 +365,14 @@ class Buffer:
 
 _default: Device | None = None
 _default_lock = threading.Lock()
+_DEVICES: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_devices():
+    """Close every open device while the interpreter can still run kp's destructors in order."""
+    for device in list(_DEVICES):
+        device.close()
 
 
 def default_device() -> Device:

@@ -364,12 +364,11 @@ def _chunks(sizes, strides, itemsizes, limit, base=None):
             yield offsets, (1,) + tuple(sub)
 
 
-_POOLS: dict = {}
-
-
 def _pool(device):
+    """The device's scratch pool for the front end (made on first use)."""
     from .pool import ScratchPool
 
-    if id(device) not in _POOLS:
-        _POOLS[id(device)] = ScratchPool(device)
-    return _POOLS[id(device)]
+    with device._lock:
+        if device._scratch is None:
+            device._scratch = ScratchPool(device)
+        return device._scratch

@@ -37,6 +37,9 @@ def physical_device_count() -> int:
     info = _InstanceCreateInfo(1, None, 0, ctypes.pointer(app), 0, None, 0, None)
     instance = ctypes.c_void_p()
     result = vulkan.vkCreateInstance(ctypes.byref(info), None, ctypes.byref(instance))
+    if result == -6:  # VK_ERROR_LAYER_NOT_PRESENT
+        raise DeviceError("DMLGPU_VALIDATION asks for the Khronos validation layer, which is not "
+                          "installed (Debian: vulkan-validationlayers)")
     if result != 0:
         raise DeviceError(f"vkCreateInstance failed (VkResult {result}): {_HINT}")
     try:

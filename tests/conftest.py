@@ -16,8 +16,22 @@ def pytest_report_header(config):
         where = f"{device.name} ({device.type}; {device.driver})"
     except dmlgpu.DeviceError as exc:
         where = f"no device: {exc}"
+    layer = (f"on, log {os.environ.get('DMLGPU_VALIDATION_LOG')}" if dmlgpu.debug_layer.requested()
+             else "off (DMLGPU_VALIDATION=1 turns it on)")
     return [f"dmlgpu {dmlgpu.__version__} from {os.path.dirname(dmlgpu.__file__)}",
-            f"dmlgpu device: {where}"]
+            f"dmlgpu device: {where}", f"Vulkan validation layer: {layer}"]
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages():
+    """Under DMLGPU_VALIDATION=1, any message of the Khronos validation layer fails the test."""
+    log = os.environ.get("DMLGPU_VALIDATION_LOG") if dmlgpu.debug_layer.requested() else None
+    start = os.path.getsize(log) if log and os.path.exists(log) else 0
+    yield
+    if log and os.path.exists(log) and os.path.getsize(log) > start:
+        with open(log, errors="replace") as f:
+            f.seek(start)
+            pytest.fail("Vulkan validation layer:\n" + f.read()[:4000], pytrace=False)
 
 
 @pytest.fixture(scope="session")

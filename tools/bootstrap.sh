@@ -78,6 +78,16 @@ cd /
 case "$job" in
   demo) exec "$py" -m dmlgpu demo "$@" ;;
   bench) exec "$py" -m dmlgpu bench "$@" ;;
-  test) exec "$root/.venv/bin/pytest" -c "$root/pyproject.toml" --rootdir "$root" "$root/tests" "$@" ;;
+  test)
+    # Twice: as users run it, then under the Khronos validation layer, where any message the
+    # layer reports fails the test that caused it (tests/conftest.py).
+    pytest=("$root/.venv/bin/pytest" -c "$root/pyproject.toml" --rootdir "$root" -p no:cacheprovider "$root/tests")
+    say "test suite"
+    "${pytest[@]}" "$@"
+    say "test suite again, under the Khronos validation layer"
+    log=$(mktemp -t dmlgpu-validation.XXXXXX)
+    DMLGPU_VALIDATION=1 DMLGPU_VALIDATION_LOG="$log" "${pytest[@]}" "$@"
+    [ ! -s "$log" ] || { echo "validation layer messages: $log" >&2; exit 1; }
+    rm -f "$log" ;;
   setup) say "ready: $("$py" -c 'import dmlgpu, sys; sys.stdout.write(dmlgpu.__file__)')" ;;
 esac

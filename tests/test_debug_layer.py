@@ -1,0 +1,39 @@
+"""DMLGPU_VALIDATION=1 really reports: a deliberately invalid command must reach the log that
+the suite checks after every test (tests/conftest.py), and a clean run must leave it empty."""
+import os
+import subprocess
+import sys
+
+BAD_BARRIER = """
+import dmlgpu
+device = dmlgpu.Device()
+buffer = device.allocate(64)
+sequence = device._manager.sequence()
+# A shader-write access with only the transfer stage: VUID-vkCmdPipelineBarrier-srcAccessMask-02815.
+sequence.record(device._kp.OpMemoryBarrier([buffer._tensor], 0x40, 0x20, 0x1000, 0x800))
+sequence.eval()
+"""
+CLEAN = """
+import numpy as np, dmlgpu
+assert dmlgpu.bit_xor(np.arange(9, dtype=np.uint16), np.uint16(3)).tolist()[:2] == [3, 2]
+"""
+
+
+def run_validated(code, log):
+    env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_an_invalid_command_is_reported(tmp_path):
+    log = tmp_path / "validation.log"
+    result = run_validated(BAD_BARRIER, log)
+    assert result.returncode == 0, result.stderr
+    assert "VUID-vkCmdPipelineBarrier" in log.read_text()
+
+
+def test_a_valid_run_reports_nothing(tmp_path):
+    log = tmp_path / "validation.log"
+    result = run_validated(CLEAN, log)
+    assert result.returncode == 0, result.stderr
+    assert not log.exists() or log.read_text() == ""

@@ -1,0 +1,141 @@
+"""Resources and faults: a soak of create-execute-release cycles, allocation failure, threads,
+closing a device, and interpreter exit with live objects."""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cycle(device, rng, k):
+    """Allocate, compile, execute, check and release, at a size that varies with k."""
+    count = 1 + (k * 37) % 700
+    data_type = (DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.UINT64)[k % 4]
+    desc = TensorDesc(data_type, [count])
+    compiled = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    x = testing.sample(data_type, (count,), rng)
+    source, target = device.upload(x), device.allocate(desc.total_size)
+    compiled.execute([Binding(source, 0, desc.total_size)], [Binding(target, 0, desc.total_size)])
+    got = target.read(0, count * data_type.size).view(data_type.numpy)
+    source.release()
+    target.release()
+    return testing.same_bits(got, reference.bit_not(x))
+
+
+def test_soak_leaves_memory_where_it_started(rng):
+    device = dmlgpu.Device(dmlgpu.default_device().index)  # a device of its own: exact counts
+    for k in range(500):  # warm: caches fill to their bounds
+        assert cycle(device, rng, k)
+    rss, buffers = rss_bytes(), device.live_buffers
+    for k in range(10_000):
+        assert cycle(device, rng, k), f"cycle {k}"
+    growth = rss_bytes() - rss
+    print(f"soak: 10000 cycles, RSS {rss >> 20} MiB -> {(rss + growth) >> 20} MiB, "
+          f"live buffers {buffers} -> {device.live_buffers}")
+    assert device.live_buffers == buffers == 0
+    assert len(device._algorithms) <= device._algorithms.size and len(device._sequences) <= device._sequences.size
+    assert growth < 32 << 20, f"RSS grew by {growth >> 20} MiB"
+    device.close()
+
+
+class _FailingManager:
+    """Stands in for kp's Manager: allocations fail as a full device makes them fail."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def tensor_t(self, *args, **kwargs):
+        raise RuntimeError("vk::Device::allocateMemory: ErrorOutOfDeviceMemory")
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def test_allocation_failure_is_a_memory_error_and_the_device_keeps_working(rng):
+    device = dmlgpu.Device(dmlgpu.default_device().index)
+    real = device._manager
+    device._manager = _FailingManager(real)
+    try:
+        with pytest.raises(dmlgpu.DeviceMemoryError, match="could not allocate 4096 bytes") as info:
+            device.allocate(4096)
+        assert isinstance(info.value, MemoryError)
+    finally:
+        device._manager = real
+    assert cycle(device, rng, 3)
+    device.close()
+
+
+def test_threads_share_a_device(rng):
+    errors = []
+    inputs = [testing.sample(DataType.UINT32, (1000 + 97 * k,), rng) for k in range(8)]
+
+    def work(k):
+        try:
+            x = inputs[k]
+            t = Tensor.from_numpy(x)
+            for _ in range(25):
+                assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
+                assert testing.same_bits(dmlgpu.bit_xor(x, x[::-1]), reference.bit_xor(x, x[::-1]))
+                assert testing.same_bits((t ^ t).numpy(), np.zeros_like(x))
+        except Exception as exc:  # reported below, with the thread
+            errors.append((k, repr(exc)))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+
+
+def test_closed_device_refuses_work():
+    device = dmlgpu.Device(dmlgpu.default_device().index)
+    desc = TensorDesc(DataType.UINT8, [4])
+    compiled = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    buffer = device.allocate(16)
+    device.close()
+    device.close()  # idempotent
+    with pytest.raises(ValidationError, match="closed"):
+        device.allocate(16)
+    with pytest.raises(ValidationError):
+        buffer.read()
+    with pytest.raises(ValidationError):
+        compiled.execute([Binding(buffer, 0, 4)], [Binding(buffer, 0, 4)])
+
+
+EXIT_WITH_LIVE_OBJECTS = """
+import numpy as np, dmlgpu
+from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc
+device = dmlgpu.default_device()
+desc = TensorDesc(DataType.UINT32, [64])
+compiled = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+buffers = [device.allocate(256) for _ in range(3)]
+commands = CommandList(device)
+commands.record(compiled, [Binding(buffers[0], 0, 256)], [Binding(buffers[1], 0, 256)])
+commands.execute()
+tensor = Tensor.from_numpy(np.arange(64, dtype=np.uint32))
+other = dmlgpu.Device(device.index)
+kept = other.upload(np.arange(10, dtype=np.uint8))
+result = dmlgpu.bit_xor(tensor, tensor)
+print("done")
+"""
+
+
+def test_interpreter_exit_with_live_objects_is_clean(tmp_path):
+    log = tmp_path / "validation.log"
+    env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
+    result = subprocess.run([sys.executable, "-c", EXIT_WITH_LIVE_OBJECTS], env=env, cwd="/",
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done" and result.stderr == ""
+    assert not log.exists() or log.read_text() == "", log.read_text()
