@@ -4,22 +4,11 @@
     python benchmarks/front_end_breakdown.py [MiB]
 """
 import sys
-import time
-
 import numpy as np
 
 import dmlgpu
 from dmlgpu import numpy_api
-
-
-def timed(fn, repeats=5):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
+from dmlgpu.bench import wall_seconds
 
 
 def main():
@@ -33,13 +22,13 @@ def main():
     out = np.empty_like(flat)
     fresh = lambda: np.empty_like(flat)  # noqa: E731
     results = {
-        "numpy -> staging (memcpy)": timed(lambda: staging_in.__setitem__(slice(0, flat.size), flat)),
-        "staging -> numpy (memcpy)": timed(lambda: np.copyto(out, staging_out[:flat.size])),
-        "new array, first touch": timed(lambda: fresh().fill(0)),
-        "sync device (upload)": timed(lambda: device._sync(device._kp.OpTensorSyncDevice, a._tensor)),
-        "sync local (download)": timed(lambda: device._sync(device._kp.OpTensorSyncLocal, b._tensor)),
-        "whole bit_not call": timed(lambda: dmlgpu.bit_not(x)),
-        "numpy invert": timed(lambda: np.invert(x)),
+        "numpy -> staging (memcpy)": 1e3 * wall_seconds(repeats=5, fn=lambda: staging_in.__setitem__(slice(0, flat.size), flat)),
+        "staging -> numpy (memcpy)": 1e3 * wall_seconds(repeats=5, fn=lambda: np.copyto(out, staging_out[:flat.size])),
+        "new array, first touch": 1e3 * wall_seconds(repeats=5, fn=lambda: fresh().fill(0)),
+        "sync device (upload)": 1e3 * wall_seconds(repeats=5, fn=lambda: device._sync(device._kp.OpTensorSyncDevice, a._tensor)),
+        "sync local (download)": 1e3 * wall_seconds(repeats=5, fn=lambda: device._sync(device._kp.OpTensorSyncLocal, b._tensor)),
+        "whole bit_not call": 1e3 * wall_seconds(repeats=5, fn=lambda: dmlgpu.bit_not(x)),
+        "numpy invert": 1e3 * wall_seconds(repeats=5, fn=lambda: np.invert(x)),
     }
     print(f"{device.name}: {mib} MiB")
     for name, ms in results.items():

@@ -6,23 +6,11 @@ Rows: a kp Sequence holding one barrier (submit + fence wait alone), one tiny di
 recorded, dmlgpu's CompiledOperator.execute (the hot path), the Tensor API, and PyTorch's tiny
 op + synchronize when PyTorch sees a GPU.
 """
-import time
-
 import numpy as np
 
 import dmlgpu
 from dmlgpu import Binding, DataType, Tensor, TensorDesc
-
-
-def median_us(fn, repeats=3000):
-    for _ in range(200):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e6
+from dmlgpu.bench import wall_seconds
 
 
 def main():
@@ -55,7 +43,7 @@ def main():
         pass
     print(f"{device.name}:")
     for name, fn in rows.items():
-        print(f"  {name:40s} {median_us(fn):7.1f} us")
+        print(f"  {name:40s} {wall_seconds(fn, repeats=3000) * 1e6:7.1f} us")
 
 
 if __name__ == "__main__":

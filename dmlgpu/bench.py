@@ -312,14 +312,14 @@ class Harness:
         for size in sizes:
             n = size // 4
             x = testing.sample(DataType.UINT32, (n,), self.rng)
-            ours = _wall(lambda: numpy_api.bit_not(x))
+            ours = wall_seconds(lambda: numpy_api.bit_not(x))
             assert testing.same_bits(numpy_api.bit_not(x), reference.bit_not(x))
             record = {"kind": "front_end", "op": "bit_not", "size": size, "seconds": ours,
-                      "numpy_seconds": _wall(lambda: np.invert(x))}
+                      "numpy_seconds": wall_seconds(lambda: np.invert(x))}
             if p.torch:
                 torch = p.torch
                 xi = x.view(np.int32)
-                record["torch_seconds"] = _wall(
+                record["torch_seconds"] = wall_seconds(
                     lambda: torch.bitwise_not(torch.from_numpy(xi).cuda()).cpu().numpy())
             self.records.append(record)
 
@@ -333,8 +333,8 @@ class Harness:
 
         t_in, t_out = Tensor.from_numpy(np.arange(256, dtype=np.uint32)), Tensor.empty((256,), np.uint32)
         record = {"kind": "latency", "op": "bit_not", "size": 1024,
-                  "seconds": _wall(lambda: compiled.execute(bind_in, bind_out), repeats=2000),
-                  "tensor_seconds": _wall(lambda: numpy_api.bit_not(t_in, out=t_out), repeats=2000)}
+                  "seconds": wall_seconds(lambda: compiled.execute(bind_in, bind_out), repeats=2000),
+                  "tensor_seconds": wall_seconds(lambda: numpy_api.bit_not(t_in, out=t_out), repeats=2000)}
         if self.peers.torch:
             torch = self.peers.torch
             x = torch.zeros(256, dtype=torch.int32, device="cuda")
@@ -343,7 +343,7 @@ class Harness:
             def tiny():
                 torch.bitwise_not(x, out=y)
                 torch.cuda.synchronize()
-            record["torch_seconds"] = _wall(tiny, repeats=2000)
+            record["torch_seconds"] = wall_seconds(tiny, repeats=2000)
         self.records.append(record)
 
     def command_list_records(self, count=1000):
@@ -358,7 +358,7 @@ class Harness:
         commands.execute()
         assert testing.same_bits(buffer.read().view(np.uint32), x if count % 2 == 0 else reference.bit_not(x))
         record = {"kind": "command_list", "op": "bit_not", "count": count, "barriers": commands.barriers,
-                  "seconds_per_op": _wall(commands.execute, repeats=20) / count}
+                  "seconds_per_op": wall_seconds(commands.execute, repeats=20) / count}
         commands.release()
         if self.peers.torch:
             torch = self.peers.torch
@@ -376,11 +376,11 @@ class Harness:
             def replay():
                 graph.replay()
                 torch.cuda.synchronize()
-            record["torch_graph_seconds_per_op"] = _wall(replay, repeats=20) / count
+            record["torch_graph_seconds_per_op"] = wall_seconds(replay, repeats=20) / count
         self.records.append(record)
 
 
-def _wall(fn, repeats=None, seconds=0.5) -> float:
+def wall_seconds(fn, repeats=None, seconds=0.5) -> float:
     """Median wall-clock seconds of `fn` (after one warm-up call)."""
     fn()
     times = []
