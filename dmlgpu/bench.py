@@ -399,6 +399,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--no-peers", action="store_true", help="skip PyTorch and CuPy")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--ops", nargs="+", choices=[op.short for op in OPERATORS],
+                        help="only these operators' kernel cases (default: all)")
     args = parser.parse_args(argv)
     sizes = [4 * KiB, 64 * KiB] if args.quick else [4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB, 1 * GiB]
     harness = Harness(sizes, args.repeats, peers=not args.no_peers, quick=args.quick)
@@ -407,7 +409,7 @@ def main(argv=None) -> int:
     env = harness.environment()
     print(f"device: {env['device']} ({env['device_type']}; {env['driver']})", flush=True)
     env["clocks_warm_up"] = harness.warm_up(0.2 if args.quick else 2.0)
-    cases = list(harness.kernel_cases())
+    cases = [c for c in harness.kernel_cases() if not args.ops or c[0].short in args.ops]
     for case in _progress(cases, "kernels"):
         record = harness.run_kernel_case(*case)
         if record:

@@ -51,12 +51,15 @@ class Variant:
 
     @property
     def unit_bytes(self) -> int:
-        """Output bytes an invocation owns at a time: a 16-byte vector, or one word when the
-        output is narrower than the input (neighbouring invocations then read neighbouring
-        input instead of spans of up to 128 bytes each)."""
+        """Output bytes an invocation owns at a time: a 16-byte vector, or less when the output
+        is narrower than the input, so that an invocation reads about one 16-byte input vector
+        and neighbouring invocations read neighbouring input (never less than one word)."""
         facts = dict(self.facts)
-        narrowing = facts.get("in_bits", 0) > facts.get("out_bits", facts.get("in_bits", 0))
-        return 4 if narrowing else 16
+        in_bits = facts.get("in_bits", 0)
+        out_bits = facts.get("out_bits", in_bits)
+        if out_bits >= in_bits:
+            return 16
+        return max(4, 16 * out_bits // in_bits)
 
     @property
     def defines(self) -> dict[str, object]:

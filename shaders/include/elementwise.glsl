@@ -21,8 +21,9 @@
 #endif
 #define LANES(W) (32u / uint(W))
 // An invocation owns UNIT_WORDS output words at a time (flat, rows and gather layouts): 4 (a
-// 16-byte vector), or 1 for narrowing operators, so that neighbouring invocations still read
-// neighbouring input. UNIT_IN_WORDS input words lie behind one unit. The build sets UNIT_WORDS.
+// 16-byte vector), or 2 or 1 for narrowing operators, so that each invocation reads about one
+// 16-byte input vector and neighbours read neighbouring input. UNIT_IN_WORDS input words lie
+// behind one unit. The build sets UNIT_WORDS (dmlgpu/kernels.py, Variant.unit_bytes).
 #ifndef UNIT_WORDS
 #define UNIT_WORDS 4
 #endif
@@ -31,10 +32,17 @@
 #if UNIT_WORDS == 4
 #define UNIT_T uvec4
 #define UNIT_FROM_VEC(v) (v)
+#define UNIT_AS_VEC(r) (r)
 #define STORE_UNIT(u, r) out_v[p.out_offset / 4u + (u)] = (r)
+#elif UNIT_WORDS == 2
+#define UNIT_T uvec2
+#define UNIT_FROM_VEC(v) ((v).xy)
+#define UNIT_AS_VEC(r) uvec4((r), 0u, 0u)
+#define STORE_UNIT(u, r) out_p[p.out_offset / 2u + (u)] = (r)
 #else
 #define UNIT_T uint
 #define UNIT_FROM_VEC(v) ((v).x)
+#define UNIT_AS_VEC(r) uvec4((r), 0u, 0u, 0u)
 #define STORE_UNIT(u, r) out_w[p.out_offset + (u)] = (r)
 #endif
 
@@ -67,6 +75,7 @@ layout(std430, binding = 1) INPUT_ACCESS buffer In1Vecs { uvec4 in1_v[]; };
 #endif
 layout(std430, binding = ARITY) buffer OutWords { uint out_w[]; };
 layout(std430, binding = ARITY) buffer OutVecs { uvec4 out_v[]; };
+layout(std430, binding = ARITY) buffer OutPairs { uvec2 out_p[]; };
 
 // The grid is 2-D (more groups than maxComputeWorkGroupCount[0]) and may be smaller than the work:
 // invocations stride over units, so one compiled pipeline serves every tensor size.

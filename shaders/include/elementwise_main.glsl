@@ -126,9 +126,9 @@ void main() {
 #if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
         // Same width in and out: the tail vector lies inside the 16-byte-padded buffers, and the
         // width-independent variants (NOT, XOR) have no element width to go element by element.
-        uvec4 r = uvec4(flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
+        uvec4 r = UNIT_AS_VEC(flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
 #else
-        uvec4 r = uvec4(unit_from_elements(u, n));
+        uvec4 r = UNIT_AS_VEC(unit_from_elements(u, n));
 #endif
         uint base = p.out_offset + uint(UNIT_WORDS) * u;
         [[unroll]] for (uint k = 0u; k < uint(UNIT_WORDS) && 4u * k < tail; ++k) {
