@@ -72,8 +72,10 @@ def gpu_clocks() -> dict:
 class Peers:
     """PyTorch and CuPy on the same GPU, when they are installed and see one."""
 
-    def __init__(self):
+    def __init__(self, enabled: bool = True):
         self.torch = self.cupy = None
+        if not enabled:
+            return
         try:
             import torch
             if torch.cuda.is_available():
@@ -138,14 +140,11 @@ def _peer_ops(op_short, torch_like):
 
 
 class Harness:
-    def __init__(self, sizes, repeats, peers: bool, quick: bool):
+    def __init__(self, sizes, repeats, peers: bool):
         self.device = default_device()
         self.sizes = sizes
         self.repeats = repeats
-        self.quick = quick
-        self.peers = Peers() if peers else Peers.__new__(Peers)
-        if not peers:
-            self.peers.torch = self.peers.cupy = None
+        self.peers = Peers(enabled=peers)
         self.records: list[dict] = []
         self.rng = np.random.default_rng(0)
         biggest = max(sizes)
@@ -403,7 +402,7 @@ def main(argv=None) -> int:
                         help="only these operators' kernel cases (default: all)")
     args = parser.parse_args(argv)
     sizes = [4 * KiB, 64 * KiB] if args.quick else [4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB, 1 * GiB]
-    harness = Harness(sizes, args.repeats, peers=not args.no_peers, quick=args.quick)
+    harness = Harness(sizes, args.repeats, peers=not args.no_peers)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     env = harness.environment()

@@ -25,7 +25,6 @@ class _Facts:
     bits: int
     kind: Kind
     numpy_name: str | None  # None: no numpy dtype (4-bit types)
-    since: int  # DML_FEATURE_LEVEL value that introduced the type
 
 
 class DataType(enum.IntEnum):
@@ -75,11 +74,6 @@ class DataType(enum.IntEnum):
         return self.kind is not Kind.UINT
 
     @property
-    def since(self) -> int:
-        """Value of the feature level that introduced this data type."""
-        return self._facts.since
-
-    @property
     def numpy(self) -> np.dtype:
         """The numpy dtype with the same encoding (little-endian)."""
         if self._facts.numpy_name is None:
@@ -100,20 +94,20 @@ class DataType(enum.IntEnum):
 
 
 _FACTS = {
-    DataType.UNKNOWN: _Facts(0, Kind.UINT, None, 0),
-    DataType.FLOAT32: _Facts(32, Kind.FLOAT, "float32", 0x1000),
-    DataType.FLOAT16: _Facts(16, Kind.FLOAT, "float16", 0x1000),
-    DataType.UINT32: _Facts(32, Kind.UINT, "uint32", 0x1000),
-    DataType.UINT16: _Facts(16, Kind.UINT, "uint16", 0x1000),
-    DataType.UINT8: _Facts(8, Kind.UINT, "uint8", 0x1000),
-    DataType.INT32: _Facts(32, Kind.INT, "int32", 0x1000),
-    DataType.INT16: _Facts(16, Kind.INT, "int16", 0x1000),
-    DataType.INT8: _Facts(8, Kind.INT, "int8", 0x1000),
-    DataType.FLOAT64: _Facts(64, Kind.FLOAT, "float64", 0x3000),
-    DataType.UINT64: _Facts(64, Kind.UINT, "uint64", 0x3000),
-    DataType.INT64: _Facts(64, Kind.INT, "int64", 0x3000),
-    DataType.UINT4: _Facts(4, Kind.UINT, None, 0x6300),
-    DataType.INT4: _Facts(4, Kind.INT, None, 0x6300),
+    DataType.UNKNOWN: _Facts(0, Kind.UINT, None),
+    DataType.FLOAT32: _Facts(32, Kind.FLOAT, "float32"),
+    DataType.FLOAT16: _Facts(16, Kind.FLOAT, "float16"),
+    DataType.UINT32: _Facts(32, Kind.UINT, "uint32"),
+    DataType.UINT16: _Facts(16, Kind.UINT, "uint16"),
+    DataType.UINT8: _Facts(8, Kind.UINT, "uint8"),
+    DataType.INT32: _Facts(32, Kind.INT, "int32"),
+    DataType.INT16: _Facts(16, Kind.INT, "int16"),
+    DataType.INT8: _Facts(8, Kind.INT, "int8"),
+    DataType.FLOAT64: _Facts(64, Kind.FLOAT, "float64"),
+    DataType.UINT64: _Facts(64, Kind.UINT, "uint64"),
+    DataType.INT64: _Facts(64, Kind.INT, "int64"),
+    DataType.UINT4: _Facts(4, Kind.UINT, None),
+    DataType.INT4: _Facts(4, Kind.INT, None),
 }
 _BY_NUMPY = {f.numpy_name: dt for dt, f in _FACTS.items() if f.numpy_name}
 
@@ -126,5 +120,3 @@ INTS = (DataType.INT64,) + INTS_32
 FLOATS = (DataType.FLOAT64,) + FLOATS_32
 #: The eleven types every dmlgpu operator may meet (DirectML's 4_1 bitwise tables).
 ALL = FLOATS + INTS + UINTS
-#: Data types with a numpy equivalent: what the numpy front end accepts.
-NUMPY_TYPES = tuple(dt for dt in DataType if _FACTS[dt].numpy_name)

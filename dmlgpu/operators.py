@@ -112,5 +112,4 @@ BIT_COUNT = Operator(
     element_facts=("in_bits", "out_bits"))
 
 OPERATORS: tuple[Operator, ...] = (BIT_NOT, BIT_XOR, SIGN, BIT_COUNT)
-BY_NAME = {op.name: op for op in OPERATORS}
 BY_SHORT = {op.short: op for op in OPERATORS}
