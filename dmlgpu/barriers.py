@@ -13,13 +13,18 @@ SHADER_READ, SHADER_WRITE, TRANSFER_WRITE = 0x20, 0x40, 0x1000
 COMPUTE_SHADER, TRANSFER = 0x800, 0x1000
 
 
+def _unique(tensors) -> list:
+    """Each kp tensor once (in-place and shared bindings repeat them)."""
+    return list({id(t): t for t in tensors}.values())
+
+
 def between_submissions(kp, tensors):
     """Earlier shader or transfer writes -> shader reads and writes of the coming dispatches."""
-    return kp.OpMemoryBarrier(list(tensors), SHADER_WRITE | TRANSFER_WRITE, SHADER_READ | SHADER_WRITE,
+    return kp.OpMemoryBarrier(_unique(tensors), SHADER_WRITE | TRANSFER_WRITE, SHADER_READ | SHADER_WRITE,
                               COMPUTE_SHADER | TRANSFER, COMPUTE_SHADER)
 
 
 def between_dispatches(kp, tensors):
     """Shader writes of earlier dispatches -> shader reads and writes of later ones."""
-    return kp.OpMemoryBarrier(list(tensors), SHADER_WRITE, SHADER_READ | SHADER_WRITE,
+    return kp.OpMemoryBarrier(_unique(tensors), SHADER_WRITE, SHADER_READ | SHADER_WRITE,
                               COMPUTE_SHADER, COMPUTE_SHADER)

@@ -71,12 +71,11 @@ class CommandList:
     def _record_sequence(self):
         kp = self.device._kp
         sequence = self.device._manager.sequence()
-        every = {id(r.buffer): r.buffer._tensor for step in self._steps for r in step[-1]}
-        sequence.record(barriers.between_submissions(kp, every.values()))
+        sequence.record(barriers.between_submissions(
+            kp, [r.buffer._tensor for step in self._steps for r in step[-1]]))
         for step in self._steps:
             if step[0] == "barrier":
-                tensors = {id(r.buffer): r.buffer._tensor for r in step[1]}.values()
-                sequence.record(barriers.between_dispatches(kp, tensors))
+                sequence.record(barriers.between_dispatches(kp, [r.buffer._tensor for r in step[1]]))
                 continue
             _, compiled, ranges = step
             push = compiled._push(ranges)

@@ -237,7 +237,7 @@ class Device:
             sequence = self._manager.sequence()
             if upload:
                 sequence.record(self._kp.OpTensorSyncDevice(list(upload)))
-            sequence.record(barriers.between_submissions(self._kp, _unique(algorithm.get_tensors())))
+            sequence.record(barriers.between_submissions(self._kp, algorithm.get_tensors()))
             sequence.record(self._kp.OpAlgoDispatch(algorithm, push))
             if download:
                 sequence.record(self._kp.OpTensorSyncLocal(list(download)))
@@ -254,10 +254,6 @@ class Device:
         tid = id(tensor)
         self._sequences.drop_if(lambda key: tid in key[0][3] or tid in key[2] or tid in key[3])
         self._algorithms.drop_if(lambda key: tid in key[3])
-
-
-def _unique(tensors) -> list:
-    return list({id(t): t for t in tensors}.values())
 
 
 def _strict_repr(value) -> str:

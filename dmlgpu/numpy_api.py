@@ -16,7 +16,7 @@ from .dtypes import DataType
 from .errors import ValidationError
 from .compiled import coalesce
 from .operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN, Operator
-from .tensor_desc import MAX_ELEMENTS, TensorDesc, calc_buffer_tensor_size, packed_strides
+from .tensor_desc import MAX_ELEMENTS, TensorDesc, packed_strides
 from .bindings import BoundRange
 from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
@@ -146,12 +146,12 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     tensors = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(types, strides)]
     desc = _DESC_CLASS[op.name](*tensors)
     device = default_device()
-    device.create_operator(desc, level)  # validates the whole call before any work
+    compiled = device.create_operator(desc, level)  # validates the whole call before any work
 
     direct = out is not None and out.flags.c_contiguous
     result = out if direct else np.empty(shape, dtype=out_type.numpy)
     if not empty:
-        _run_chunks(device, desc, level, memories, arrays, result, in_place)
+        _run_chunks(compiled, memories, arrays, result, in_place)
     if out is None:
         return result[()] if result.ndim == 0 else result
     if not direct:
@@ -285,21 +285,26 @@ def _fit_dimensions(op, row, sizes, strides):
     return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
 
 
-def _run_chunks(device, desc, level, flat_in, arrays, result, in_place):
-    """Run `desc` over numpy data, in pieces whose every binding fits one device buffer.
+def _run_chunks(whole, flat_in, arrays, result, in_place):
+    """Run compiled operator `whole` over numpy data, in pieces whose every binding fits one
+    device buffer (one piece, `whole` itself, when the data fits).
 
     `flat_in` holds each input's bytes as the descriptor addresses them; `arrays` are the
     caller's inputs (the same array passed twice is uploaded once).
     """
+    device, desc = whole.device, whole.desc
     tensors = list(desc.tensor_descs().values())
     itemsizes = [t.data_type.size for t in tensors]
     strides = [t.effective_strides for t in tensors]
     flat_out = result.reshape(-1).view(np.uint8)
     pool = _pool(device)
     for offsets, sizes in _chunks(tensors[-1].sizes, strides, itemsizes, device.max_buffer_size):
-        sub = [TensorDesc(t.data_type, sizes, t.strides) for t in tensors]
-        compiled = device.create_operator(type(desc)(*sub), level)
-        nbytes = [calc_buffer_tensor_size(t.data_type, sizes, t.strides) for t in sub]
+        if tuple(sizes) == tensors[-1].sizes:
+            compiled, sub = whole, tensors
+        else:
+            sub = [TensorDesc(t.data_type, sizes, t.strides) for t in tensors]
+            compiled = device.create_operator(type(desc)(*sub), whole.feature_level)
+        nbytes = [t.minimum_size for t in sub]
         with device._lock:
             buffers = _borrow(pool, nbytes, in_place, arrays)
             ranges = [BoundRange(b, 0, b.size_in_bytes) for b in buffers]
