@@ -17,7 +17,7 @@ from .errors import ValidationError
 from .compiled import coalesce
 from .operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN, Operator
 from .tensor_desc import MAX_ELEMENTS, TensorDesc, packed_strides
-from .bindings import BoundRange
+from .bindings import Binding
 from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
 
@@ -166,8 +166,8 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, feature_level):
     """
     devices = {x.device for x in (*arrays, out) if isinstance(x, Tensor)}
     if len(devices) > 1:
-        _fail(op, None, "device", ", ".join(sorted(d.name for d in devices)),
-              "allowed: Tensors of one device")
+        _fail(op, None, "device", " and ".join(sorted(d.label for d in devices)),
+              "allowed: Tensors of one device (move one with Tensor.to(device))")
     device = devices.pop()
     tensors = []
     for name, x in zip(op.inputs, arrays):
@@ -184,8 +184,9 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, feature_level):
     except ValueError:
         _fail(op, op.inputs[1], "shape", tensors[1].shape,
               f"must broadcast with {op.inputs[0]}'s shape {tensors[0].shape}")
-    if out is None:
-        out = Tensor.empty(shape, out_type.numpy, device)
+    if out is None:  # every element is written: no need to zero-fill
+        nbytes = max(4, -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // 4) * 4)
+        out = Tensor(device.allocate(nbytes, zero_fill=False), shape, out_type)
     elif not isinstance(out, Tensor):
         _fail(op, op.output, "out", type(out).__name__, "allowed: None or a dmlgpu.Tensor")
     elif out.data_type != out_type or out.shape != tuple(shape):
@@ -290,14 +291,14 @@ def _run_chunks(whole, flat_in, arrays, result, in_place):
     device buffer (one piece, `whole` itself, when the data fits).
 
     `flat_in` holds each input's bytes as the descriptor addresses them; `arrays` are the
-    caller's inputs (the same array passed twice is uploaded once).
+    caller's inputs (the same array passed twice is uploaded once). Each piece is uploaded,
+    queued and read straight into `result`; the runtime overlaps the copies with the work.
     """
     device, desc = whole.device, whole.desc
     tensors = list(desc.tensor_descs().values())
     itemsizes = [t.data_type.size for t in tensors]
     strides = [t.effective_strides for t in tensors]
     flat_out = result.reshape(-1).view(np.uint8)
-    pool = _pool(device)
     for offsets, sizes in _chunks(tensors[-1].sizes, strides, itemsizes, device.max_buffer_size):
         if tuple(sizes) == tensors[-1].sizes:
             compiled, sub = whole, tensors
@@ -305,32 +306,21 @@ def _run_chunks(whole, flat_in, arrays, result, in_place):
             sub = [TensorDesc(t.data_type, sizes, t.strides) for t in tensors]
             compiled = device.create_operator(type(desc)(*sub), whole.feature_level)
         nbytes = [t.minimum_size for t in sub]
-        with device._lock:
-            buffers = _borrow(pool, nbytes, in_place, arrays)
-            ranges = [BoundRange(b, 0, b.size_in_bytes) for b in buffers]
-            staged = []
-            for i, data in enumerate(flat_in):
-                if buffers[i] in staged:
-                    continue
-                start = offsets[i] * itemsizes[i]
-                piece = data[start:start + nbytes[i]]
-                buffers[i]._host_bytes()[:piece.size] = piece
-                staged.append(buffers[i])
-            compiled._run(ranges, upload=staged, download=[buffers[-1]])
-            start = offsets[-1] * itemsizes[-1]
-            extent = _extent(sizes, strides[-1]) * itemsizes[-1]
-            flat_out[start:start + extent] = buffers[-1]._host_bytes()[:extent]
-            pool.give(*buffers)
-
-
-def _borrow(pool, nbytes, in_place, arrays):
-    """Scratch buffers for inputs then output; identical inputs and in-place share buffers."""
-    buffers = []
-    for i, n in enumerate(nbytes[:-1]):
-        same = next((j for j in range(i) if arrays[j] is arrays[i]), None)
-        buffers.append(buffers[same] if same is not None else pool.take(n))
-    buffers.append(buffers[in_place] if in_place is not None else pool.take(nbytes[-1]))
-    return buffers
+        buffers = []
+        for i, data in enumerate(flat_in):
+            same = next((j for j in range(i) if arrays[j] is arrays[i]), None)
+            if same is not None:
+                buffers.append(buffers[same])
+                continue
+            start = offsets[i] * itemsizes[i]
+            buffers.append(device.upload(data[start:start + nbytes[i]]))
+        out = buffers[in_place] if in_place is not None else device.allocate(nbytes[-1], zero_fill=False)
+        compiled.execute([Binding(b) for b in buffers], [Binding(out)])
+        start = offsets[-1] * itemsizes[-1]
+        extent = _extent(sizes, strides[-1]) * itemsizes[-1]
+        out.read(0, extent, out=flat_out[start:start + extent])
+        for buffer in {id(b): b for b in (*buffers, out)}.values():
+            buffer.release()
 
 
 def _extent(sizes, strides) -> int:
@@ -367,13 +357,3 @@ def _chunks(sizes, strides, itemsizes, limit, base=None):
         row_base = [b + r0 * st[0] for b, st in zip(base, strides)]
         for offsets, sub in _chunks(rest, [st[1:] for st in strides], itemsizes, limit, row_base):
             yield offsets, (1,) + tuple(sub)
-
-
-def _pool(device):
-    """The device's scratch pool for the front end (made on first use)."""
-    from .pool import ScratchPool
-
-    with device._lock:
-        if device._scratch is None:
-            device._scratch = ScratchPool(device)
-        return device._scratch

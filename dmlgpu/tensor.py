@@ -72,6 +72,12 @@ class Tensor:
         data = self.buffer.read(self.offset, self.nbytes)
         return data.view(self.dtype).reshape(self.shape)
 
+    def to(self, device) -> "Tensor":
+        """This tensor on `device` (itself if it is there already; else a copy through the host)."""
+        if device is self.device:
+            return self
+        return Tensor.from_numpy(self.numpy(), device)
+
     def __repr__(self):
         return f"<dmlgpu.Tensor {self.shape} {self.data_type.name} on {self.device.name}>"
 
