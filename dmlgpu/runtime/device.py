@@ -229,8 +229,11 @@ class Device:
             try:
                 block = pool.allocate(nbytes)
             except DeviceMemoryError:
-                self.synchronize()
-                block = pool.allocate(nbytes)
+                self.synchronize()  # everything parked comes back
+                try:
+                    block = pool.allocate(nbytes)
+                except DeviceMemoryError as exc:
+                    raise DeviceMemoryError(f"{self.label} could not allocate {nbytes} bytes: {exc}") from exc
         return block
 
     def _reclaim(self, completed: int) -> None:
