@@ -24,7 +24,7 @@ from .kernels import WORKGROUP_SIZE
 from .runtime import Program
 from .validation import validate
 
-#: Binding lists remembered per operator (checked ranges and prepared dispatches).
+#: Binding lists remembered per operator (as prepared dispatches, which hold no memory).
 _MEMO = 64
 
 
@@ -102,7 +102,6 @@ class CompiledOperator:
         self._program = Program(self.variant.name, spirv.load(self.variant.name),
                                 np.array(spec, dtype=np.uint32), len(kernels.PUSH_FIELDS))
         self._grid = kernels.grid(self._units)
-        self._checked: dict = {}  # binding key -> checked ranges
         self._launches: dict = {}  # binding key -> prepared dispatch
 
     def __repr__(self):
@@ -126,24 +125,16 @@ class CompiledOperator:
             if self.device.closed:
                 raise ValidationError(self.op.dml_name, None, "device", "closed",
                                       "allowed: an operator of an open device")
-            launch = self.launch(self.check(inputs, outputs, key))
+            launch = self.launch(self.check(inputs, outputs))
             if key is not None:
                 if len(self._launches) >= _MEMO:
                     self._launches.clear()
                 self._launches[key] = launch
         self.device.enqueue(launch)
 
-    def check(self, inputs, outputs, key=None):
-        """The checked byte ranges of these bindings (memoised: bindings repeat in hot loops)."""
-        key = key or _binding_key(inputs, outputs)
-        ranges = self._checked.get(key) if key is not None else None
-        if ranges is None or any(r.buffer.released for r in ranges):
-            ranges = check_bindings(self.op, self._descs, inputs, outputs, self.device)
-            if key is not None:
-                if len(self._checked) >= _MEMO:
-                    self._checked.clear()
-                self._checked[key] = ranges
-        return ranges
+    def check(self, inputs, outputs):
+        """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
+        return check_bindings(self.op, self._descs, inputs, outputs, self.device)
 
     def launch(self, ranges):
         """The runtime's prepared dispatch of this operator over checked `ranges`."""

@@ -100,12 +100,12 @@ def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
 def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     if isinstance(out, Tensor):  # hot path: the same Tensors as an earlier call
         try:
-            known = _TENSOR_CALLS.get((op.name, feature_level, out_dtype, tuple(
+            launch = _TENSOR_CALLS.get((op.name, feature_level, out_dtype, tuple(
                 (t.buffer.serial, t.offset, t.shape, t.data_type) for t in (*arrays, out))))
         except (AttributeError, TypeError):
-            known = None
-        if known is not None:
-            known[0].execute(*known[1:])
+            launch = None
+        if launch is not None and launch.valid:
+            launch.device.enqueue(launch)
             return out
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
@@ -200,17 +200,19 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, feature_level):
     descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(in_types + [out_type], strides)]
     compiled = device.create_operator(_DESC_CLASS[op.name](*descs), level)
     bindings = ([t.binding(d.total_size) for t, d in zip(tensors, descs)], [out.binding(descs[-1].total_size)])
-    compiled.execute(*bindings)  # hazards are checked on the bindings
+    ranges = compiled.check(*bindings)  # hazards are checked on the bindings
+    launch = compiled.launch(ranges)
+    device.enqueue(launch)
     if all(x is t for x, t in zip(arrays, tensors)):  # Tensors only: the call can repeat as is
         if len(_TENSOR_CALLS) >= 256:
             _TENSOR_CALLS.clear()
         key = (op.name, feature_level, out_dtype,
                tuple((t.buffer.serial, t.offset, t.shape, t.data_type) for t in (*tensors, out)))
-        _TENSOR_CALLS[key] = (compiled, *bindings)
+        _TENSOR_CALLS[key] = launch
     return out
 
 
-#: (operator, level as given, dtype as given, tensors) -> (compiled operator, bindings...).
+#: (operator, level as given, dtype as given, tensors) -> the prepared dispatch (holds no memory).
 _TENSOR_CALLS: dict = {}
 
 

@@ -87,22 +87,30 @@ class Launch:
     """One dispatch ready to queue: pipeline, push constants and the ranges it reads and writes.
 
     Made once per operator and binding list (the blocks of live buffers never move), so a
-    repeated execution costs a dependency check and one recorded dispatch.
+    repeated execution costs a dependency check and one recorded dispatch. It holds its
+    buffers weakly: a remembered launch never keeps memory alive.
     """
 
-    __slots__ = ("name", "pipeline", "push", "reads", "writes", "buffers")
+    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers")
 
-    def __init__(self, name, pipeline, push, reads, writes, buffers):
+    def __init__(self, device, name, pipeline, push, reads, writes, buffers):
+        self.device = device
         self.name = name
         self.pipeline = pipeline
         self.push = push
         self.reads = reads
         self.writes = writes
-        self.buffers = buffers
+        self.buffers = tuple(weakref.ref(b) for b in buffers)
 
     @property
     def valid(self) -> bool:
-        return self.pipeline.handle is not None and not any(b.released for b in self.buffers)
+        if self.pipeline.handle is None:
+            return False
+        for ref in self.buffers:
+            buffer = ref()
+            if buffer is None or buffer.released:
+                return False
+        return True
 
 
 class Device:
@@ -136,6 +144,7 @@ class Device:
         self.type = DEVICE_TYPES.get(self.properties["device_type"], "unknown")
         self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16
         self.mapped = self.type in _MAPPED_TYPES
+        self._whole_arenas = debug_layer.requested()
         self._lock = threading.RLock()
         self._pipelines: dict = {}
         self._memory = MemoryPool(lambda n: context.memory(n, self.mapped),
@@ -248,6 +257,7 @@ class Device:
             stats["staging_reserved_bytes"] = self._staging.stats()["reserved_bytes"] if self._staging else 0
             stats["pipelines"] = len(self._pipelines)
             stats["live_buffers"] = len(self._buffers)
+            stats["command_buffers"] = self._stream.command_buffers
             stats["submits"] = self._stream.submits
             stats["barriers"] = self._stream.barriers
             return stats
@@ -280,8 +290,9 @@ class Device:
             if pipeline is None:
                 pipeline = self._pipelines[key] = self._context.pipeline(
                     program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
-        return Launch(name, pipeline, np.ascontiguousarray(push, np.uint32),
-                      [_span(b, s, e) for b, s, e in reads], [_span(b, s, e) for b, s, e in writes],
+        return Launch(self, name, pipeline, np.ascontiguousarray(push, np.uint32),
+                      [self._span(b._block, s, e) for b, s, e in reads],
+                      [self._span(b._block, s, e) for b, s, e in writes],
                       tuple({id(b): b for b in bindings}.values()))
 
     def enqueue(self, launch: Launch) -> None:
@@ -290,8 +301,8 @@ class Device:
             stream = self._stream
             stream.order(launch.reads, launch.writes).dispatch(launch.pipeline.handle, launch.push)
             position = stream.position
-            for buffer in launch.buffers:
-                buffer.last_use = position
+            for ref in launch.buffers:
+                ref().last_use = position
             stream.queued(launch.name)
 
     def record(self, steps, name: str):
@@ -321,8 +332,8 @@ class Device:
                 ticks = np.array(commands.timestamps(), dtype=np.float64)
             finally:
                 commands.destroy()
-            for buffer in launch.buffers:
-                buffer.last_use = self._stream.completed
+            for ref in launch.buffers:
+                ref().last_use = self._stream.completed
         seconds = ticks * self.properties["timestamp_period"] * 1e-9
         return seconds[1::2][:repeats] - seconds[0::2][:repeats]
 
@@ -333,10 +344,21 @@ class Device:
             block.arena.memory.view[block.offset:block.offset + size] = 0
             return
         stream = self._stream
-        stream.order((), [(block.arena.id, block.offset, block.offset + size)]).fill(
+        stream.order((), [self._span(block, 0, size)]).fill(
             block.arena.memory.handle, block.offset, size, 0)
         buffer.last_use = stream.position
         stream.queued("zero fill")
+
+    def _span(self, block, start: int, end: int) -> tuple:
+        """(arena id, start, end) of bytes [start, end) of `block`, as the stream tracks them.
+
+        Under DMLGPU_VALIDATION the whole arena: the validation layer's synchronization checks
+        see what a descriptor binds (the whole arena), not the bytes a shader touches, so there
+        every access to an arena is ordered after the last write to it.
+        """
+        if self._whole_arenas:
+            return (block.arena.id, 0, block.arena.nbytes)
+        return (block.arena.id, block.offset + start, block.offset + end)
 
     def _drop_pipelines(self, arena) -> None:
         for key in [k for k in self._pipelines if arena.id in k[2]]:
@@ -359,7 +381,7 @@ class Device:
             piece = data[lo:lo + STAGING_CHUNK]
             staging = self._take(self._staging, piece.size)
             staging.arena.memory.view[staging.offset:staging.offset + piece.size] = piece
-            stream.order((), [(block.arena.id, start + lo, start + lo + piece.size)]).copy(
+            stream.order((), [self._span(block, offset + lo, offset + lo + piece.size)]).copy(
                 staging.arena.memory.handle, memory.handle, staging.offset, start + lo, piece.size)
             buffer.last_use = stream.position
             stream.queued("upload")
@@ -383,7 +405,7 @@ class Device:
         for lo in range(0, size, STAGING_CHUNK):
             n = min(STAGING_CHUNK, size - lo)
             staging = self._take(self._staging, n)
-            stream.order([(block.arena.id, start + lo, start + lo + n)], ()).copy(
+            stream.order([self._span(block, offset + lo, offset + lo + n)], ()).copy(
                 memory.handle, staging.arena.memory.handle, start + lo, staging.offset, n)
             stream.queued("download")
             stream.flush()
@@ -426,11 +448,6 @@ class Device:
                 self._staging.destroy()
             self.closed = True
             self._context.destroy()
-
-
-def _span(buffer, start, end):
-    offset = buffer._block.offset
-    return (buffer._block.arena.id, offset + start, offset + end)
 
 
 class Recorded:

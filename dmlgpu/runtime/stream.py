@@ -174,6 +174,12 @@ class Stream:
         self.wait(self.position)
 
     @property
+    def command_buffers(self) -> int:
+        """Command buffers this stream owns (recycled, never made per operation)."""
+        own = sum(1 for entry in self._inflight if entry[2])
+        return len(self._free) + own + (self._open is not None)
+
+    @property
     def idle(self) -> bool:
         return self._open is None and not self._inflight
 
