@@ -11,19 +11,22 @@ from .errors import ValidationError
 
 
 def _overlap(a, b) -> bool:
-    return a.buffer is b.buffer and a.start < b.end and b.start < a.end
+    """Whether two (memory, start, end) spans, as the runtime tracks them, share bytes."""
+    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
 
 class CommandList:
     """An ordered list of operator executions on one device; `execute()` queues it once.
 
     Buffers bound in a recorded list stay alive with the list; releasing one makes the list
-    unusable (executing it then raises ValidationError).
+    unusable (executing it then raises ValidationError). Dependencies are judged on the spans
+    the runtime tracks (byte ranges; whole arenas under DMLGPU_VALIDATION, as the validation
+    layer sees them).
     """
 
     def __init__(self, device):
         self.device = device
-        self._steps: list = []  # ("dispatch", compiled, ranges) or ("barrier",)
+        self._steps: list = []  # ("dispatch", ranges, launch) or ("barrier",)
         self._reads: list = []  # ranges read and written since the last barrier
         self._writes: list = []
         self._recorded = None
@@ -36,22 +39,23 @@ class CommandList:
             raise ValidationError(compiled.op.dml_name, None, "device", compiled.device.label,
                                   f"allowed: operators of the list's {self.device.label}")
         ranges = compiled.check(inputs, outputs)
-        reads, write = ranges[:-1], ranges[-1]
-        dependent = any(_overlap(r, w) for r in (*reads, write) for w in self._writes) or \
-            any(_overlap(write, r) for r in self._reads)
+        launch = compiled.launch(ranges)
+        reads, writes = launch.reads, launch.writes
+        dependent = any(_overlap(r, w) for r in (*reads, *writes) for w in self._writes) or \
+            any(_overlap(w, r) for w in writes for r in self._reads)
         if dependent:
             self._steps.append(("barrier",))
             self._reads, self._writes = [], []
             self.barriers += 1
-        self._steps.append(("dispatch", compiled, ranges))
+        self._steps.append(("dispatch", ranges, launch))
         self._reads.extend(reads)
-        self._writes.append(write)
+        self._writes.extend(writes)
         self.dispatches += 1
         self._drop_recorded()
 
     def _buffers(self):
         return {id(r.buffer): r.buffer for step in self._steps if step[0] == "dispatch"
-                for r in step[2]}.values()
+                for r in step[1]}.values()
 
     def execute(self) -> None:
         """Queue every recorded execution, in order, behind the device's queued work.
@@ -65,7 +69,7 @@ class CommandList:
         if not self._steps:
             return
         if self._recorded is None:
-            steps = [None if step[0] == "barrier" else step[1].launch(step[2]) for step in self._steps]
+            steps = [None if step[0] == "barrier" else step[2] for step in self._steps]
             self._recorded = self.device.record(steps, f"a command list of {self.dispatches} executions")
         self._recorded.submit(buffers)
 

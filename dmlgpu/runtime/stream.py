@@ -25,6 +25,8 @@ from ..errors import DeviceError
 
 #: Operations recorded before a batch is submitted without being asked.
 BATCH_OPS = 64
+#: Command buffers a stream rotates through; with all of them in flight it waits for the oldest.
+MAX_COMMAND_BUFFERS = 4
 #: Past this many tracked ranges a barrier is cheaper than checking them all in Python.
 MAX_TRACKED = 48
 
@@ -53,6 +55,10 @@ class Stream:
         if self._open is None:
             if not self._free:
                 self.poll()
+            if not self._free and len(self._inflight) >= MAX_COMMAND_BUFFERS:
+                self._retire()  # all in flight: wait for the oldest rather than make another
+                if self.on_complete is not None:
+                    self.on_complete(self.completed)
             self._open = self._free.pop() if self._free else self._context.commands()
             self._count = 0
         return self._open
