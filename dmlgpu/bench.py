@@ -400,6 +400,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--no-peers", action="store_true", help="skip PyTorch and CuPy")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--skip-kernels", action="store_true",
+                        help="skip the kernel-bandwidth cases (runtime, latency and front end only)")
     parser.add_argument("--ballast-gib", type=float, default=None,
                         help="device buffers held during the runtime cases (default 4, quick 0.25)")
     parser.add_argument("--ops", nargs="+", choices=[op.short for op in OPERATORS],
@@ -412,13 +414,15 @@ def main(argv=None) -> int:
     env = harness.environment()
     print(f"device: {env['device']} ({env['device_type']}; {env['driver']})", flush=True)
     env["clocks_warm_up"] = harness.warm_up(0.2 if args.quick else 2.0)
-    cases = [c for c in harness.kernel_cases() if not args.ops or c[0].short in args.ops]
+    cases = [] if args.skip_kernels else [
+        c for c in harness.kernel_cases() if not args.ops or c[0].short in args.ops]
     for case in _progress(cases, "kernels"):
         record = harness.run_kernel_case(*case)
         if record:
             harness.records.append(record)
     env["clocks_after_kernels"] = gpu_clocks()
-    harness.peer_kernel_records()
+    if not args.skip_kernels:
+        harness.peer_kernel_records()
     # Latency and command lists are timed on a warm GPU, like the kernels.
     harness.warm_up(0.2 if args.quick else 1.5)
     harness.latency_records()
