@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import DataType
+from .numpy_api import FUNCTIONS
 from .operators import OPERATORS, Operator
+from .reference import REFERENCES
 
 _FLOAT_LAYOUT = {16: (10, 5), 32: (23, 8), 64: (52, 11)}  # mantissa bits, exponent bits
 
@@ -59,18 +61,13 @@ def all_cases(level=None) -> list[tuple[Operator, DataType, DataType]]:
 
 
 def front_end(op: Operator, arrays, out_type: DataType, out=None, feature_level=None):
-    """Call the public numpy function of `op` (bit_count gets its output dtype)."""
-    from . import numpy_api
-
-    function = getattr(numpy_api, op.short)
+    """Call the public numpy function of `op` (with `dtype` where the output type is chosen)."""
     extra = {} if op.same_type else {"dtype": out_type.numpy}
-    return function(*arrays, out=out, feature_level=feature_level, **extra)
+    return FUNCTIONS[op.short](*arrays, out=out, feature_level=feature_level, **extra)
 
 
 def reference(op: Operator, arrays, out_type: DataType) -> np.ndarray:
     """`dmlgpu.reference` for `op`, with numpy broadcasting and the output type applied."""
-    from .reference import REFERENCES
-
     function = REFERENCES[op.short]
     if op.same_type:
         return np.asarray(function(*arrays))

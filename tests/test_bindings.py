@@ -6,7 +6,7 @@ import pytest
 import dmlgpu
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
 from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN
+from dmlgpu.operators import OPERATORS
 
 GUARD = 0x5A
 
@@ -65,7 +65,7 @@ def test_execute_at_offsets_with_guard_bytes(device, rng, op, in_type, out_type,
     assert_guards(out, 32, 32 + nbytes)  # the 4-byte-rounding padding keeps its bytes too
 
 
-@pytest.mark.parametrize("op", [BIT_NOT, BIT_XOR, SIGN], ids=lambda op: op.short)
+@pytest.mark.parametrize("op", [op for op in OPERATORS if op.in_place], ids=lambda op: op.short)
 @pytest.mark.parametrize("data_type", [DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.INT64])
 def test_in_place_binding(device, rng, op, data_type):
     if data_type not in op.newest.input_types:

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import reference
+from dmlgpu.numpy_api import FUNCTIONS
+from dmlgpu.reference import REFERENCES
 
 
 def bits(a):
@@ -12,12 +13,7 @@ def bits(a):
     return np.ascontiguousarray(a).view(f"<u{a.dtype.itemsize}")
 
 
-IMPLEMENTATIONS = {
-    "gpu": dict(bit_not=dmlgpu.bit_not, bit_xor=dmlgpu.bit_xor, sign=dmlgpu.sign,
-                bit_count=dmlgpu.bit_count),
-    "reference": dict(bit_not=reference.bit_not, bit_xor=reference.bit_xor, sign=reference.sign,
-                      bit_count=lambda x, dtype=np.uint8: reference.bit_count(x, dtype)),
-}
+IMPLEMENTATIONS = {"gpu": FUNCTIONS, "reference": REFERENCES}
 both = pytest.mark.parametrize("impl", IMPLEMENTATIONS.values(), ids=IMPLEMENTATIONS.keys())
 
 
