@@ -118,6 +118,9 @@ BIT_NOT = _declare(Operator(
 BIT_XOR = _declare(Operator(
     "ELEMENT_WISE_BIT_XOR", 123, "bit_xor", _A_B, _BITWISE, **_RAW_BITS,
     doc="Bitwise XOR of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_xor", python_operator="xor"))
+BIT_AND = _declare(Operator(
+    "ELEMENT_WISE_BIT_AND", 121, "bit_and", _A_B, _BITWISE, **_RAW_BITS,
+    doc="Bitwise AND of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_and", python_operator="and"))
 SIGN = _declare(Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
     _support(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dmlgpu import DataType, FeatureLevel, descs, numpy_api
-from dmlgpu.operators import (BIT_COUNT, BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name,
+from dmlgpu.operators import (BIT_AND, BIT_COUNT, BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name,
                               support_table)
 from dmlgpu.tensor_desc import calc_buffer_tensor_size
 
@@ -35,6 +35,7 @@ UNARY, BINARY = ("InputTensor",), ("ATensor", "BTensor")
 DOC_FACTS = {
     BIT_NOT: (124, UNARY, True, True),
     BIT_XOR: (123, BINARY, True, True),
+    BIT_AND: (121, BINARY, True, True),
     SIGN: (79, UNARY, True, True),
     BIT_COUNT: (125, UNARY, False, False),
 }
@@ -56,6 +57,7 @@ UINT32_16_8 = ["UINT32", "UINT16", "UINT8"]
 DOC_TABLES = {  # (level, dims, input types, output types), from each operator's page
     BIT_NOT: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
     BIT_XOR: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    BIT_AND: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
     SIGN: [
         (L.LEVEL_4_1, "1-8", ALL11[1:], ALL11[1:]),
         (L.LEVEL_3_0, "1-8", "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split(),
