@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from dmlgpu import DataType, FeatureLevel, descs, numpy_api
-from dmlgpu.operators import (BIT_AND, BIT_COUNT, BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name,
-                              support_table)
+from dmlgpu.operators import BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name, support_table
 from dmlgpu.tensor_desc import calc_buffer_tensor_size
 
 L = FeatureLevel
@@ -30,21 +29,22 @@ def test_feature_level_values_match_directml_h():
 
 
 UNARY, BINARY = ("InputTensor",), ("ATensor", "BTensor")
-#: DirectML.h's DML_OPERATOR_TYPE value, the desc struct's input members, and the page's in-place
-#: sentence ("may alias", or none) and tensor constraints (same DataType on all tensors or not).
+#: By DirectML operator name: DirectML.h's DML_OPERATOR_TYPE value, the desc struct's input members,
+#: and the page's in-place sentence ("may alias", or none) and tensor constraints (same DataType
+#: on all tensors or not).
 DOC_FACTS = {
-    BIT_NOT: (124, UNARY, True, True),
-    BIT_XOR: (123, BINARY, True, True),
-    BIT_AND: (121, BINARY, True, True),
-    SIGN: (79, UNARY, True, True),
-    BIT_COUNT: (125, UNARY, False, False),
+    "ELEMENT_WISE_BIT_NOT": (124, UNARY, True, True),
+    "ELEMENT_WISE_BIT_XOR": (123, BINARY, True, True),
+    "ELEMENT_WISE_BIT_AND": (121, BINARY, True, True),
+    "ELEMENT_WISE_SIGN": (79, UNARY, True, True),
+    "ELEMENT_WISE_BIT_COUNT": (125, UNARY, False, False),
 }
 
 
 @pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
 def test_operator_type_values_tensors_and_rules(op):
-    assert op in DOC_FACTS, f"{op.name}: restate its DirectML page in DOC_FACTS and DOC_TABLES"
-    assert (op.type_value, op.inputs, op.in_place, op.same_type) == DOC_FACTS[op]
+    assert op.name in DOC_FACTS, f"{op.name}: restate its DirectML page in DOC_FACTS and DOC_TABLES"
+    assert (op.type_value, op.inputs, op.in_place, op.same_type) == DOC_FACTS[op.name]
     assert op.output == "OutputTensor"
 
 
@@ -55,10 +55,13 @@ def test_field_names():
 ALL11 = "FLOAT64 FLOAT32 FLOAT16 INT64 INT32 INT16 INT8 UINT64 UINT32 UINT16 UINT8".split()
 UINT32_16_8 = ["UINT32", "UINT16", "UINT8"]
 DOC_TABLES = {  # (level, dims, input types, output types), from each operator's page
-    BIT_NOT: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
-    BIT_XOR: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
-    BIT_AND: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
-    SIGN: [
+    "ELEMENT_WISE_BIT_NOT": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
+                             (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_XOR": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
+                             (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_AND": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
+                             (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_SIGN": [
         (L.LEVEL_4_1, "1-8", ALL11[1:], ALL11[1:]),
         (L.LEVEL_3_0, "1-8", "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split(),
          "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()),
@@ -66,8 +69,8 @@ DOC_TABLES = {  # (level, dims, input types, output types), from each operator's
          "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()),
         (L.LEVEL_2_0, "4", ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"]),
     ],
-    BIT_COUNT: [(L.LEVEL_4_1, "1-8", ALL11, ["UINT32", "UINT8"]),
-                (L.LEVEL_3_0, "1-8", UINT32_16_8, ["UINT32", "UINT8"])],
+    "ELEMENT_WISE_BIT_COUNT": [(L.LEVEL_4_1, "1-8", ALL11, ["UINT32", "UINT8"]),
+                               (L.LEVEL_3_0, "1-8", UINT32_16_8, ["UINT32", "UINT8"])],
 }
 
 
@@ -76,7 +79,7 @@ def test_support_tables_match_the_documentation(op):
     got = [(row.level, "4" if row.dims == (4,) else f"{row.dims[0]}-{row.dims[-1]}",
             [t.name for t in row.input_types], [t.name for t in row.output_types])
            for row in op.support]
-    assert got == DOC_TABLES[op]
+    assert got == DOC_TABLES[op.name]
 
 
 def test_sign_has_no_float64_at_any_level():
