@@ -121,6 +121,9 @@ BIT_XOR = _declare(Operator(
 BIT_AND = _declare(Operator(
     "ELEMENT_WISE_BIT_AND", 121, "bit_and", _A_B, _BITWISE, **_RAW_BITS,
     doc="Bitwise AND of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_and", python_operator="and"))
+BIT_OR = _declare(Operator(
+    "ELEMENT_WISE_BIT_OR", 122, "bit_or", _A_B, _BITWISE, **_RAW_BITS,
+    doc="Bitwise OR of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_or", python_operator="or"))
 SIGN = _declare(Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
     _support(

@@ -15,6 +15,7 @@
 RAW_BITS(bit_not, ~a)
 RAW_BITS(bit_xor, a ^ b)
 RAW_BITS(bit_and, a & b)
+RAW_BITS(bit_or, a | b)
 
 #define op_lanes OP
 #define op_pair OP
