@@ -56,6 +56,19 @@ def case_types(op: Operator, level=None) -> list[tuple[DataType, DataType]]:
     return [(i, o) for i in row.input_types for o in row.output_types]
 
 
+def one_type_per_width(op: Operator, preferred=(), widths=(8, 16, 32, 64)) -> list[DataType]:
+    """One input type per element width the operator takes at its newest level: the first of
+    `preferred` it takes, else the first the table lists, so that a test covers every width (and
+    every kernel width) of every operator."""
+    allowed = op.newest.input_types
+    chosen = []
+    for bits in widths:
+        of_width = [t for t in (*preferred, *allowed) if t.bits == bits and t in allowed]
+        if of_width:
+            chosen.append(of_width[0])
+    return chosen
+
+
 def all_cases(level=None) -> list[tuple[Operator, DataType, DataType]]:
     return [(op, i, o) for op in OPERATORS for i, o in case_types(op, level)]
 

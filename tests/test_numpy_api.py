@@ -91,14 +91,8 @@ def test_binary_rules(op):
         FUNCTIONS[op.short](a, np.zeros(4, np.uint8))
 
 
-def _types_of_widths(op, widths=(8, 16, 64)):
-    """One input type per element width that the operator takes, signed where it may be."""
-    allowed = op.newest.input_types
-    return [next(t for t in allowed if t.bits == bits) for bits in widths
-            if any(t.bits == bits for t in allowed)]
-
-
-BROADCAST_CASES = [(op, t) for op in BINARY for t in _types_of_widths(op)]
+BROADCAST_CASES = [(op, t) for op in BINARY for t in testing.one_type_per_width(
+    op, (DataType.UINT8, DataType.INT16, DataType.UINT64), widths=(8, 16, 64))]
 
 
 @pytest.mark.parametrize("a_shape, b_shape", [
@@ -132,8 +126,10 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("view", VIEWS, ids=list(VIEWS))
-@pytest.mark.parametrize("op, in_type, out_type", [c for c in testing.all_cases()
-                                                   if c[1] in (DataType.UINT8, DataType.FLOAT16, DataType.INT64)],
+@pytest.mark.parametrize("op, in_type, out_type", [(op, i, o) for op, i, o in testing.all_cases()
+                                                   if i in testing.one_type_per_width(
+                                                       op, (DataType.UINT8, DataType.FLOAT16, DataType.INT64),
+                                                       widths=(8, 16, 64))],
                          ids=lambda c: getattr(c, "short", getattr(c, "name", str(c))).lower())
 def test_views_as_inputs_and_out(rng, view, op, in_type, out_type):
     bases = [testing.sample(in_type, (9, 10), rng) for _ in op.inputs]
