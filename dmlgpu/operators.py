@@ -107,10 +107,18 @@ _BITWISE = _support(
     (L.LEVEL_4_1, DIMS_1_TO_8, ALL, ALL),
     (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, UINTS_32),
 )
+_SHIFTS = _support(
+    (L.LEVEL_4_1, DIMS_1_TO_8, UINTS, UINTS),
+    (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, UINTS_32),
+    (L.LEVEL_2_1, DIMS_4, UINTS_32, UINTS_32),
+)
 _SIGN_TYPES_3_0 = FLOATS_32 + INTS_32 + UINTS_32
 _BIT_COUNT_OUT = (DataType.UINT32, DataType.UINT8)
 #: Width-independent bitwise operators: in the flat layout they run on whole words.
 _RAW_BITS = dict(same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",), shader="bitwise")
+#: Shifts of A by the amounts in B, lane by lane of the element width.
+_SHIFT = dict(same_type=True, in_place=True, flat_facts=("in_bits",), element_facts=("in_bits",), shader="bitwise",
+              masks_shift_amount=True)
 
 BIT_NOT = _declare(Operator(
     "ELEMENT_WISE_BIT_NOT", 124, "bit_not", ("InputTensor",), _BITWISE, **_RAW_BITS,
@@ -124,6 +132,14 @@ BIT_AND = _declare(Operator(
 BIT_OR = _declare(Operator(
     "ELEMENT_WISE_BIT_OR", 122, "bit_or", _A_B, _BITWISE, **_RAW_BITS,
     doc="Bitwise OR of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_or", python_operator="or"))
+BIT_SHIFT_LEFT = _declare(Operator(
+    "ELEMENT_WISE_BIT_SHIFT_LEFT", 97, "bit_shift_left", _A_B, _SHIFTS, **_SHIFT,
+    doc="Logical left shift of each element of `a` by the amount in `b`.", numpy_ufunc="left_shift",
+    python_operator="lshift"))
+BIT_SHIFT_RIGHT = _declare(Operator(
+    "ELEMENT_WISE_BIT_SHIFT_RIGHT", 98, "bit_shift_right", _A_B, _SHIFTS, **_SHIFT,
+    doc="Logical right shift of each element of `a` by the amount in `b`.", numpy_ufunc="right_shift",
+    python_operator="rshift"))
 SIGN = _declare(Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
     _support(

@@ -37,6 +37,8 @@ DOC_FACTS = {
     "ELEMENT_WISE_BIT_XOR": (123, BINARY, True, True),
     "ELEMENT_WISE_BIT_AND": (121, BINARY, True, True),
     "ELEMENT_WISE_BIT_OR": (122, BINARY, True, True),
+    "ELEMENT_WISE_BIT_SHIFT_LEFT": (97, BINARY, True, True),
+    "ELEMENT_WISE_BIT_SHIFT_RIGHT": (98, BINARY, True, True),
     "ELEMENT_WISE_SIGN": (79, UNARY, True, True),
     "ELEMENT_WISE_BIT_COUNT": (125, UNARY, False, False),
 }
@@ -64,6 +66,12 @@ DOC_TABLES = {  # (level, dims, input types, output types), from each operator's
                              (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
     "ELEMENT_WISE_BIT_OR": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
                             (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_SHIFT_LEFT": [(L.LEVEL_4_1, "1-8", ["UINT64"] + UINT32_16_8, ["UINT64"] + UINT32_16_8),
+                                    (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8),
+                                    (L.LEVEL_2_1, "4", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_SHIFT_RIGHT": [(L.LEVEL_4_1, "1-8", ["UINT64"] + UINT32_16_8, ["UINT64"] + UINT32_16_8),
+                                     (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8),
+                                     (L.LEVEL_2_1, "4", UINT32_16_8, UINT32_16_8)],
     "ELEMENT_WISE_SIGN": [
         (L.LEVEL_4_1, "1-8", ALL11[1:], ALL11[1:]),
         (L.LEVEL_3_0, "1-8", "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split(),
