@@ -1,7 +1,8 @@
 """Device-resident tensors: data that stays on the GPU between operators.
 
 A Tensor is a packed C-order array in a device Buffer. The numpy-style functions and Python's
-`~` and `^` take Tensors and return Tensors without host round trips; `.numpy()` downloads.
+operators (`~`, `^`, ...: dmlgpu.numpy_api installs them from the operator table) take Tensors and
+return Tensors without host round trips; `.numpy()` downloads.
 """
 from __future__ import annotations
 
@@ -80,19 +81,3 @@ class Tensor:
 
     def __repr__(self):
         return f"<dmlgpu.Tensor {self.shape} {self.data_type.name} on {self.device.name}>"
-
-    def __invert__(self):
-        from .numpy_api import bit_not
-        return bit_not(self)
-
-    def __xor__(self, other):
-        from .numpy_api import bit_xor
-        return bit_xor(self, other)
-
-    def __rxor__(self, other):
-        from .numpy_api import bit_xor
-        return bit_xor(other, self)
-
-    def __ixor__(self, other):
-        from .numpy_api import bit_xor
-        return bit_xor(self, other, out=self)

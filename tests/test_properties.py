@@ -12,8 +12,8 @@ oracle written from the operator table and compared bit for bit with `dmlgpu.ref
   more with new data through the same bindings. Rejected: `ValidationError`, and no byte of any
   buffer changes.
 * numpy front end (`test_front_end_property*`): shapes of 0-10 dimensions (size-0 and size-1
-  included), every dtype, broadcasting pairs for bit_xor, views (slices with steps, reversals,
-  transposes, broadcast_to), `out` (fresh, a view into a larger array, in place). Accepted calls
+  included), every dtype, broadcasting pairs for operators of two operands, views (slices with
+  steps, reversals, transposes, broadcast_to), `out` (fresh, a view into a larger array, in place). Accepted calls
   match the reference bit for bit and write nothing outside `out`; rejected calls raise
   `ValidationError` and change no array.
 
@@ -592,7 +592,7 @@ class FrontEndCase:
     op: str
     level: int | None  # None = newest
     inputs: tuple  # ArrayCase per operand
-    same_operand: bool  # bit_xor(a, a)
+    same_operand: bool  # f(a, a) for two operands
     out: str  # "none", "fresh", "view", "in_place:<k>", "readonly", "overlap"
     out_dtype: str | None  # bit_count's dtype= (and its out's dtype), or out's dtype; None = default
     out_shape: tuple | None  # a wrong shape for `out`; None = the result's shape
@@ -658,7 +658,7 @@ def array_cases(draw, dtype, shape):
 def front_end_cases(draw, fault=None, op=None):
     """A front-end call of `op` (default: any) carrying `fault` (one of FRONT_END_FAULTS)."""
     if fault in ("dtypes differ", "shapes do not broadcast"):
-        op = BY_SHORT["bit_xor"]
+        op = draw(st.sampled_from([o for o in OPERATORS if len(o.inputs) == 2]))
     op = op or draw(st.sampled_from(OPERATORS))
     level = draw(st.none() | st.sampled_from([v for v in LEVEL_VALUES if v >= op.newest.level]))
     if fault == "level":
@@ -681,10 +681,11 @@ def front_end_cases(draw, fault=None, op=None):
         out = "readonly"
     elif fault == "out overlaps input":
         out = "overlap"
-    out_dtype = draw(st.sampled_from(["uint8", "uint32"])) if op.short == "bit_count" else None
+    chosen_output = not op.same_type  # the call names the output dtype (`dtype=`)
+    out_dtype = draw(st.sampled_from([t.numpy.name for t in op.newest.output_types])) if chosen_output else None
     if fault == "out dtype":
         out_dtype = draw(st.sampled_from(["uint16", "int32", "float32", "uint64", "float64", "float16"]))
-        if out == "none" and op.short != "bit_count":
+        if out == "none" and not chosen_output:
             out = "fresh"  # same-type operators take a wrong dtype only through `out`
     out_shape = None
     if fault == "out shape":
@@ -714,7 +715,7 @@ def front_end_verdict(case: FrontEndCase, arrays, out) -> str:
     shape = result_shape(arrays)
     if shape is None:
         return "reject"
-    out_type = DataType.from_numpy(np.dtype(case.out_dtype)) if op.short == "bit_count" else types[0]
+    out_type = types[0] if op.same_type else DataType.from_numpy(np.dtype(case.out_dtype))
     if out_type not in row.output_types:
         return "reject"
     if out is not None:
@@ -735,7 +736,7 @@ def build_call(case: FrontEndCase, rng):
     if case.same_operand:
         built[1] = built[0]
     arrays, bases = [b[0] for b in built], [b[1] for b in built]
-    default = "uint8" if case.op == "bit_count" else arrays[0].dtype
+    default = arrays[0].dtype if case.operator.same_type else case.operator.default_output.numpy
     dtype = np.dtype(case.out_dtype or default)
     shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or arrays[0].shape)
     out, out_base = None, None
@@ -781,7 +782,7 @@ def check_front_end_case(case: FrontEndCase):
     snapshots = [b.copy() for b in owners]
     op = case.operator
     kwargs = {"feature_level": None if case.level is None else FeatureLevel(case.level)}
-    if op.short == "bit_count":
+    if not op.same_type:
         kwargs["dtype"] = np.dtype(case.out_dtype)
     if verdict != "reject":
         out_type = DataType.from_numpy(kwargs.get("dtype", arrays[0].dtype))
