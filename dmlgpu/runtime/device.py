@@ -312,7 +312,7 @@ class Device:
             commands.barrier()  # earlier work in the stream -> this list
             for step in steps:
                 if step is None:
-                    commands.barrier()
+                    commands.compute_barrier()
                 else:
                     commands.dispatch(step.pipeline.handle, step.push)
             commands.host_barrier()
@@ -326,7 +326,7 @@ class Device:
             try:
                 for _ in range(repeats):
                     commands.dispatch(launch.pipeline.handle, launch.push)
-                    commands.barrier()
+                    commands.compute_barrier()
                 commands.submit()
                 commands.wait()
                 ticks = np.array(commands.timestamps(), dtype=np.float64)
@@ -344,7 +344,7 @@ class Device:
             block.arena.memory.view[block.offset:block.offset + size] = 0
             return
         stream = self._stream
-        stream.order((), [self._span(block, 0, size)]).fill(
+        stream.order((), [self._span(block, 0, size)], transfer=True).fill(
             block.arena.memory.handle, block.offset, size, 0)
         buffer.last_use = stream.position
         stream.queued("zero fill")
@@ -381,7 +381,7 @@ class Device:
             piece = data[lo:lo + STAGING_CHUNK]
             staging = self._take(self._staging, piece.size)
             staging.arena.memory.view[staging.offset:staging.offset + piece.size] = piece
-            stream.order((), [self._span(block, offset + lo, offset + lo + piece.size)]).copy(
+            stream.order((), [self._span(block, offset + lo, offset + lo + piece.size)], transfer=True).copy(
                 staging.arena.memory.handle, memory.handle, staging.offset, start + lo, piece.size)
             buffer.last_use = stream.position
             stream.queued("upload")
@@ -405,7 +405,7 @@ class Device:
         for lo in range(0, size, STAGING_CHUNK):
             n = min(STAGING_CHUNK, size - lo)
             staging = self._take(self._staging, n)
-            stream.order([self._span(block, offset + lo, offset + lo + n)], ()).copy(
+            stream.order([self._span(block, offset + lo, offset + lo + n)], (), transfer=True).copy(
                 memory.handle, staging.arena.memory.handle, start + lo, staging.offset, n)
             stream.queued("download")
             stream.flush()

@@ -84,6 +84,8 @@ class MemoryPool:
         the device has no memory left.
         """
         size = _round(nbytes)
+        if size > self.arena_bytes // 2:  # dedicated memory starts at 0: 16 bytes suffice, and
+            size = -(-nbytes // 16) * 16  # rounding up to 256 could pass the device's limit
         block = self._take(size)
         if block is None:
             if not grow:

@@ -45,6 +45,7 @@ class Stream:
         self._reads: list = []
         self._writes: list = []
         self._force_barrier = False
+        self._transfers = False  # a copy or fill since the last barrier
         self.barriers = 0
         self.submits = 0
         self.on_complete = None  # called with `completed` after waits (reclaims memory)
@@ -63,8 +64,10 @@ class Stream:
             self._count = 0
         return self._open
 
-    def order(self, reads, writes) -> None:
-        """Record a barrier first if these (arena id, start, end) accesses depend on earlier ones."""
+    def order(self, reads, writes, transfer: bool = False):
+        """Record a barrier first if these (arena id, start, end) accesses depend on earlier ones;
+        returns the open command buffer. `transfer`: the coming command is a copy or fill, not
+        a dispatch (barriers between dispatches alone need not wait for transfers)."""
         pending_w, pending_r = self._writes, self._reads
         dependent = self._force_barrier
         if not dependent and (pending_w or pending_r):
@@ -93,11 +96,16 @@ class Stream:
                             break
         commands = self._commands()
         if dependent:
-            commands.barrier()
+            if transfer or self._transfers:
+                commands.barrier()
+            else:
+                commands.compute_barrier()
             self.barriers += 1
             self._force_barrier = False
+            self._transfers = transfer
             self._reads, self._writes = list(reads), list(writes)
         else:
+            self._transfers = self._transfers or transfer
             for span in reads:
                 if span not in pending_r:  # loops read the same ranges again and again
                     pending_r.append(span)

@@ -137,6 +137,11 @@ class Commands:
         """A global memory barrier (by default: earlier device writes -> later device access)."""
         self._barrier(src_access, dst_access, src_stages, dst_stages)
 
+    def compute_barrier(self) -> None:
+        """Earlier shader writes -> later shader access: all a chain of dispatches needs, and
+        cheaper on GPUs than a barrier that also waits for transfers."""
+        self._barrier(SHADER_WRITE, SHADER_READ | SHADER_WRITE, COMPUTE_SHADER, COMPUTE_SHADER)
+
     def host_barrier(self) -> None:
         """Device writes so far -> host reads after the fence."""
         self._barrier(DEVICE_WRITES, HOST_READ, DEVICE_STAGES, HOST)
