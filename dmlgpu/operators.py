@@ -41,6 +41,8 @@ class Operator:
     flat_facts: tuple[str, ...]
     element_facts: tuple[str, ...]
     output: str = "OutputTensor"
+    numpy_ufunc: str | None = None  # numpy's ufunc with the same raw-bit meaning, if any
+    python_operator: str | None = None  # Python operator name ("xor" installs __xor__, __rxor__, __ixor__)
 
     @property
     def dml_name(self) -> str:
@@ -88,10 +90,12 @@ _BIT_COUNT_OUT = (DataType.UINT32, DataType.UINT8)
 
 BIT_NOT = Operator(
     "ELEMENT_WISE_BIT_NOT", 124, "bit_not", ("InputTensor",), _BITWISE,
-    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",))
+    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",),
+    numpy_ufunc="invert", python_operator="invert")
 BIT_XOR = Operator(
     "ELEMENT_WISE_BIT_XOR", 123, "bit_xor", ("ATensor", "BTensor"), _BITWISE,
-    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",))
+    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",),
+    numpy_ufunc="bitwise_xor", python_operator="xor")
 SIGN = Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
     _support(
