@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -540,7 +541,7 @@ def test_descriptor_regression(device, case):
 # numpy front end
 # =============================================================================================
 SUPPORTED_DTYPES = tuple(t.numpy.name for t in NUMERIC_TYPES)
-UNSUPPORTED_DTYPES = ("bool", "complex64", ">u4", ">f2", "object", "U1")
+UNSUPPORTED_DTYPES = ("bool", "complex64", ">c8", "object", "U1")
 FRONT_END_FAULTS = ("level", "unsupported dtype", "dtypes differ", "shapes do not broadcast",
                     "out dtype", "out shape", "read-only out", "out overlaps input")
 
@@ -551,7 +552,8 @@ class ArrayCase:
 
     view: "contiguous"; "transposed" (params: the axis permutation); "sliced" (params:
     (step, start) per axis, negative steps reverse); "broadcast" (params: per axis, True if
-    stored, False if stored with size 1 and broadcast by numpy).
+    stored, False if stored with size 1 and broadcast by numpy); "python": not an array but the
+    Python scalar params[0] (dtype and shape unused). dtype may be big-endian (">u4").
     """
 
     dtype: str
@@ -560,14 +562,16 @@ class ArrayCase:
     params: tuple = ()
 
     def build(self, rng):
-        """(the operand, the array that owns its memory)."""
+        """(the operand, the array that owns its memory; None for a Python scalar)."""
+        if self.view == "python":
+            return self.params[0], None
         dtype = np.dtype(self.dtype)
-        data_type = DataType.from_numpy(dtype)
+        data_type = native_type(dtype)
 
         def fresh(shape):
             if data_type is None:
                 return np.zeros(shape, dtype)
-            return testing.sample(data_type, shape, rng).astype(dtype)
+            return testing.sample(data_type, shape, rng).astype(dtype)  # big-endian: same values
 
         if self.view == "transposed":
             base = fresh(tuple(self.shape[i] for i in np.argsort(self.params)))
@@ -634,8 +638,56 @@ def broadcast_operand(draw, result):
     return tuple(1 if draw(sometimes(25)) else n for n in result[drop:])
 
 
+def native_type(dtype) -> DataType | None:
+    """The DataType of a numpy dtype in either byte order (numpy computes on values)."""
+    dtype = np.dtype(dtype)
+    return DataType.from_numpy(dtype if dtype.isnative else dtype.newbyteorder("="))
+
+
+def is_scalar(operand) -> bool:
+    return isinstance(operand, (bool, int, float))
+
+
+def scalar_value(value, data_type: DataType):
+    """NEP 50 as numpy 2 applies it, numpy's overflow warning counted as an error: the 0-d
+    array a Python scalar becomes next to an operand of `data_type`, or None if rejected."""
+    if isinstance(value, bool) and data_type.is_float:
+        return None  # numpy's bitwise ufuncs take bools with integers only
+    if isinstance(value, float) and not data_type.is_float:
+        return None  # numpy 2: np.bitwise_xor(uint8_array, 1.5) raises
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return np.asarray(value, data_type.numpy)
+        except (OverflowError, RuntimeWarning):
+            return None
+
+
+#: Python scalars: edges of every width (fitting or one past), floats of every size, bools.
+PYTHON_SCALARS = (
+    st.sampled_from([0, 1, -1, True, False, 0.0, -0.0, 1.5, float("nan"), float("inf"), -float("inf"),
+                     65504, 65520, 1e39, 1e308])
+    | st.sampled_from([sign * (1 << bits) + delta for bits in (7, 8, 15, 16, 31, 32, 63, 64)
+                       for sign in (1, -1) for delta in (-1, 0)])
+    | st.integers(-(1 << 65), 1 << 65)
+    | st.floats(width=64)
+)
+
+
+def scalar_case(value) -> "ArrayCase":
+    return ArrayCase("python", (), "python", (value,))
+
+
+def maybe_big_endian(draw, dtype: str) -> str:
+    """`dtype`, or sometimes its big-endian twin (multi-byte types)."""
+    if np.dtype(dtype).itemsize > 1 and np.dtype(dtype).kind in "uif" and draw(sometimes(20)):
+        return np.dtype(dtype).newbyteorder(">").str
+    return dtype
+
+
 @st.composite
 def array_cases(draw, dtype, shape):
+    dtype = maybe_big_endian(draw, dtype)
     view = draw(st.sampled_from(["contiguous", "transposed", "sliced", "broadcast"])) if shape else "contiguous"
     params = ()
     if view == "transposed":
@@ -672,16 +724,22 @@ def front_end_cases(draw, fault=None, op=None):
     if fault == "dtypes differ" and len(operands) == 2:
         dtypes[1] = draw(st.sampled_from(SUPPORTED_DTYPES))
     same_operand = len(operands) == 2 and operands[0] == operands[1] and draw(sometimes(15))
-    inputs = tuple(draw(array_cases(d, s)) for d, s in zip(dtypes, operands))
+    inputs = [draw(array_cases(d, s)) for d, s in zip(dtypes, operands)]
+    if len(inputs) == 2 and not same_operand and fault in (None, "level", "unsupported dtype", "read-only out") \
+            and draw(sometimes(30)):  # Python scalars: one operand, rarely both
+        for k in draw(st.sampled_from([(0,), (1,), (1,), (0, 1)])):
+            inputs[k] = scalar_case(draw(PYTHON_SCALARS))
+    inputs = tuple(inputs)
 
     out = draw(st.sampled_from(["none", "none", "fresh", "view", "in_place"]))
+    arrays = [k for k, a in enumerate(inputs) if a.view != "python"]
     if out == "in_place":
-        out = f"in_place:{draw(st.integers(0, len(operands) - 1))}"
+        out = f"in_place:{draw(st.sampled_from(arrays))}" if arrays else "fresh"
     if fault == "read-only out":
         out = "readonly"
     elif fault == "out overlaps input":
         out = "overlap"
-    out_dtype = draw(st.sampled_from(["uint8", "uint32"])) if op.short == "bit_count" else None
+    out_dtype = draw(st.sampled_from(["uint8", "uint32", ">u4"])) if op.short == "bit_count" else None
     if fault == "out dtype":
         out_dtype = draw(st.sampled_from(["uint16", "int32", "float32", "uint64", "float64", "float16"]))
         if out == "none" and op.short != "bit_count":
@@ -696,37 +754,42 @@ def front_end_cases(draw, fault=None, op=None):
 
 def result_shape(arrays):
     try:
-        return np.broadcast_shapes(*(a.shape for a in arrays))
+        return np.broadcast_shapes(*(np.shape(a) for a in arrays))
     except ValueError:
         return None
 
 
-def front_end_verdict(case: FrontEndCase, arrays, out) -> str:
-    """The oracle for one call: "accept", "reject", or "dims": accepted, or rejected for more
-    dimensions than the level allows after merging contiguous ones (which it does not model)."""
+def front_end_verdict(case: FrontEndCase, arrays, out):
+    """The oracle for one call: (verdict, values). verdict: "accept", "reject", or "dims":
+    accepted, or rejected for more dimensions than the level allows after merging contiguous
+    ones (which it does not model). values: the operands as numpy computes on them (native byte
+    order, Python scalars converted by NEP 50), when the operands are acceptable."""
     op, level = case.operator, resolve_level(case.level)
     row = op.support_at(level)
     if row is None:
-        return "reject"
-    types = [DataType.from_numpy(a.dtype) for a in arrays]
-    if any(t not in row.input_types for t in types) or len(set(types)) > 1:
-        return "reject"
-    shape = result_shape(arrays)
+        return "reject", None
+    types = [native_type(a.dtype) for a in arrays if not is_scalar(a)]
+    if not types or any(t not in row.input_types for t in types) or len(set(types)) > 1:
+        return "reject", None
+    values = [scalar_value(a, types[0]) if is_scalar(a) else a.astype(types[0].numpy) for a in arrays]
+    if any(v is None for v in values):
+        return "reject", None
+    shape = result_shape(values)
     if shape is None:
-        return "reject"
-    out_type = DataType.from_numpy(np.dtype(case.out_dtype)) if op.short == "bit_count" else types[0]
+        return "reject", None
+    out_type = native_type(case.out_dtype) if op.short == "bit_count" else types[0]
     if out_type not in row.output_types:
-        return "reject"
+        return "reject", values
     if out is not None:
-        if out.dtype != out_type.numpy or out.shape != shape or not out.flags.writeable:
-            return "reject"
-        for a in arrays:
-            if np.shares_memory(a, out):
+        if native_type(out.dtype) != out_type or out.shape != shape or not out.flags.writeable:
+            return "reject", values
+        for a in arrays:  # a big-endian operand is converted on entry: it never aliases out
+            if not is_scalar(a) and a.dtype.isnative and np.shares_memory(a, out):
                 exact = (a.__array_interface__["data"][0] == out.__array_interface__["data"][0]
                          and a.shape == out.shape and a.strides == out.strides)
                 if not exact or not op.in_place:
-                    return "reject"
-    return "dims" if len(shape) > row.dims[-1] else "accept"
+                    return "reject", values
+    return "dims" if len(shape) > row.dims[-1] else "accept", values
 
 
 def build_call(case: FrontEndCase, rng):
@@ -735,9 +798,10 @@ def build_call(case: FrontEndCase, rng):
     if case.same_operand:
         built[1] = built[0]
     arrays, bases = [b[0] for b in built], [b[1] for b in built]
-    default = "uint8" if case.op == "bit_count" else arrays[0].dtype
+    first = next((a for a in arrays if not is_scalar(a)), np.zeros(0, np.uint8))
+    default = "uint8" if case.op == "bit_count" else first.dtype
     dtype = np.dtype(case.out_dtype or default)
-    shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or arrays[0].shape)
+    shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or first.shape)
     out, out_base = None, None
     if case.out in ("fresh", "readonly"):
         out = out_base = np.full(shape, None, object) if dtype == object else poisoned(shape, dtype)
@@ -774,8 +838,8 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
 def check_front_end_case(case: FrontEndCase):
     tell(f"regression entry: {case.to_json()}")
     arrays, bases, out, out_base = build_call(case, np.random.default_rng(case.seed))
-    verdict = front_end_verdict(case, arrays, out)
-    tell(f"oracle: {verdict}; operands {[(a.shape, a.dtype.str) for a in arrays]}, "
+    verdict, values = front_end_verdict(case, arrays, out)
+    tell(f"oracle: {verdict}; operands {[a if is_scalar(a) else (a.shape, a.dtype.str) for a in arrays]}, "
          f"out {None if out is None else (out.shape, out.dtype.str)}", f"oracle: {verdict}")
     owners = list({id(b): b for b in bases + [out_base] if b is not None}.values())
     snapshots = [b.copy() for b in owners]
@@ -784,8 +848,8 @@ def check_front_end_case(case: FrontEndCase):
     if op.short == "bit_count":
         kwargs["dtype"] = np.dtype(case.out_dtype)
     if verdict != "reject":
-        out_type = DataType.from_numpy(kwargs.get("dtype", arrays[0].dtype))
-        expected = testing.reference(op, [a.copy() for a in arrays], out_type)
+        out_type = native_type(kwargs.get("dtype", values[0].dtype))
+        expected = testing.reference(op, [v.copy() for v in values], out_type)
     try:
         result = getattr(dmlgpu, op.short)(*arrays, out=out, **kwargs)
     except ValidationError as error:
@@ -797,7 +861,10 @@ def check_front_end_case(case: FrontEndCase):
             assert same_bytes(owner, before), "a rejected call changed an array"
         return
     assert verdict != "reject", "accepted a call the oracle rejects"
-    assert testing.same_bits(result, expected), f"got {result!r}, expected {expected!r}"
+    got = np.asarray(result)
+    assert got.dtype.isnative or result is out, "a new result in non-native byte order"
+    got = got.astype(got.dtype.newbyteorder("="))  # a big-endian `out` holds the same values
+    assert testing.same_bits(got, expected), f"got {result!r}, expected {expected!r}"
     untouched = [np.ones(owner.shape, bool) for owner in owners]
     if out is not None:
         assert result is out
