@@ -233,12 +233,12 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
         if out.data_type != out_type or out.shape != tuple(shape):
             _fail(op, op.output, "out", f"{out.shape} {out.data_type.name}",
                   f"allowed: shape {tuple(shape)} and data type {out_type.name}")
-        if out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
-            _fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
-                  f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
-                  "(DirectML's binding alignment)")
-    if 0 in shape:
+    if 0 in shape:  # nothing to bind
         return out if given else Tensor.empty(shape, out_type.numpy, device)
+    if given and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
+        _fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
+              f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
+              "(DirectML's binding alignment)")
     shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
     if given and any(shifts):
         tensors = [t.copy() if k else t for t, k in zip(tensors, shifts)]

@@ -78,7 +78,7 @@ def index(shape, strides, offset, itemsize, key):
         key = key[:at] + (slice(None),) * (len(shape) - used) + key[at + 1:]
     else:
         key = key + (slice(None),) * (len(shape) - used)
-    new_shape, new_strides, axis = [], [], 0
+    new_shape, new_strides, axis, start_offset = [], [], 0, offset
     for k in key:
         if k is None:
             new_shape.append(1)
@@ -91,8 +91,7 @@ def index(shape, strides, offset, itemsize, key):
                 _fail("index", k, "allowed: slices with positive steps (DirectML strides are "
                                   "unsigned; copy to the host with .numpy() to reverse)")
             length = len(range(start, stop, step))
-            if length:
-                offset += start * s * itemsize
+            offset += start * s * itemsize
             new_shape.append(length)
             new_strides.append(s * step)
         else:
@@ -101,6 +100,8 @@ def index(shape, strides, offset, itemsize, key):
                 raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
             offset += (i % n) * s * itemsize
         axis += 1
+    if 0 in new_shape:
+        offset = start_offset  # no element: numpy's offset may lie past the buffer
     return tuple(new_shape), tuple(new_strides), offset
 
 

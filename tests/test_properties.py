@@ -62,11 +62,11 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 import dmlgpu
-from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
+from dmlgpu import Binding, DataType, FeatureLevel, Tensor, TensorDesc, ValidationError, testing
 from dmlgpu.descs import DESC_CLASSES
 from dmlgpu.operators import BY_SHORT, OPERATORS
 
-from conftest import poisoned
+from conftest import POISON, poisoned
 
 # -- profiles ---------------------------------------------------------------------------------
 PROFILE = os.environ.get("DMLGPU_HYPOTHESIS_PROFILE", "ci")
@@ -645,7 +645,8 @@ def native_type(dtype) -> DataType | None:
 
 
 def is_scalar(operand) -> bool:
-    return isinstance(operand, (bool, int, float))
+    """A Python scalar (numpy's float64 subclasses float but is no Python scalar)."""
+    return isinstance(operand, (bool, int, float)) and not isinstance(operand, np.generic)
 
 
 def scalar_value(value, data_type: DataType):
@@ -891,6 +892,209 @@ def test_front_end_property_with_a_fault(fault, data):
 @pytest.mark.parametrize("case", load_regressions("front_end_cases.json", FrontEndCase))
 def test_front_end_regression(case):
     check_front_end_case(case)
+
+
+# =============================================================================================
+# Tensor views through the device-resident path
+# =============================================================================================
+@dataclass(frozen=True)
+class ViewCase:
+    """One operand (or `out`) of a Tensor call: a view of a Tensor uploaded from a `base`-shaped
+    array of `dtype` (maybe big-endian: uploaded by value), or a Python scalar.
+
+    key: basic indexing as plain data, one entry per item: ("i", n) an integer, ("s", start,
+    stop, step) a slice, ("n",) None, ("e",) `...`; axes: then transposed so (None: not).
+    kind "python": the Python scalar `value` instead.
+    """
+
+    dtype: str
+    base: tuple
+    key: tuple
+    axes: tuple | None
+    kind: str = "view"
+    value: object = None
+
+    def index(self) -> tuple:
+        return tuple(k[1] if k[0] == "i" else slice(*k[1:]) if k[0] == "s" else None if k[0] == "n" else ...
+                     for k in self.key)
+
+    def build(self, rng, poison=False):
+        """(numpy view, Tensor view, numpy base, Tensor base); scalars: (value, value, None, None)."""
+        if self.kind == "python":
+            return self.value, self.value, None, None
+        dtype = np.dtype(self.dtype)
+        data_type = native_type(dtype)
+        base = poisoned(self.base, data_type.numpy) if poison else testing.sample(data_type, self.base, rng)
+        tensor = Tensor.from_numpy(base.astype(dtype))
+        t = tensor[self.index()]
+        return self.of(base), t if self.axes is None else t.transpose(self.axes), base, tensor
+
+    def of(self, base: np.ndarray) -> np.ndarray:
+        """The same view of a numpy array."""
+        index = self.index()
+        view = base[index if ... in index else index + (...,)]  # `...` keeps a 0-d result an array
+        return view if self.axes is None else view.transpose(self.axes)
+
+
+@dataclass(frozen=True)
+class TensorCallCase:
+    """A call of an operator's front-end function on Tensor views (newest level)."""
+
+    op: str
+    operands: tuple  # ViewCase per input
+    same_operand: bool  # the same Tensor view twice
+    out: str  # "none", "fresh", "view" (out_view), "in_place:<k>"
+    out_view: ViewCase | None
+    out_dtype: str | None  # bit_count's dtype=
+    seed: int
+
+    @property
+    def operator(self):
+        return BY_SHORT[self.op]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TensorCallCase":
+        def view(v):
+            return None if v is None else ViewCase(**{k: _tuples(x) for k, x in v.items()})
+        return cls(data["op"], tuple(view(v) for v in data["operands"]), data["same_operand"], data["out"],
+                   view(data["out_view"]), data["out_dtype"], data["seed"])
+
+
+@st.composite
+def view_cases(draw, dtype, shape):
+    """A view of `shape`: each dimension a slice (start, step) of a longer one, integers over
+    extra dimensions, None for some size-1 dimensions, perhaps `...`, perhaps transposed.
+    Starts and integers land views on and off 16-byte boundaries."""
+    axes = tuple(draw(st.permutations(range(len(shape))))) if len(shape) > 1 and draw(sometimes(30)) else None
+    before = [shape[axes.index(d)] for d in range(len(shape))] if axes else list(shape)
+    key, base, product = [], [], 1
+    for n in before:
+        while draw(sometimes(15)) and product < 1000:
+            m = draw(st.integers(1, 3))
+            i = draw(st.integers(-m, m - 1))
+            key.append(("i", i))
+            base.append(m)
+            product *= m
+        if n == 1 and draw(sometimes(20)):
+            key.append(("n",))
+            continue
+        start, step, extra = draw(st.integers(0, 3)), draw(st.sampled_from([1, 1, 2, 3])), draw(st.integers(0, 2))
+        length = start + (n - 1) * step + 1 + extra if n else start + extra
+        if product * length > 4000:
+            start, step, extra, length = 0, 1, 0, n
+        key.append(("s", start, start + (n - 1) * step + 1 if n else start, step))
+        base.append(length)
+        product *= max(length, 1)
+    if draw(sometimes(15)):
+        key.append(("e",))
+    return ViewCase(maybe_big_endian(draw, dtype), tuple(base), tuple(key), axes)
+
+
+@st.composite
+def tensor_call_cases(draw, op):
+    dtype = draw(st.sampled_from(SUPPORTED_DTYPES if op.short != "sign" else
+                                 [t.numpy.name for t in op.newest.input_types]))
+    result = draw(shapes(max_dims=4))
+    operands = [result] if len(op.inputs) == 1 else [draw(broadcast_operand(result)) for _ in op.inputs]
+    same_operand = len(operands) == 2 and operands[0] == operands[1] and draw(sometimes(15))
+    views = [draw(view_cases(dtype, shape)) for shape in operands]
+    if len(views) == 2 and not same_operand and draw(sometimes(30)):
+        k = draw(st.integers(0, 1))
+        views[k] = ViewCase(dtype, (), (), None, "python", draw(PYTHON_SCALARS))
+    out_dtype = draw(st.sampled_from(["uint8", "uint32"])) if op.short == "bit_count" else None
+    out = draw(st.sampled_from(["none", "fresh", "view", "view", "in_place"]))
+    candidates = [k for k, v in enumerate(views) if v.kind == "view"]
+    if out == "in_place":
+        out = f"in_place:{draw(st.sampled_from(candidates))}" if candidates else "view"
+    out_view = None
+    if out == "view":
+        full = result_shape([np.empty(s) for s in operands])
+        out_view = draw(view_cases(out_dtype or dtype, full))
+    return TensorCallCase(op.short, tuple(views), same_operand, out, out_view, out_dtype,
+                          draw(st.integers(0, 2**32 - 1)))
+
+
+def view_offset(view: np.ndarray, base: np.ndarray) -> int:
+    """Byte offset of `view`'s first element in `base` (also that of the Tensor view)."""
+    return view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+
+
+def check_tensor_call_case(case: TensorCallCase):
+    tell(f"regression entry: {case.to_json()}")
+    rng = np.random.default_rng(case.seed)
+    built = [v.build(rng) for v in case.operands]
+    if case.same_operand:
+        built[1] = built[0]
+    xs, ts = [b[0] for b in built], [b[1] for b in built]
+    op = case.operator
+    # The oracle, from numpy's own views of the same data.
+    types = [native_type(x.dtype) for x in xs if not is_scalar(x)]
+    values = [scalar_value(x, types[0]) if is_scalar(x) else x.astype(types[0].numpy) for x in xs]
+    shape = result_shape([v for v in values if v is not None])
+    out_type = native_type(case.out_dtype) if case.out_dtype else types[0]
+    out, out_x, out_base, out_tensor = None, None, None, None
+    if case.out == "fresh":
+        out = Tensor.empty(shape, out_type.numpy)
+    elif case.out == "view":
+        out_x, out, out_base, out_tensor = case.out_view.build(rng, poison=True)
+    elif case.out.startswith("in_place:"):
+        k = int(case.out.split(":")[1])
+        out_x, out, out_base, out_tensor = built[k]
+    problem = None
+    if any(v is None for v in values):
+        problem = "a Python scalar numpy rejects"
+    elif out is not None:
+        if out_x is not None and (out_x.shape != shape or native_type(out_x.dtype) != out_type):
+            problem = "out's shape or type"
+        elif case.out.startswith("in_place:") and not op.in_place:
+            problem = "in place not supported"
+        elif out_x is not None and out_x.size and view_offset(out_x, out_base) % 16:
+            problem = "out off a 16-byte boundary"
+    tell(f"oracle: {problem or 'accept'}; operands {[x if is_scalar(x) else (x.shape, x.strides) for x in xs]}",
+         f"oracle: {problem or 'accept'}")
+    owners = [(b[2], b[3]) for b in built if b[2] is not None] + ([(out_base, out_tensor)] if case.out == "view" else [])
+    owners = list({id(t): (b, t) for b, t in owners}.values())
+    expected = None if problem else testing.reference(op, [v.copy() for v in values], out_type)
+    kwargs = {"dtype": np.dtype(case.out_dtype)} if case.out_dtype else {}
+
+    def call():
+        return getattr(dmlgpu, op.short)(*ts, out=out, **kwargs)
+
+    if problem:
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert info.value.operator == op.dml_name, str(info.value)
+        for base, tensor in owners:
+            assert testing.same_bits(tensor.numpy(), base.astype(tensor.dtype)), "a rejected call wrote"
+        return
+    result = call()
+    assert isinstance(result, Tensor) and (out is None or result is out)
+    assert result.dtype.isnative and testing.same_bits(result.numpy(), expected)
+    for base, tensor in owners:  # every element outside `out` keeps its value
+        want = base.copy()
+        if tensor is out_tensor:
+            spec = case.out_view if case.out == "view" else case.operands[int(case.out.split(":")[1])]
+            spec.of(want)[...] = expected
+        assert testing.same_bits(tensor.numpy(), want), "wrong bytes in or around out"
+    if case.out in ("fresh", "view"):  # again through the cache of repeated Tensor calls
+        if out_tensor is not None:
+            out_tensor.buffer.write(np.full(out_tensor.buffer.size_in_bytes, POISON, np.uint8))
+        assert call() is out and testing.same_bits(out.numpy(), expected)
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+@settings(max_examples=examples(12))
+@given(data=st.data())
+def test_tensor_view_property(op, data):
+    check_tensor_call_case(data.draw(tensor_call_cases(op), label="case"))
+
+
+@pytest.mark.parametrize("case", load_regressions("tensor_cases.json", TensorCallCase))
+def test_tensor_view_regression(case):
+    check_tensor_call_case(case)
 
 
 # =============================================================================================
