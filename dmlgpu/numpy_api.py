@@ -240,10 +240,11 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
               f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
               "(DirectML's binding alignment)")
     shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
-    if given and any(shifts):
-        tensors = [t.copy() if k else t for t, k in zip(tensors, shifts)]
+    realign = given and any(shifts)  # those inputs become packed copies, once the call is valid
+    strides = [_broadcast_strides(t.shape, shape, None if realign and k else t.strides)
+               for t, k in zip(tensors, shifts)]
+    if realign:
         shifts = [0] * len(tensors)
-    strides = [_broadcast_strides(t.shape, shape, t.strides) for t in tensors]
     out_strides = packed_strides(shape)
     sizes = list(shape)
     if any(shifts):  # the offset dimension: its second half is the result
@@ -264,7 +265,9 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
     sizes, strides = coalesce(sizes, strides)
     sizes, strides = _fit_dimensions(op, row, sizes, strides)
     descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(in_types + [out_type], strides)]
-    compiled = device.create_operator(_DESC_CLASS[op.name](*descs), level)
+    compiled = device.create_operator(_DESC_CLASS[op.name](*descs), level)  # validates first
+    if realign:
+        tensors = [t.copy() if t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT else t for t in tensors]
     starts = [t.offset - t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT for t in tensors]
     bindings = ([Binding(t.buffer, start, d.total_size) for t, start, d in zip(tensors, starts, descs)],
                 [Binding(out.buffer, out_start, descs[-1].total_size)])
