@@ -3,7 +3,7 @@
 Semantics follow DirectML's documentation (raw-bit bitwise operators, SIGN(NaN) = 0); the
 operator table in `dmlgpu.operators` drives validation, kernel selection and the tests.
 """
-from . import debug_layer
+from .runtime import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
 from .compiled import CompiledOperator
@@ -13,7 +13,7 @@ from .descs import (
     ElementWiseBitXorOperatorDesc,
     ElementWiseSignOperatorDesc,
 )
-from .device import Buffer, Device, default_device
+from .device import Buffer, Device, default_device, devices
 from .dtypes import DataType
 from .errors import DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
@@ -28,5 +28,5 @@ __all__ = [
     "DeviceMemoryError", "ElementWiseBitCountOperatorDesc", "ElementWiseBitNotOperatorDesc",
     "ElementWiseBitXorOperatorDesc", "ElementWiseSignOperatorDesc", "FeatureLevel", "Tensor", "TensorDesc",
     "ValidationError", "bit_count", "bit_not", "bit_xor", "calc_buffer_tensor_size",
-    "default_device", "sign", "validate",
+    "default_device", "devices", "sign", "validate",
 ]

@@ -27,12 +27,11 @@ def main(argv=None) -> int:
         sys.stdout.write(kernels.variant_lines() if args.what == "variants" else kernels.abi_glsl())
         return 0
     if args.command == "devices":
-        from .device import DEVICE_TYPES, default_device
+        from .device import devices
 
-        device = default_device()
-        for i, props in enumerate(device._manager.list_devices()):
-            mark = "*" if i == device.index else " "
-            print(f"{mark} {i}: {props['device_name']} ({DEVICE_TYPES.get(props['device_type'], '?')})")
+        for d in devices():
+            mark = "*" if d["default"] else " "
+            print(f"{mark} {d['index']}: {d['name']} ({d['type']}, buffers up to {d['max_buffer_bytes']} bytes)")
         return 0
     from .demo import run_demo
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import numpy_api, reference, testing
+from . import bench_runtime, numpy_api, reference, testing
 from .bindings import Binding
 from .command_list import CommandList
 from .descs import DESC_CLASSES
@@ -332,8 +332,10 @@ class Harness:
 
         t_in, t_out = Tensor.from_numpy(np.arange(256, dtype=np.uint32)), Tensor.empty((256,), np.uint32)
         record = {"kind": "latency", "op": "bit_not", "size": 1024,
-                  "seconds": wall_seconds(lambda: compiled.execute(bind_in, bind_out), repeats=2000),
-                  "tensor_seconds": wall_seconds(lambda: numpy_api.bit_not(t_in, out=t_out), repeats=2000)}
+                  "seconds": wall_seconds(lambda: (compiled.execute(bind_in, bind_out), d.synchronize()),
+                                          repeats=2000),
+                  "tensor_seconds": wall_seconds(lambda: (numpy_api.bit_not(t_in, out=t_out), d.synchronize()),
+                                                 repeats=2000)}
         if self.peers.torch:
             torch = self.peers.torch
             x = torch.zeros(256, dtype=torch.int32, device="cuda")
@@ -357,7 +359,7 @@ class Harness:
         commands.execute()
         assert testing.same_bits(buffer.read().view(np.uint32), x if count % 2 == 0 else reference.bit_not(x))
         record = {"kind": "command_list", "op": "bit_not", "count": count, "barriers": commands.barriers,
-                  "seconds_per_op": wall_seconds(commands.execute, repeats=20) / count}
+                  "seconds_per_op": wall_seconds(lambda: (commands.execute(), d.synchronize()), repeats=20) / count}
         commands.release()
         if self.peers.torch:
             torch = self.peers.torch
@@ -398,6 +400,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     parser.add_argument("--no-peers", action="store_true", help="skip PyTorch and CuPy")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--skip-kernels", action="store_true",
+                        help="skip the kernel-bandwidth cases (runtime, latency and front end only)")
+    parser.add_argument("--ballast-gib", type=float, default=None,
+                        help="device buffers held during the runtime cases (default 4, quick 0.25)")
     parser.add_argument("--ops", nargs="+", choices=[op.short for op in OPERATORS],
                         help="only these operators' kernel cases (default: all)")
     args = parser.parse_args(argv)
@@ -408,19 +414,26 @@ def main(argv=None) -> int:
     env = harness.environment()
     print(f"device: {env['device']} ({env['device_type']}; {env['driver']})", flush=True)
     env["clocks_warm_up"] = harness.warm_up(0.2 if args.quick else 2.0)
-    cases = [c for c in harness.kernel_cases() if not args.ops or c[0].short in args.ops]
+    cases = [] if args.skip_kernels else [
+        c for c in harness.kernel_cases() if not args.ops or c[0].short in args.ops]
     for case in _progress(cases, "kernels"):
         record = harness.run_kernel_case(*case)
         if record:
             harness.records.append(record)
     env["clocks_after_kernels"] = gpu_clocks()
-    harness.peer_kernel_records()
+    if not args.skip_kernels:
+        harness.peer_kernel_records()
     # Latency and command lists are timed on a warm GPU, like the kernels.
     harness.warm_up(0.2 if args.quick else 1.5)
     harness.latency_records()
     harness.warm_up(0.2 if args.quick else 1.5)
     harness.command_list_records(100 if args.quick else 1000)
     harness.front_end_records([64 * KiB] if args.quick else [64 * MiB, 256 * MiB])
+    held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None
+                                 else (0.25 if args.quick else 4.0))
+    harness.warm_up(0.2 if args.quick else 1.5)
+    harness.records += bench_runtime.records(harness.device, harness.peers.torch, wall_seconds, args.quick)
+    del held
     env["clocks_end"] = gpu_clocks()
     from .bench_report import write_report
 

@@ -48,6 +48,9 @@ def targets(records) -> list[dict]:
             rows.append({"target": "command list per op <= CUDA graph per op", "case": f"{r['count']} dependent bit_not",
                          "value": f"{r['seconds_per_op'] * 1e6:.2f} us vs {r['torch_graph_seconds_per_op'] * 1e6:.2f} us",
                          "met": r["seconds_per_op"] <= r["torch_graph_seconds_per_op"]})
+        if r["kind"] == "runtime" and "met" in r:
+            value = ", ".join(f"{k}={_fmt(v)}" for k, v in r.items() if k not in ("kind", "case", "target", "met"))
+            rows.append({"target": r["target"], "case": r["case"], "value": value, "met": r["met"]})
         if r["kind"] == "front_end" and "torch_seconds" in r:
             rows.append({"target": "numpy front end >= 0.9 x torch from_numpy->cuda->op->cpu",
                          "case": f"bit_not uint32 {r['size'] >> 20} MiB",
@@ -100,7 +103,7 @@ def markdown(env, records) -> str:
                 f"{by_size[s]:.0f}" if s in by_size else "" for s in sizes) + " |")
     lines += ["", "## End to end, latency, command lists", ""]
     for r in records:
-        if r["kind"] in ("front_end", "latency", "command_list"):
+        if r["kind"] in ("front_end", "latency", "command_list", "runtime"):
             lines.append("- " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.items()))
     return "\n".join(lines) + "\n"
 

@@ -20,8 +20,12 @@ import numpy as np
 from . import kernels, spirv
 from .bindings import check_bindings
 from .errors import ValidationError
-from .device import WORKGROUP_SIZE
+from .kernels import WORKGROUP_SIZE
+from .runtime import Program
 from .validation import validate
+
+#: Binding lists remembered per operator (as prepared dispatches, which hold no memory).
+_MEMO = 64
 
 
 def coalesce(sizes, strides_per_tensor):
@@ -95,10 +99,10 @@ class CompiledOperator:
         else:
             self._count = tensors[-1].element_count * out_type.size  # output bytes
             self._units = math.ceil(self._count / self.variant.unit_bytes)
-        self._spirv = spirv.load(self.variant.name)
-        self._spec = np.array(spec, dtype=np.uint32)
-        self._checked: dict = {}  # binding key -> checked ranges
-        self._recorded: dict = {}  # binding key -> (output buffer, device sequence key)
+        self._program = Program(self.variant.name, spirv.load(self.variant.name),
+                                np.array(spec, dtype=np.uint32), len(kernels.PUSH_FIELDS))
+        self._grid = kernels.grid(self._units)
+        self._launches: dict = {}  # binding key -> prepared dispatch
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -108,64 +112,37 @@ class CompiledOperator:
         return self.variant.layout
 
     def execute(self, inputs, outputs) -> None:
-        """Run once: `inputs` and `outputs` are lists of `Binding`, in the descriptor's order.
+        """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
+        descriptor's order. Returns at once; reading an output (or `device.synchronize()`)
+        waits for it.
 
         Raises:
-            ValidationError: the bindings break DirectML's rules (nothing runs).
+            ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
         key = _binding_key(inputs, outputs)
-        with self.device._lock:
+        launch = self._launches.get(key) if key is not None else None
+        if launch is None or not launch.valid:
             if self.device.closed:
                 raise ValidationError(self.op.dml_name, None, "device", "closed",
                                       "allowed: an operator of an open device")
-            # Hot path: the same bindings as before go straight to the recorded command buffer.
-            known = self._recorded.get(key)
-            if known is not None:
-                sequence = self.device._sequences.get(known[1])
-                if sequence is not None:
-                    sequence.eval()
-                    known[0]._host_current = False
-                    return
-            ranges = self.check(inputs, outputs, key)
-            sequence_key = self._run(ranges)
+            launch = self.launch(self.check(inputs, outputs))
             if key is not None:
-                if len(self._recorded) >= 64:
-                    self._recorded.clear()
-                self._recorded[key] = (ranges[-1].buffer, sequence_key)
+                if len(self._launches) >= _MEMO:
+                    self._launches.clear()
+                self._launches[key] = launch
+        self.device.enqueue(launch)
 
-    def check(self, inputs, outputs, key=None):
-        """The checked byte ranges of these bindings (memoised: bindings repeat in hot loops)."""
-        key = key or _binding_key(inputs, outputs)
-        ranges = self._checked.get(key) if key is not None else None
-        if ranges is None or any(r.buffer.released for r in ranges):
-            ranges = check_bindings(self.op, self._descs, inputs, outputs, self.device)
-            if key is not None:
-                if len(self._checked) >= 64:
-                    self._checked.clear()
-                self._checked[key] = ranges
-        return ranges
+    def check(self, inputs, outputs):
+        """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
+        return check_bindings(self.op, self._descs, inputs, outputs, self.device)
 
-    def _push(self, ranges) -> np.ndarray:
-        """Push constants (kernels.PUSH_FIELDS) for a dispatch over `ranges`."""
-        offsets = [r.start // 4 for r in ranges]
+    def launch(self, ranges):
+        """The runtime's prepared dispatch of this operator over checked `ranges`."""
+        offsets = [(r.buffer.arena_offset + r.start) // 4 for r in ranges]
         if len(ranges) == 2:
-            offsets.insert(1, 0)
-        return np.array(offsets + [self._count], dtype=np.uint32)
-
-    def _launch(self, ranges):
-        """(algorithm key, kp Algorithm, push constants) that run this operator over `ranges`."""
-        push = self._push(ranges)
-        key, algorithm = self.device._algorithm(
-            self.variant.name, self._spirv, self._spec, self._units, [r.buffer._tensor for r in ranges])
-        return key, algorithm, push
-
-    def _run(self, ranges, upload=(), download=()):
-        """Dispatch over checked ranges; `upload`/`download` are Buffers synced around it."""
-        key, algorithm, push = self._launch(ranges)
-        sequence_key = self.device._dispatch(key, algorithm, push, upload=[b._tensor for b in upload],
-                                             download=[b._tensor for b in download])
-        for b in upload:
-            b._host_current = True
-        output = ranges[-1].buffer
-        output._host_current = output in download
-        return sequence_key
+            offsets.insert(1, 0)  # the unused second input
+        push = np.array(offsets + [self._count], dtype=np.uint32)
+        return self.device.launch(self._program, self._grid, [r.buffer for r in ranges], push,
+                                  reads=[(r.buffer, r.start, r.end) for r in ranges[:-1]],
+                                  writes=[(ranges[-1].buffer, ranges[-1].start, ranges[-1].end)],
+                                  name=self.op.dml_name)

@@ -9,6 +9,7 @@ which variant runs a validated operator. Nothing here is typed twice:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .dtypes import DataType, Kind
@@ -18,6 +19,10 @@ from .operators import OPERATORS, Operator
 FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
 LAYOUTS = (FLAT, ROWS, GATHER, STRIDED)
 MAX_DIMS = 8
+WORKGROUP_SIZE = 256
+#: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.
+#: So one pipeline per grid size serves every tensor size.
+MAX_GROUPS = 1 << 16
 #: Push constants, in block order; every field is a uint. Offsets are in 32-bit words.
 PUSH_FIELDS = ("in_offset0", "in_offset1", "out_offset", "count")
 #: Specialization constant ids: the workgroup size, then MAX_DIMS each of sizes and strides.
@@ -72,6 +77,15 @@ class Variant:
             else:
                 defines[fact.upper()] = value
         return defines
+
+
+def grid(units: int) -> tuple[int, int, int]:
+    """A power-of-two grid of workgroups that covers `units` in at most two strides (x at most
+    2^15 wide: every Vulkan device allows 65535 groups per dimension)."""
+    needed = max(1, math.ceil(units / WORKGROUP_SIZE))
+    groups = min(1 << (needed.bit_length() - 1), MAX_GROUPS)
+    x = min(groups, 1 << 15)
+    return (x, groups // x, 1)
 
 
 def _fact(fact: str, in_type: DataType, out_type: DataType):

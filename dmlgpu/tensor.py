@@ -234,6 +234,12 @@ class Tensor:
 
         return _apply(op, inputs, out, None, None)
 
+    def to(self, device) -> "Tensor":
+        """This tensor on `device` (itself if it is there already; else a copy through the host)."""
+        if device is self.device:
+            return self
+        return Tensor.from_numpy(self.numpy(), device)
+
     def __repr__(self):
         layout = "" if self.is_packed and not self.offset else f" strides {self.strides} at byte {self.offset}"
         return f"<dmlgpu.Tensor {self.shape} {self.data_type.name}{layout} on {self.device.name}>"

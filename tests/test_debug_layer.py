@@ -5,13 +5,16 @@ import subprocess
 import sys
 
 BAD_BARRIER = """
-import dmlgpu
-device = dmlgpu.Device()
-buffer = device.allocate(64)
-sequence = device._manager.sequence()
+from dmlgpu.runtime import debug_layer, vulkan
+debug_layer.configure()
+context = vulkan.Context(0)
+commands = context.commands()
 # A shader-write access with only the transfer stage: VUID-vkCmdPipelineBarrier-srcAccessMask-02815.
-sequence.record(device._kp.OpMemoryBarrier([buffer._tensor], 0x40, 0x20, 0x1000, 0x800))
-sequence.eval()
+commands.barrier(0x40, 0x20, 0x1000, 0x800)
+commands.submit()
+commands.wait()
+commands.destroy()
+context.destroy()
 """
 CLEAN = """
 import numpy as np, dmlgpu

@@ -9,7 +9,7 @@ import pytest
 
 import dmlgpu
 from dmlgpu import kernels
-from dmlgpu.device import choose_device
+from dmlgpu.runtime import choose_device
 
 
 def run_python(code, **env):

@@ -63,6 +63,8 @@ def test_dependent_chain_in_place_is_right_every_time(device, rng):
 
 
 def test_barriers_only_where_executions_depend(device, rng):
+    if dmlgpu.debug_layer.requested():
+        pytest.skip("under DMLGPU_VALIDATION dependencies are whole arenas (what the layer sees)")
     not_op, _, size = _not_and_xor(device, 64)
     data = testing.sample(DataType.UINT32, (256,), rng)
     source = device.upload(data)

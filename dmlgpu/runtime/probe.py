@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 
-from .errors import DeviceError
+from ..errors import DeviceError
 
 _HINT = ("install a Vulkan driver (mesa-vulkan-drivers gives lavapipe on the CPU), or point the "
          "loader at one with VK_DRIVER_FILES; VK_LOADER_DEBUG=driver shows what the loader tried")

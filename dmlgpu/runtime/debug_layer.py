@@ -1,4 +1,5 @@
-"""DMLGPU_VALIDATION=1: run every device dmlgpu opens under the Khronos validation layer.
+"""DMLGPU_VALIDATION=1: run every device dmlgpu opens under the Khronos validation layer,
+with its synchronization validation (missing or wrong barriers between queued work).
 
 The layer's messages (errors and warnings) go to a log file, DMLGPU_VALIDATION_LOG (default:
 `dmlgpu-validation-<pid>.log` in the temp folder), where the test suite looks after every test;
@@ -13,6 +14,7 @@ import tempfile
 _SETTINGS = """khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG
 khronos_validation.report_flags = error,warn
 khronos_validation.log_filename = {log}
+khronos_validation.enables = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT
 """
 LAYER = "VK_LAYER_KHRONOS_validation"
 _configured = False

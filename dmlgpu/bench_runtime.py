@@ -1,0 +1,216 @@
+"""The runtime's targets (`python -m dmlgpu bench`): wall clock, PyTorch in the same run.
+
+Measured in a process that also holds `ballast_gib` of device buffers and 200 compiled
+operators, as a real program would, since a runtime's costs may grow with what it holds:
+- a tiny resident operation with `out=`, submit -> done;
+- a tiny `~t` with a new result, submit -> done;
+- 1,000 dependent tiny operations issued from Python, one synchronize at the end;
+- a command list of 1,000 dependent tiny operations replayed (against a CUDA graph);
+- 256 MiB resident operations, every operator x width, submit -> done;
+- 100,000 `u = ~t` with results dropped: reserved memory, host RSS, live objects before/after.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import numpy_api, testing
+from .bindings import Binding
+from .command_list import CommandList
+from .descs import DESC_CLASSES
+from .dtypes import DataType
+from .operators import OPERATORS
+from .tensor import Tensor
+from .tensor_desc import TensorDesc
+
+MiB, GiB = 1 << 20, 1 << 30
+WIDTH_TYPES = {8: DataType.UINT8, 16: DataType.INT16, 32: DataType.INT32, 64: DataType.INT64}
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _row(name, target, ours, peer=None, peer_name="torch", limit=None, **extra) -> dict:
+    record = {"kind": "runtime", "case": name, "target": target, "seconds": ours, **extra}
+    if peer is not None:
+        record[f"{peer_name}_seconds"] = peer
+        record["ratio"] = ours / peer
+        if limit is not None:
+            record["met"] = ours <= limit * peer
+    return record
+
+
+def ballast(device, gib: float) -> list:
+    """Buffers of `gib` GiB in all and 200 compiled operators, kept alive by the caller."""
+    held = []
+    chunk = min(device.max_buffer_size // 2, 1 * GiB)
+    left = int(gib * GiB)
+    while left > 0:
+        held.append(device.allocate(min(chunk, left), zero_fill=False))
+        left -= chunk
+    for n in range(1, 201):
+        desc = TensorDesc(DataType.UINT32, [n])
+        held.append(device.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc)))
+    return held
+
+
+def records(device, torch, wall_seconds, quick: bool) -> list[dict]:
+    out = []
+    sync = device.synchronize
+    tsync = torch.cuda.synchronize if torch else None
+    n = 256  # 1 KiB of uint32
+    x = testing.sample(DataType.UINT32, (n,), np.random.default_rng(1))
+    with device:
+        t, o = Tensor.from_numpy(x), Tensor.empty((n,), np.uint32)
+        tb = Tensor.from_numpy(x[::-1].copy())
+    if torch:
+        tx = torch.from_numpy(x.view(np.int32)).cuda()
+        ty, tz = torch.empty_like(tx), tx.flip(0).contiguous()
+
+    def tiny_out():
+        numpy_api.bit_not(t, out=o)
+        sync()
+
+    def tiny_new():
+        ~t  # noqa: B018
+        sync()
+    peer_out = peer_new = None
+    if torch:
+        def peer_out_fn():
+            torch.bitwise_not(tx, out=ty)
+            tsync()
+
+        def peer_new_fn():
+            ~tx  # noqa: B018
+            tsync()
+        peer_out, peer_new = wall_seconds(peer_out_fn, repeats=3000), wall_seconds(peer_new_fn, repeats=3000)
+    ours_out, ours_new = wall_seconds(tiny_out, repeats=3000), wall_seconds(tiny_new, repeats=3000)
+    out.append(_row("bit_not(t, out=o) 1 KiB + synchronize", "<= 1.5 x torch", ours_out, peer_out, limit=1.5))
+    out.append(_row("u = ~t 1 KiB + synchronize", "<= 2 x torch", ours_new, peer_new, limit=2.0))
+    out.append({"kind": "runtime", "case": "tiny ~t / tiny bit_not(out=) (same device)",
+                "target": "<= 2", "ratio": ours_new / ours_out, "met": ours_new <= 2 * ours_out})
+
+    count = 1000
+    a = Tensor.from_numpy(x)
+
+    def chain():
+        for _ in range(count):
+            numpy_api.bit_xor(a, tb, out=a)
+        sync()
+    peer_chain = None
+    if torch:
+        ta = tx.clone()
+
+        def peer_chain_fn():
+            for _ in range(count):
+                torch.bitwise_xor(ta, tz, out=ta)
+            tsync()
+        peer_chain = wall_seconds(peer_chain_fn, repeats=10) / count
+    out.append(_row(f"{count} dependent bit_xor(a, b, out=a) from Python, one synchronize",
+                    "<= 2 x torch eager per op", wall_seconds(chain, repeats=10) / count, peer_chain, limit=2.0))
+    assert testing.same_bits(a.numpy(), x), "chain result"  # 11 runs x 1000 XORs with b: even
+
+    desc = TensorDesc(DataType.UINT32, [n])
+    compiled = device.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc))
+    buffer = device.upload(x)
+    commands = CommandList(device)
+    for _ in range(count):
+        commands.record(compiled, [Binding(buffer, 0, 4 * n)], [Binding(buffer, 0, 4 * n)])
+
+    def replay():
+        commands.execute()
+        sync()
+    ours_list = wall_seconds(replay, repeats=20) / count
+    assert testing.same_bits(buffer.read().view(np.uint32), x), "command list result"
+    peer_graph = None
+    if torch:
+        y = torch.zeros(n, dtype=torch.int32, device="cuda")
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                y.bitwise_not_()
+        tsync()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(count):
+                y.bitwise_not_()
+
+        def graph_replay():
+            graph.replay()
+            tsync()
+        peer_graph = wall_seconds(graph_replay, repeats=20) / count
+    out.append(_row(f"command list of {count} dependent bit_not, replay + synchronize",
+                    "<= 1.0 x CUDA graph per op", ours_list, peer_graph, peer_name="torch_graph", limit=1.0,
+                    barriers=commands.barriers))
+    commands.release()
+
+    big = (16 if quick else 256) * MiB
+    for op in OPERATORS:
+        if not op.newest.input_types or (torch and not _torch_op(torch, op)):
+            continue
+        for bits, data_type in WIDTH_TYPES.items():
+            if data_type not in op.newest.input_types:
+                continue
+            count_el = big // data_type.size
+            with device:
+                inputs = [Tensor.empty((count_el,), data_type.numpy) for _ in op.inputs]
+                result = Tensor.empty((count_el,), op.newest.output_types[-1].numpy
+                                      if not op.same_type else data_type.numpy)
+            fn = getattr(numpy_api, op.short)
+
+            def ours_big():
+                fn(*inputs, out=result)
+                sync()
+            peer_big = None
+            if torch:
+                dt = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[bits]
+                px = [torch.zeros(count_el, dtype=dt, device="cuda") for _ in op.inputs]
+                py = torch.empty_like(px[0])
+                peer_fn = _torch_op(torch, op)
+
+                def peer_big_fn():
+                    peer_fn(*px, out=py)
+                    tsync()
+                peer_big = wall_seconds(peer_big_fn, repeats=20)
+            ours = wall_seconds(ours_big, repeats=20)
+            record = _row(f"{op.short} {big >> 20} MiB {data_type.name} resident + synchronize",
+                          ">= 0.95 x torch speed", ours, peer_big, limit=1 / 0.95, bytes=big)
+            out.append(record)
+            del inputs, result
+            if torch:
+                del px, py
+    device.empty_cache()
+
+    iterations = 10_000 if quick else 100_000
+    with device:
+        small = Tensor.from_numpy(x)
+    for _ in range(1000):
+        u = ~small
+    sync()
+    before, rss = device.memory_stats(), _rss()
+    for _ in range(iterations):
+        u = ~small
+    sync()
+    after = device.memory_stats()
+    del u
+    out.append({"kind": "runtime", "case": f"{iterations} x u = ~t, results dropped",
+                "target": "reserved grows by <= 2 arenas; RSS, pipelines, buffers flat",
+                "arenas_before": before["arenas"], "arenas_after": after["arenas"],
+                "reserved_before": before["reserved_bytes"], "reserved_after": after["reserved_bytes"],
+                "pipelines_before": before["pipelines"], "pipelines_after": after["pipelines"],
+                "command_buffers_before": before["command_buffers"], "command_buffers_after": after["command_buffers"],
+                "live_buffers_before": before["live_buffers"], "live_buffers_after": after["live_buffers"],
+                "rss_growth_mib": (_rss() - rss) / MiB,
+                "met": after["reserved_bytes"] - before["reserved_bytes"] <= 2 * after["arena_bytes"]
+                and after["pipelines"] == before["pipelines"]
+                and after["live_buffers"] == before["live_buffers"] and _rss() - rss < 16 * MiB})
+    return out
+
+
+def _torch_op(torch, op):
+    """PyTorch's operator with the same meaning (none for BIT_COUNT and SIGN's NaN rule aside)."""
+    name = {"bit_not": "bitwise_not", "bit_xor": "bitwise_xor", "sign": "sign"}.get(op.short)
+    return getattr(torch, name) if name else None

@@ -1,0 +1,21 @@
+"""dmlgpu's runtime: the only layer that talks to Vulkan (through Kompute, in `vulkan`).
+
+Its interface to the layers above: `Device` (pooled `Buffer`s, `allocate`/`upload`, a stream
+of queued work with `synchronize`, `memory_stats`/`empty_cache`, `launch`/`enqueue` of
+`Program`s, recorded lists, GPU timing), `devices()` and the current-device context.
+"""
+from .device import (
+    DEVICE_TYPES,
+    Buffer,
+    Device,
+    Launch,
+    Program,
+    choose_device,
+    current_device,
+    devices,
+    open_devices,
+)
+from . import debug_layer
+
+__all__ = ["DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "choose_device", "current_device",
+           "debug_layer", "devices", "open_devices"]

@@ -1,0 +1,562 @@
+"""A Vulkan device as dmlgpu's runtime sees it: pooled memory, one stream, pipelines per arena.
+
+- Memory: `Buffer`s are blocks of pooled arenas (`memory.MemoryPool`). Where the device's own
+  memory is host-visible (CPU drivers such as lavapipe, integrated GPUs), arenas are mapped and
+  read and written in place; elsewhere transfers go through pooled host-visible staging memory
+  in chunks, so host copies overlap the device's copies.
+- Work: queued on the device's `Stream` and returned from at once; the host waits only to read
+  (`Buffer.read`), to write memory the device may still use, and in `synchronize()`.
+- Pipelines: one per program (a shader variant with its specialization) × grid × the arenas it
+  binds, so creating buffers or results never compiles one in steady state. Offsets into the
+  arenas travel as push constants.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from ..errors import DeviceError, DeviceMemoryError, ValidationError
+from . import debug_layer, vulkan
+from .memory import MemoryPool
+from .probe import physical_device_count
+from .stream import Stream
+
+#: VkPhysicalDeviceType, and the order in which the default device is chosen.
+DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
+_PREFERENCE = (2, 1, 3, 0, 4)
+#: Device types whose device memory the host can map (no staging copies needed).
+_MAPPED_TYPES = ("CPU", "integrated GPU")
+#: Shared arenas hold at most this much (or the device's maxStorageBufferRange if smaller).
+ARENA_BYTES = 256 << 20
+#: Host transfers through staging memory go in chunks of this size, several in flight.
+STAGING_CHUNK = 16 << 20
+STAGING_ARENA = 64 << 20
+_SERIALS = itertools.count(1)
+_CURRENT = threading.local()
+
+
+def is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def devices() -> list[dict]:
+    """Every Vulkan device: index, name, type, memory (heap bytes, if reported), buffer limit."""
+    debug_layer.configure()
+    physical_device_count()
+    found = vulkan.Context.list_devices()
+    return [{"index": i, "name": d["device_name"], "type": DEVICE_TYPES.get(d["device_type"], "unknown"),
+             "max_buffer_bytes": int(d["max_storage_buffer_range"]) // 16 * 16,
+             "default": i == choose_device(found)} for i, d in enumerate(found)]
+
+
+def choose_device(found: list[dict]) -> int:
+    """Index of the default device: DMLGPU_DEVICE if set, else a GPU before a CPU driver."""
+    override = os.environ.get("DMLGPU_DEVICE")
+    if override is not None:
+        if not override.strip().isdigit() or int(override) >= len(found):
+            raise DeviceError(f"DMLGPU_DEVICE={override!r} names no device; there are "
+                              f"{len(found)}: {', '.join(d['device_name'] for d in found)}")
+        return int(override)
+    return min(range(len(found)), key=lambda i: (_PREFERENCE.index(found[i]["device_type"]), i))
+
+
+def current_device():
+    """The device made current for this thread by `with device:`, or None."""
+    stack = getattr(_CURRENT, "stack", None)
+    return stack[-1] if stack else None
+
+
+class Program:
+    """What a dispatch runs: SPIR-V with its specialization constants and push-constant size."""
+
+    __slots__ = ("name", "spirv", "spec", "push_words", "key")
+
+    def __init__(self, name: str, spirv: bytes, spec: np.ndarray, push_words: int):
+        self.name = name
+        self.spirv = spirv
+        self.spec = spec
+        self.push_words = push_words
+        self.key = (name, spec.tobytes())
+
+
+class Launch:
+    """One dispatch ready to queue: pipeline, push constants and the ranges it reads and writes.
+
+    Made once per operator and binding list (the blocks of live buffers never move), so a
+    repeated execution costs a dependency check and one recorded dispatch. It holds its
+    buffers weakly: a remembered launch never keeps memory alive.
+    """
+
+    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers")
+
+    def __init__(self, device, name, pipeline, push, reads, writes, buffers):
+        self.device = device
+        self.name = name
+        self.pipeline = pipeline
+        self.push = push
+        self.reads = reads
+        self.writes = writes
+        self.buffers = tuple(weakref.ref(b) for b in buffers)
+
+    @property
+    def valid(self) -> bool:
+        if self.pipeline.handle is None:
+            return False
+        for ref in self.buffers:
+            buffer = ref()
+            if buffer is None or buffer.released:
+                return False
+        return True
+
+
+class Device:
+    """A Vulkan device (DirectML's IDMLDevice, in spirit): memory, a stream of work, pipelines.
+
+    Args:
+        index: Vulkan physical-device index; None picks DMLGPU_DEVICE, else the first GPU,
+            else a CPU implementation such as lavapipe.
+
+    `with device:` makes it the current device of the calling thread: the numpy front end and
+    new Tensors use it.
+    """
+
+    def __init__(self, index: int | None = None):
+        debug_layer.configure()  # DMLGPU_VALIDATION=1: before the process's first instance
+        physical_device_count()  # kp aborts the process when there is no driver: ask first
+        context = vulkan.Context(0)
+        found = context.devices()
+        if index is None:
+            index = choose_device(found)
+        elif not is_int(index) or not 0 <= index < len(found):
+            context.destroy()
+            raise DeviceError(f"device index {index!r} is out of range; there are {len(found)}")
+        if index != 0:
+            context.destroy()
+            context = vulkan.Context(int(index))
+        self._context = context
+        self.index = int(index)
+        self.properties = dict(found[index])
+        self.name = self.properties["device_name"]
+        self.type = DEVICE_TYPES.get(self.properties["device_type"], "unknown")
+        self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16
+        self.mapped = self.type in _MAPPED_TYPES
+        self._whole_arenas = debug_layer.requested()
+        self._lock = threading.RLock()
+        self._pipelines: dict = {}
+        self._memory = MemoryPool(lambda n: context.memory(n, self.mapped),
+                                  min(ARENA_BYTES, self.max_buffer_size), self._drop_pipelines)
+        self._staging = None if self.mapped else MemoryPool(
+            lambda n: context.memory(n, True), STAGING_ARENA)
+        self._stream = Stream(context)
+        self._stream.on_complete = self._reclaim
+        self._buffers: weakref.WeakSet = weakref.WeakSet()
+        self.closed = False
+        _DEVICES.add(self)
+
+    def __repr__(self):
+        return f"<dmlgpu.Device {self.index}: {self.name} ({self.type})>"
+
+    @property
+    def label(self) -> str:
+        """'device 1 (NVIDIA H200)': names a device in messages, also among identical ones."""
+        return f"device {self.index} ({self.name})"
+
+    def __enter__(self):
+        stack = getattr(_CURRENT, "stack", None)
+        if stack is None:
+            stack = _CURRENT.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _CURRENT.stack.pop()
+        return False
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.type == "CPU"
+
+    @property
+    def driver(self) -> str:
+        """Vulkan API version and the driver's version number, for reports."""
+        api = self.properties["api_version"]
+        return (f"Vulkan {api >> 22}.{(api >> 12) & 0x3FF}.{api & 0xFFF}, "
+                f"driver 0x{self.properties['driver_version']:08x}")
+
+    @property
+    def live_buffers(self) -> int:
+        """Device buffers allocated and not yet released."""
+        return len(self._buffers)
+
+    def _check_open(self, what="device"):
+        if self.closed:
+            raise ValidationError("dmlgpu", None, what, "closed", "allowed: an open Device")
+
+    # -- memory ----------------------------------------------------------------------------
+    def allocate(self, size_in_bytes: int, *, zero_fill: bool = True) -> "Buffer":
+        """A device buffer of `size_in_bytes` bytes, zero-filled on the device unless asked not to."""
+        self._check_open()
+        if not is_int(size_in_bytes) or not 1 <= size_in_bytes <= self.max_buffer_size:
+            raise ValidationError("dmlgpu", None, "size_in_bytes", size_in_bytes,
+                                  f"allowed: 1 to {self.max_buffer_size} bytes (the device's "
+                                  "maxStorageBufferRange)")
+        with self._lock:
+            buffer = Buffer(self, int(size_in_bytes), self._take(self._memory, int(size_in_bytes)))
+            if zero_fill:
+                self._fill(buffer)
+            return buffer
+
+    def upload(self, array) -> "Buffer":
+        """A device buffer holding a copy of `array`'s bytes (C order).
+
+        Its size is rounded up to a multiple of 4, as DirectML requires of bound buffers, so a
+        tensor's data uploaded this way can be bound as that tensor.
+        """
+        data = as_bytes(array)
+        size = max(4, -(-data.size // 4) * 4)
+        with self._lock:
+            buffer = self.allocate(size, zero_fill=False)
+            if size > data.size:  # the padding bytes are defined: zero
+                buffer._write(np.zeros(size - data.size, np.uint8), data.size, fresh=True)
+            buffer._write(data, 0, fresh=True)
+            return buffer
+
+    def _take(self, pool: MemoryPool, nbytes: int):
+        """A block, reusing memory freed by finished work before growing the pool."""
+        block = pool.allocate(nbytes, grow=False)
+        if block is None:
+            self._stream.poll()  # retire finished batches, reclaim what they freed
+            block = pool.allocate(nbytes, grow=False)
+        while block is None and pool.parked_bytes >= nbytes:
+            self._stream.wait(pool.oldest_parked())  # memory freed by queued work: wait for it
+            block = pool.allocate(nbytes, grow=False)
+        if block is None:
+            try:
+                block = pool.allocate(nbytes)
+            except DeviceMemoryError:
+                self.synchronize()  # everything parked comes back
+                try:
+                    block = pool.allocate(nbytes)
+                except DeviceMemoryError as exc:
+                    raise DeviceMemoryError(f"{self.label} could not allocate {nbytes} bytes: {exc}") from exc
+        return block
+
+    def _reclaim(self, completed: int) -> None:
+        self._memory.reclaim(completed)
+        if self._staging is not None:
+            self._staging.reclaim(completed)
+
+    def memory_stats(self) -> dict:
+        """Bytes in use, reserved, peak; arenas and dedicated buffers; staging; pipelines."""
+        with self._lock:
+            stats = self._memory.stats()
+            stats["staging_reserved_bytes"] = self._staging.stats()["reserved_bytes"] if self._staging else 0
+            stats["pipelines"] = len(self._pipelines)
+            stats["live_buffers"] = len(self._buffers)
+            stats["command_buffers"] = self._stream.command_buffers
+            stats["submits"] = self._stream.submits
+            stats["barriers"] = self._stream.barriers
+            return stats
+
+    def empty_cache(self) -> None:
+        """Give back to the driver every arena no live buffer uses (after queued work ends)."""
+        with self._lock:
+            self._check_open()
+            self.synchronize()
+            self._memory.release_unused()
+            if self._staging is not None:
+                self._staging.release_unused()
+
+    # -- work ------------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Wait until all queued work has finished."""
+        with self._lock:
+            if not self.closed:
+                self._stream.synchronize()
+
+    def launch(self, program: Program, grid, bindings, push, reads, writes, name: str) -> Launch:
+        """Prepare a dispatch of `program` over `grid` binding `bindings` (Buffers, in order).
+
+        `reads`/`writes` are (Buffer, start, end) byte ranges for dependency tracking.
+        """
+        arenas = tuple(b._block.arena for b in bindings)
+        key = (program.key, tuple(grid), tuple(a.id for a in arenas))
+        with self._lock:
+            pipeline = self._pipelines.get(key)
+            if pipeline is None:
+                pipeline = self._pipelines[key] = self._context.pipeline(
+                    program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
+        return Launch(self, name, pipeline, np.ascontiguousarray(push, np.uint32),
+                      [self._span(b._block, s, e) for b, s, e in reads],
+                      [self._span(b._block, s, e) for b, s, e in writes],
+                      tuple({id(b): b for b in bindings}.values()))
+
+    def enqueue(self, launch: Launch) -> None:
+        """Queue one prepared dispatch behind the work it depends on; returns at once."""
+        with self._lock:
+            stream = self._stream
+            stream.order(launch.reads, launch.writes).dispatch(launch.pipeline.handle, launch.push)
+            position = stream.position
+            for ref in launch.buffers:
+                ref().last_use = position
+            stream.queued(launch.name)
+
+    def record(self, steps, name: str):
+        """Record a list of launches (with None for a barrier) into a reusable command buffer."""
+        with self._lock:
+            commands = self._context.commands()
+            commands.barrier()  # earlier work in the stream -> this list
+            for step in steps:
+                if step is None:
+                    commands.barrier()
+                else:
+                    commands.dispatch(step.pipeline.handle, step.push)
+            commands.host_barrier()
+            return Recorded(self, commands, name)
+
+    def time_dispatches(self, launch: Launch, repeats: int) -> np.ndarray:
+        """GPU seconds of `repeats` back-to-back runs of `launch`, each behind a barrier."""
+        with self._lock:
+            self.synchronize()
+            commands = self._context.commands(2 * repeats)
+            try:
+                for _ in range(repeats):
+                    commands.dispatch(launch.pipeline.handle, launch.push)
+                    commands.barrier()
+                commands.submit()
+                commands.wait()
+                ticks = np.array(commands.timestamps(), dtype=np.float64)
+            finally:
+                commands.destroy()
+            for ref in launch.buffers:
+                ref().last_use = self._stream.completed
+        seconds = ticks * self.properties["timestamp_period"] * 1e-9
+        return seconds[1::2][:repeats] - seconds[0::2][:repeats]
+
+    def _fill(self, buffer: "Buffer") -> None:
+        block = buffer._block
+        size = -(-buffer.size_in_bytes // 4) * 4
+        if block.arena.memory.mapped:  # a fresh block: no queued work can touch it
+            block.arena.memory.view[block.offset:block.offset + size] = 0
+            return
+        stream = self._stream
+        stream.order((), [self._span(block, 0, size)]).fill(
+            block.arena.memory.handle, block.offset, size, 0)
+        buffer.last_use = stream.position
+        stream.queued("zero fill")
+
+    def _span(self, block, start: int, end: int) -> tuple:
+        """(arena id, start, end) of bytes [start, end) of `block`, as the stream tracks them.
+
+        Under DMLGPU_VALIDATION the whole arena: the validation layer's synchronization checks
+        see what a descriptor binds (the whole arena), not the bytes a shader touches, so there
+        every access to an arena is ordered after the last write to it.
+        """
+        if self._whole_arenas:
+            return (block.arena.id, 0, block.arena.nbytes)
+        return (block.arena.id, block.offset + start, block.offset + end)
+
+    def _drop_pipelines(self, arena) -> None:
+        for key in [k for k in self._pipelines if arena.id in k[2]]:
+            pipeline = self._pipelines.pop(key)
+            pipeline.destroy()
+            pipeline.handle = None
+
+    # -- host transfers --------------------------------------------------------------------
+    def _write(self, buffer: "Buffer", data: np.ndarray, offset: int, fresh: bool) -> None:
+        block = buffer._block
+        start = block.offset + offset
+        memory = block.arena.memory
+        stream = self._stream
+        if memory.mapped:
+            if not fresh and buffer.last_use > stream.completed:
+                stream.wait(buffer.last_use)  # the device may still read or write these bytes
+            memory.view[start:start + data.size] = data
+            return
+        for lo in range(0, data.size, STAGING_CHUNK):
+            piece = data[lo:lo + STAGING_CHUNK]
+            staging = self._take(self._staging, piece.size)
+            staging.arena.memory.view[staging.offset:staging.offset + piece.size] = piece
+            stream.order((), [self._span(block, offset + lo, offset + lo + piece.size)]).copy(
+                staging.arena.memory.handle, memory.handle, staging.offset, start + lo, piece.size)
+            buffer.last_use = stream.position
+            stream.queued("upload")
+            self._staging.free(staging, stream.position)
+            if piece.size >= (1 << 20):
+                stream.flush()  # let the device copy this piece while the host fills the next
+
+    def _read(self, buffer: "Buffer", offset: int, size: int, out: np.ndarray | None = None) -> np.ndarray:
+        block = buffer._block
+        start = block.offset + offset
+        memory = block.arena.memory
+        stream = self._stream
+        result = np.empty(size, np.uint8) if out is None else out
+        if memory.mapped:
+            if buffer.last_use > stream.completed:
+                stream.wait(buffer.last_use)
+            result[:] = memory.view[start:start + size]
+            return result
+        pending = []
+        window = max(1, STAGING_ARENA // STAGING_CHUNK)
+        for lo in range(0, size, STAGING_CHUNK):
+            n = min(STAGING_CHUNK, size - lo)
+            staging = self._take(self._staging, n)
+            stream.order([self._span(block, offset + lo, offset + lo + n)], ()).copy(
+                memory.handle, staging.arena.memory.handle, start + lo, staging.offset, n)
+            stream.queued("download")
+            stream.flush()
+            pending.append((stream.position - 1, lo, n, staging))
+            if len(pending) >= window:
+                self._land(pending.pop(0), result)
+        for item in pending:
+            self._land(item, result)
+        return result
+
+    def _land(self, item, result) -> None:
+        position, lo, n, staging = item
+        self._stream.wait(position)
+        result[lo:lo + n] = staging.arena.memory.view[staging.offset:staging.offset + n]
+        self._staging.free(staging)
+
+    # -- lifetime --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish queued work, then release every buffer, pipeline and the Vulkan device.
+
+        Done for every open device at interpreter exit; buffers, operators and command lists of
+        a closed device raise ValidationError when used.
+        """
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self._stream.synchronize()
+            except DeviceError:
+                pass
+            for buffer in list(self._buffers):
+                buffer.release()
+            self._stream.destroy()
+            for pipeline in self._pipelines.values():
+                pipeline.destroy()
+                pipeline.handle = None
+            self._pipelines.clear()
+            self._memory.destroy()
+            if self._staging is not None:
+                self._staging.destroy()
+            self.closed = True
+            self._context.destroy()
+
+
+class Recorded:
+    """A command buffer recorded once (a command list) and submitted on the stream on demand."""
+
+    def __init__(self, device, commands, name):
+        self.device = device
+        self._commands = commands
+        self.name = name
+
+    def submit(self, buffers) -> None:
+        device = self.device
+        with device._lock:
+            device._stream.submit_recorded(self._commands, self.name)
+            position = device._stream.position - 1
+            for buffer in buffers:
+                buffer.last_use = position
+
+    def destroy(self) -> None:
+        device = self.device
+        with device._lock:
+            if device.closed:
+                return
+            device._stream.synchronize()
+            self._commands.destroy()
+
+
+def as_bytes(array) -> np.ndarray:
+    if not isinstance(array, (np.ndarray, bytes, bytearray, memoryview)):
+        raise ValidationError("dmlgpu", None, "array", type(array).__name__,
+                              "allowed: a numpy array or a bytes-like object")
+    if isinstance(array, np.ndarray):
+        return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return np.frombuffer(array, dtype=np.uint8)
+
+
+class Buffer:
+    """Device memory (DirectML binds ID3D12Resource buffers; this is its Vulkan stand-in).
+
+    A block of one of the device's pooled arenas. Reads wait for the work queued on it; writes
+    are queued behind that work (or wait for it, where the device's memory is mapped).
+    """
+
+    def __init__(self, device: Device, size_in_bytes: int, block):
+        self.device = device
+        self.size_in_bytes = size_in_bytes
+        self.serial = next(_SERIALS)  # never reused, unlike id(): keys caches of bound ranges
+        self._block = block
+        self.last_use = 0  # stream position of the last queued work on this buffer
+        device._buffers.add(self)
+
+    def __repr__(self):
+        state = "released" if self.released else f"{self.size_in_bytes} bytes"
+        return f"<dmlgpu.Buffer {state} on {self.device.name}>"
+
+    @property
+    def released(self) -> bool:
+        return self._block is None or self.device.closed
+
+    @property
+    def arena_offset(self) -> int:
+        """Where the buffer starts in the memory its dispatches bind (a multiple of 256)."""
+        return self._block.offset
+
+    def _check_range(self, offset, size, what):
+        if self.released:
+            raise ValidationError("dmlgpu", None, "buffer", "released buffer", "allowed: a live Buffer")
+        if not is_int(offset) or not is_int(size) or offset < 0 or size < 0 \
+                or offset + size > self.size_in_bytes:
+            raise ValidationError("dmlgpu", None, what, (offset, size),
+                                  f"allowed: a range inside the buffer's {self.size_in_bytes} bytes")
+
+    def read(self, offset: int = 0, size: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """Copy `size` bytes from `offset` (default: to the end) into a new uint8 array (or `out`)."""
+        with self.device._lock:
+            size = self.size_in_bytes - offset if size is None and is_int(offset) else size
+            self._check_range(offset, size, "read range")
+            return self.device._read(self, int(offset), int(size), out)
+
+    def write(self, array, offset: int = 0) -> None:
+        """Copy the bytes of `array` (C order) into the buffer at `offset`, after queued work."""
+        data = as_bytes(array)
+        with self.device._lock:
+            self._check_range(offset, data.size, "write range")
+            if data.size:
+                self._write(data, int(offset), fresh=False)
+
+    def _write(self, data, offset, fresh):
+        self.device._write(self, data, offset, fresh)
+
+    def release(self) -> None:
+        """Return the memory to the pool now (after queued work on it; also done by GC)."""
+        device = self.device
+        with device._lock:
+            block, self._block = self._block, None
+            if block is None or device.closed:
+                return
+            device._buffers.discard(self)
+            device._memory.free(block, self.last_use if self.last_use > device._stream.completed else None)
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown: kp may already be gone
+            pass
+
+
+_DEVICES: weakref.WeakSet = weakref.WeakSet()
+
+
+def open_devices() -> list[Device]:
+    return list(_DEVICES)

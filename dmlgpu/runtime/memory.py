@@ -1,0 +1,245 @@
+"""Pooled device memory: ranges sub-allocated from a few large buffers ("arenas").
+
+Modelled on CuPy's `SingleDeviceMemoryPool` and PyTorch's caching allocator. A kp tensor costs
+one or two `vkAllocateMemory` and every buffer a pipeline is bound to needs a pipeline of its
+own, so memory comes from arenas of `arena_bytes` each, split into blocks: a free block is kept
+in a bin of its size and merged with free neighbours, and allocations take the smallest free
+block that fits (best fit). An allocation larger than half an arena gets a dedicated buffer,
+kept for reuse after it is freed until `empty_cache()`.
+
+Frees are stream-ordered: a block freed while queued or running work may still use it is
+parked with the stream position after which it is free (`Stream.position`), and only returns
+to the bins once the stream has completed that far.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+
+from ..errors import DeviceMemoryError
+
+#: Every block starts at a multiple of this: Vulkan's largest allowed
+#: minStorageBufferOffsetAlignment, and a multiple of DirectML's 16-byte binding alignment.
+ALIGNMENT = 256
+_IDS = itertools.count(1)
+
+
+def _round(nbytes: int) -> int:
+    return max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+
+
+class Arena:
+    """One device buffer that blocks are carved from (or one dedicated allocation)."""
+
+    __slots__ = ("memory", "id", "nbytes", "dedicated", "used", "__weakref__")
+
+    def __init__(self, memory, dedicated: bool):
+        self.memory = memory
+        self.id = next(_IDS)
+        self.nbytes = memory.nbytes
+        self.dedicated = dedicated
+        self.used = 0  # bytes in live or parked blocks
+
+
+class Block:
+    """A byte range [offset, offset + size) of an arena."""
+
+    __slots__ = ("arena", "offset", "size", "free", "prev", "next")
+
+    def __init__(self, arena, offset, size, prev=None, next=None):
+        self.arena = arena
+        self.offset = offset
+        self.size = size
+        self.free = False
+        self.prev = prev
+        self.next = next
+
+
+class MemoryPool:
+    """Blocks of one kind of memory (device-local, or host-mapped) of one device.
+
+    Args:
+        allocate_memory: nbytes -> memory object (with `.nbytes`, `.destroy()`).
+        arena_bytes: the size of each shared arena.
+        on_release: called with an arena before its memory is destroyed (drop pipelines).
+    """
+
+    def __init__(self, allocate_memory, arena_bytes: int, on_release=None):
+        self._allocate_memory = allocate_memory
+        self.arena_bytes = arena_bytes // ALIGNMENT * ALIGNMENT
+        self._on_release = on_release
+        self.arenas: list[Arena] = []
+        self._sizes: list[int] = []  # sorted sizes that have free shared blocks
+        self._bins: dict[int, list[Block]] = {}
+        self._dedicated_free: list[Block] = []
+        self._parked: list[tuple[int, Block]] = []  # (stream position, block)
+        self.in_use = 0
+        self.peak = 0
+
+    # -- allocation ------------------------------------------------------------------------
+    def allocate(self, nbytes: int, grow: bool = True) -> Block | None:
+        """A block of at least `nbytes`: a free one, else (if `grow`) from new memory.
+
+        Returns None when nothing free fits and `grow` is False; raises DeviceMemoryError when
+        the device has no memory left.
+        """
+        size = _round(nbytes)
+        block = self._take(size)
+        if block is None:
+            if not grow:
+                return None
+            block = self._grow(size)
+        block.free = False
+        block.arena.used += block.size
+        self.in_use += block.size
+        self.peak = max(self.peak, self.in_use)
+        return block
+
+    def _take(self, size: int):
+        if size > self.arena_bytes // 2:
+            for i, block in enumerate(self._dedicated_free):
+                if size <= block.size <= size + size // 4:
+                    return self._dedicated_free.pop(i)
+            return None
+        i = bisect.bisect_left(self._sizes, size)
+        if i == len(self._sizes):
+            return None
+        found = self._sizes[i]
+        block = self._unbin(found)
+        if block.size - size >= ALIGNMENT:  # split off the rest as a free block
+            rest = Block(block.arena, block.offset + size, block.size - size, block, block.next)
+            if block.next is not None:
+                block.next.prev = rest
+            block.next = rest
+            block.size = size
+            self._bin(rest)
+        return block
+
+    def _grow(self, size: int) -> Block:
+        dedicated = size > self.arena_bytes // 2
+        nbytes = size if dedicated else self.arena_bytes
+        try:
+            memory = self._allocate_memory(nbytes)
+        except DeviceMemoryError:
+            self.release_unused()  # give back what is cached, then try once more
+            memory = self._allocate_memory(nbytes)
+        arena = Arena(memory, dedicated)
+        self.arenas.append(arena)
+        block = Block(arena, 0, nbytes)
+        if not dedicated and nbytes > size:
+            rest = Block(arena, size, nbytes - size, block)
+            block.next, block.size = rest, size
+            self._bin(rest)
+        return block
+
+    def _bin(self, block: Block) -> None:
+        block.free = True
+        bucket = self._bins.get(block.size)
+        if bucket is None:
+            bucket = self._bins[block.size] = []
+            bisect.insort(self._sizes, block.size)
+        bucket.append(block)
+
+    def _unbin(self, size: int, block: Block | None = None) -> Block:
+        bucket = self._bins[size]
+        if block is None:
+            block = bucket.pop()
+        else:
+            bucket.remove(block)
+        if not bucket:
+            del self._bins[size]
+            del self._sizes[bisect.bisect_left(self._sizes, size)]
+        block.free = False
+        return block
+
+    # -- freeing ---------------------------------------------------------------------------
+    def free(self, block: Block, position: int | None = None) -> None:
+        """Return `block`; with a stream `position`, only once the stream has completed it."""
+        if position is not None:
+            self._parked.append((position, block))
+            return
+        self._release(block)
+
+    def reclaim(self, completed: int) -> int:
+        """Return parked blocks whose stream position is complete; returns the bytes freed."""
+        if not self._parked:
+            return 0
+        keep, freed = [], 0
+        for position, block in self._parked:
+            if position <= completed:
+                freed += block.size
+                self._release(block)
+            else:
+                keep.append((position, block))
+        self._parked = keep
+        return freed
+
+    @property
+    def parked_bytes(self) -> int:
+        return sum(block.size for _, block in self._parked)
+
+    def oldest_parked(self) -> int | None:
+        return min((p for p, _ in self._parked), default=None)
+
+    def _release(self, block: Block) -> None:
+        arena = block.arena
+        arena.used -= block.size
+        self.in_use -= block.size
+        if arena.dedicated:
+            block.free = True
+            self._dedicated_free.append(block)
+            return
+        prev, nxt = block.prev, block.next
+        if prev is not None and prev.free:  # merge with the free block before
+            self._unbin(prev.size, prev)
+            prev.size += block.size
+            prev.next = nxt
+            if nxt is not None:
+                nxt.prev = prev
+            block = prev
+        if nxt is not None and nxt.free:  # and the one after
+            self._unbin(nxt.size, nxt)
+            block.size += nxt.size
+            block.next = nxt.next
+            if nxt.next is not None:
+                nxt.next.prev = block
+        self._bin(block)
+
+    def release_unused(self) -> int:
+        """Destroy every arena with no live or parked block; returns the bytes given back."""
+        freed = 0
+        for arena in [a for a in self.arenas if a.used == 0]:
+            if arena.dedicated:
+                self._dedicated_free = [b for b in self._dedicated_free if b.arena is not arena]
+            else:
+                whole = self._bins.get(arena.nbytes, [])
+                block = next(b for b in whole if b.arena is arena)
+                self._unbin(arena.nbytes, block)
+            if self._on_release is not None:
+                self._on_release(arena)
+            arena.memory.destroy()
+            self.arenas.remove(arena)
+            freed += arena.nbytes
+        return freed
+
+    def destroy(self) -> None:
+        for arena in self.arenas:
+            arena.memory.destroy()
+        self.arenas.clear()
+        self._bins.clear()
+        self._sizes.clear()
+        self._dedicated_free.clear()
+        self._parked.clear()
+
+    # -- reporting -------------------------------------------------------------------------
+    def stats(self) -> dict:
+        reserved = sum(a.nbytes for a in self.arenas)
+        return {
+            "in_use_bytes": self.in_use,
+            "reserved_bytes": reserved,
+            "peak_in_use_bytes": self.peak,
+            "pending_free_bytes": self.parked_bytes,
+            "arenas": sum(1 for a in self.arenas if not a.dedicated),
+            "dedicated": sum(1 for a in self.arenas if a.dedicated),
+            "arena_bytes": self.arena_bytes,
+        }

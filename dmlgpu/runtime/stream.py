@@ -1,0 +1,212 @@
+"""The device's stream: work queued in order, recorded into an open command buffer, submitted
+in batches, with barriers only between dependent work.
+
+One submit costs the GPU 13-17 us while a dispatch behind a barrier costs 1.7 us (see
+"Floors" in shared/spec/kompute.md), so queued operations are recorded straight into an open
+command buffer and submitted together: when someone must wait (a read, `synchronize`), or every
+`BATCH_OPS` operations so that the GPU starts early. Several command buffers rotate, so the host
+records the next batch while the GPU runs the last.
+
+Dependencies are tracked on byte ranges of arenas: an operation that reads or writes bytes
+written since the last barrier, or writes bytes read since then, gets one global barrier before
+it (read-after-write, write-after-read, write-after-write); independent operations get none and
+may overlap on the GPU. The tracked ranges carry over from one submission to the next, because
+queue submission order alone orders nothing in Vulkan.
+
+Positions: every operation is queued at `position`, the number of the batch being recorded;
+`completed` is the number of the last batch known to have finished. Frees and host accesses
+wait for positions, never for the whole device unless asked.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from ..errors import DeviceError
+
+#: Operations recorded before a batch is submitted without being asked.
+BATCH_OPS = 64
+#: Command buffers a stream rotates through; with all of them in flight it waits for the oldest.
+MAX_COMMAND_BUFFERS = 4
+#: Past this many tracked ranges a barrier is cheaper than checking them all in Python.
+MAX_TRACKED = 48
+
+
+class Stream:
+    def __init__(self, context):
+        self._context = context
+        self._free: list = []  # command buffers ready to record
+        self._inflight: deque = deque()  # (position, commands, recycle, names)
+        self._open = None
+        self._names: list = []  # what the open batch runs, for error messages
+        self._count = 0
+        self.position = 1  # the batch being recorded (or the next one)
+        self.completed = 0
+        # Ranges touched since the last barrier, as (arena id, start, end).
+        self._reads: list = []
+        self._writes: list = []
+        self._force_barrier = False
+        self.barriers = 0
+        self.submits = 0
+        self.on_complete = None  # called with `completed` after waits (reclaims memory)
+
+    # -- recording -------------------------------------------------------------------------
+    def _commands(self):
+        """The open command buffer (opened on first use)."""
+        if self._open is None:
+            if not self._free:
+                self.poll()
+            if not self._free and len(self._inflight) >= MAX_COMMAND_BUFFERS:
+                self._retire()  # all in flight: wait for the oldest rather than make another
+                if self.on_complete is not None:
+                    self.on_complete(self.completed)
+            self._open = self._free.pop() if self._free else self._context.commands()
+            self._count = 0
+        return self._open
+
+    def order(self, reads, writes) -> None:
+        """Record a barrier first if these (arena id, start, end) accesses depend on earlier ones."""
+        pending_w, pending_r = self._writes, self._reads
+        dependent = self._force_barrier
+        if not dependent and (pending_w or pending_r):
+            if len(pending_w) + len(pending_r) > MAX_TRACKED:
+                dependent = True
+            else:
+                for a, s, e in writes:
+                    for pa, ps, pe in pending_w:
+                        if pa == a and s < pe and ps < e:
+                            dependent = True
+                            break
+                    if not dependent:
+                        for pa, ps, pe in pending_r:
+                            if pa == a and s < pe and ps < e:
+                                dependent = True
+                                break
+                    if dependent:
+                        break
+                if not dependent and pending_w:
+                    for a, s, e in reads:
+                        for pa, ps, pe in pending_w:
+                            if pa == a and s < pe and ps < e:
+                                dependent = True
+                                break
+                        if dependent:
+                            break
+        commands = self._commands()
+        if dependent:
+            commands.barrier()
+            self.barriers += 1
+            self._force_barrier = False
+            self._reads, self._writes = list(reads), list(writes)
+        else:
+            pending_r.extend(reads)
+            pending_w.extend(writes)
+        return commands
+
+    def queued(self, name: str) -> None:
+        """Count one recorded operation; submits the batch when it is full."""
+        self._names.append(name)
+        self._count += 1
+        if self._count >= BATCH_OPS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Submit the open batch (if any) without waiting."""
+        commands = self._open
+        if commands is None:
+            return
+        commands.host_barrier()  # device writes -> host reads after the fence
+        try:
+            commands.submit()
+        except Exception as exc:
+            self._open = None
+            commands.reset()
+            self._free.append(commands)
+            raise DeviceError(f"submitting {_describe(self._names)} failed: {exc}") from exc
+        self._inflight.append((self.position, commands, True, self._names))
+        self._open, self._names = None, []
+        self.position += 1
+        self.submits += 1
+
+    def submit_recorded(self, commands, name: str) -> None:
+        """Queue a command buffer recorded elsewhere (a command list) after everything queued."""
+        self.flush()
+        for entry in self._inflight:
+            if entry[1] is commands:  # still running from an earlier execute: wait for it
+                self.wait(entry[0])
+                break
+        try:
+            commands.submit()
+        except Exception as exc:
+            raise DeviceError(f"submitting {name} failed: {exc}") from exc
+        self._inflight.append((self.position, commands, False, [name]))
+        self.position += 1
+        self.submits += 1
+        # The list's own first barrier orders it after earlier work; later work must wait for
+        # everything the list touched, which is not tracked here: the next operation gets a barrier.
+        self._force_barrier = True
+        self._reads, self._writes = [], []
+
+    # -- waiting ---------------------------------------------------------------------------
+    def poll(self) -> None:
+        """Retire finished batches without waiting."""
+        while self._inflight and self._inflight[0][1].done():
+            self._retire()
+        if self.on_complete is not None:
+            self.on_complete(self.completed)
+
+    def _retire(self) -> None:
+        position, commands, recycle, names = self._inflight.popleft()
+        try:
+            commands.wait()
+        except DeviceError as exc:
+            raise DeviceError(f"{_describe(names)}: {exc}") from exc
+        finally:
+            self.completed = position
+            if recycle:
+                commands.reset()
+                self._free.append(commands)
+
+    def wait(self, position: int) -> None:
+        """Wait until every batch up to `position` has completed (submitting it if open)."""
+        if position >= self.position and self._open is not None:
+            self.flush()
+        while self._inflight and self._inflight[0][0] <= position:
+            self._retire()
+        if self.on_complete is not None:
+            self.on_complete(self.completed)
+
+    def synchronize(self) -> None:
+        self.flush()
+        self.wait(self.position)
+
+    @property
+    def command_buffers(self) -> int:
+        """Command buffers this stream owns (recycled, never made per operation)."""
+        own = sum(1 for entry in self._inflight if entry[2])
+        return len(self._free) + own + (self._open is not None)
+
+    @property
+    def idle(self) -> bool:
+        return self._open is None and not self._inflight
+
+    def destroy(self) -> None:
+        for _, commands, recycle, _ in self._inflight:
+            try:
+                commands.wait()
+            except DeviceError:
+                pass
+        for commands in self._free:
+            commands.destroy()
+        if self._open is not None:
+            self._open.destroy()
+        for _, commands, recycle, _ in self._inflight:
+            if recycle:
+                commands.destroy()
+        self._inflight.clear()
+        self._free.clear()
+        self._open = None
+
+
+def _describe(names) -> str:
+    shown = ", ".join(dict.fromkeys(names[:8]))
+    return f"queued work ({len(names)} operations: {shown}{', ...' if len(names) > 8 else ''})"

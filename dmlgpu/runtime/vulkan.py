@@ -1,0 +1,152 @@
+"""The one module that speaks to Kompute (kp): devices, memory, pipelines and command buffers.
+
+Everything else in dmlgpu sees only the small objects made here. Kompute 0.9.0 is patched
+(third_party/kompute/patches) so that these objects need nothing kp does not offer: storage
+tensors without staging that can be copied and filled, recorded region copies, fills and global
+barriers, dispatches without kp's own per-tensor barriers, asynchronous submits, a fence poll,
+and GPU waits that release the GIL.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DeviceError, DeviceMemoryError
+
+try:
+    import kp as _kp
+except ImportError:  # reported when a device is opened, with what to do
+    _kp = None
+
+# VkAccessFlagBits and VkPipelineStageFlagBits values used by dmlgpu's barriers.
+SHADER_READ, SHADER_WRITE = 0x20, 0x40
+TRANSFER_READ, TRANSFER_WRITE = 0x800, 0x1000
+HOST_READ = 0x2000
+COMPUTE_SHADER, TRANSFER, HOST = 0x800, 0x1000, 0x4000
+#: Every device-side access dmlgpu makes: shader and transfer reads and writes.
+DEVICE_WRITES = SHADER_WRITE | TRANSFER_WRITE
+DEVICE_ACCESS = SHADER_READ | SHADER_WRITE | TRANSFER_READ | TRANSFER_WRITE
+DEVICE_STAGES = COMPUTE_SHADER | TRANSFER
+
+
+def _module():
+    if _kp is None:
+        raise DeviceError("dmlgpu's Kompute module (kp 0.9.0, patched) is not installed; "
+                          "run tools/bootstrap.sh setup")
+    return _kp
+
+
+class Context:
+    """One Vulkan device opened through a kp Manager."""
+
+    def __init__(self, index: int):
+        kp = _module()
+        try:
+            self._manager = kp.Manager(index)
+        except Exception as exc:  # kp raises plain RuntimeError / vk errors
+            raise DeviceError(f"no Vulkan device {index} could be opened: {exc}") from exc
+
+    @staticmethod
+    def list_devices() -> list[dict]:
+        """Properties of every physical device (opens device 0 to ask, as kp must)."""
+        kp = _module()
+        try:
+            manager = kp.Manager(0)
+        except Exception as exc:
+            raise DeviceError(f"no Vulkan device could be opened: {exc}") from exc
+        try:
+            return [dict(d) for d in manager.list_devices()]
+        finally:
+            manager.destroy()
+
+    def devices(self) -> list[dict]:
+        return [dict(d) for d in self._manager.list_devices()]
+
+    def memory(self, nbytes: int, mapped: bool) -> "Memory":
+        """Device memory of `nbytes` (a multiple of 16): host-mapped, or device-local only."""
+        kp = _kp
+        kind = kp.TensorTypes.host if mapped else kp.TensorTypes.storage
+        try:
+            tensor = self._manager.tensor_empty(nbytes // 4, kind)
+        except Exception as exc:
+            raise DeviceMemoryError(f"could not allocate {nbytes} bytes of "
+                                    f"{'host-visible' if mapped else 'device'} memory: {exc}") from exc
+        return Memory(tensor, nbytes, mapped)
+
+    def pipeline(self, spirv: bytes, grid, spec: np.ndarray, push_words: int, memories) -> "Pipeline":
+        """A compute pipeline and descriptor set binding `memories` in order (whole buffers)."""
+        algorithm = self._manager.algorithm(
+            [m.handle for m in memories], spirv, list(grid), spec, np.zeros(push_words, np.uint32))
+        return Pipeline(algorithm)
+
+    def commands(self, timestamps: int = 0) -> "Commands":
+        return Commands(self._manager.sequence(0, timestamps))
+
+    def destroy(self) -> None:
+        self._manager.destroy()
+
+
+class Memory:
+    """A VkBuffer with its memory; `view` is the host mapping (uint8) when mapped."""
+
+    __slots__ = ("handle", "nbytes", "mapped", "view", "__weakref__")
+
+    def __init__(self, tensor, nbytes: int, mapped: bool):
+        self.handle = tensor
+        self.nbytes = nbytes
+        self.mapped = mapped
+        self.view = tensor.data().view(np.uint8) if mapped else None
+
+    def destroy(self) -> None:
+        self.view = None
+        self.handle.destroy()
+
+
+class Pipeline:
+    __slots__ = ("handle",)
+
+    def __init__(self, algorithm):
+        self.handle = algorithm
+
+    def destroy(self) -> None:
+        self.handle.destroy()
+
+
+class Commands:
+    """A command buffer with its fence (a kp Sequence): record, submit, poll, wait, reuse.
+
+    The recording methods are kp's own bound methods, so recording costs one call into C++.
+    """
+
+    __slots__ = ("_sequence", "dispatch", "copy", "fill", "_barrier", "submit", "done",
+                 "_await", "reset", "timestamps")
+
+    def __init__(self, sequence):
+        self._sequence = sequence
+        self.dispatch = sequence.record_dispatch  # (pipeline.handle, push words)
+        self.copy = sequence.record_copy  # (src.handle, dst.handle, src_offset, dst_offset, size)
+        self.fill = sequence.record_fill  # (memory.handle, offset, size, value)
+        self._barrier = sequence.record_barrier
+        self.submit = sequence.eval_async
+        self.done = sequence.is_done
+        self._await = sequence.eval_await
+        self.reset = sequence.clear
+        self.timestamps = sequence.get_timestamps
+
+    def barrier(self, src_access=DEVICE_WRITES, dst_access=DEVICE_ACCESS,
+                src_stages=DEVICE_STAGES, dst_stages=DEVICE_STAGES) -> None:
+        """A global memory barrier (by default: earlier device writes -> later device access)."""
+        self._barrier(src_access, dst_access, src_stages, dst_stages)
+
+    def host_barrier(self) -> None:
+        """Device writes so far -> host reads after the fence."""
+        self._barrier(DEVICE_WRITES, HOST_READ, DEVICE_STAGES, HOST)
+
+    def wait(self) -> None:
+        """Wait for the submission; a device failure raises DeviceError."""
+        try:
+            self._await()
+        except Exception as exc:
+            raise DeviceError(f"the device failed while running submitted work: {exc}") from exc
+
+    def destroy(self) -> None:
+        self._sequence.destroy()

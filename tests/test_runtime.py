@@ -1,0 +1,215 @@
+"""The runtime: pooled memory, stream-ordered frees, queued work with barriers only between
+dependent operations, steady state without new pipelines or command buffers, devices."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
+from dmlgpu.runtime.stream import MAX_COMMAND_BUFFERS
+
+
+@pytest.fixture
+def fresh():
+    """A device of its own, so that counts are exact."""
+    device = dmlgpu.Device(dmlgpu.default_device().index)
+    yield device
+    device.close()
+
+
+def test_freed_blocks_are_reused_and_neighbours_merge(fresh):
+    blocks = [fresh.allocate(1000) for _ in range(8)]
+    offsets = [b.arena_offset for b in blocks]
+    assert len(set(offsets)) == 8 and all(o % 256 == 0 for o in offsets)
+    assert fresh.memory_stats()["in_use_bytes"] == 8 * 1024
+    for b in blocks[1::2]:  # free every other block: four holes of 1 KiB
+        b.release()
+    fresh.synchronize()
+    again = fresh.allocate(1000)  # fits a hole
+    assert again.arena_offset in offsets[1::2]
+    for b in blocks[0::2]:
+        b.release()
+    again.release()
+    fresh.synchronize()
+    stats = fresh.memory_stats()
+    assert stats["in_use_bytes"] == 0 and stats["arenas"] == 1, stats
+    big = fresh.allocate(8 * 1024)  # the merged holes make one block at the arena's start
+    assert big.arena_offset == 0
+    big.release()
+    fresh.empty_cache()
+    assert fresh.memory_stats()["reserved_bytes"] == 0
+
+
+def test_allocate_is_zero_filled_after_reuse(fresh):
+    first = fresh.upload(np.full(4096, 0xFF, np.uint8))
+    offset = first.arena_offset
+    first.release()
+    fresh.synchronize()
+    second = fresh.allocate(4096)
+    assert second.arena_offset == offset
+    assert not second.read().any()
+
+
+def test_large_allocations_get_dedicated_memory_kept_for_reuse(fresh):
+    size = fresh.memory_stats()["arena_bytes"] // 2 + 4096
+    big = fresh.allocate(size, zero_fill=False)
+    assert fresh.memory_stats()["dedicated"] == 1
+    big.release()
+    fresh.synchronize()
+    again = fresh.allocate(size - 4096, zero_fill=False)
+    assert fresh.memory_stats()["dedicated"] == 1  # the same memory, not a new allocation
+    again.release()
+    fresh.empty_cache()
+    assert fresh.memory_stats()["dedicated"] == 0
+
+
+def test_a_block_freed_while_queued_work_uses_it_waits_for_that_work(fresh, rng):
+    x = testing.sample(DataType.UINT32, (1 << 16,), rng)
+    with fresh:
+        t = Tensor.from_numpy(x)
+        u = ~t  # queued, not yet run
+        offset = t.buffer.arena_offset
+        del t  # freed while the queued NOT still reads it: parked, not reused
+        assert fresh.memory_stats()["pending_free_bytes"] > 0
+        y = Tensor.from_numpy(np.zeros_like(x))  # would overwrite t's bytes if reused
+        assert y.buffer.arena_offset != offset
+        assert testing.same_bits(u.numpy(), reference.bit_not(x))
+    assert fresh.memory_stats()["pending_free_bytes"] == 0
+
+
+def test_operations_are_queued_until_someone_waits(fresh, rng):
+    x = testing.sample(DataType.UINT16, (257,), rng)
+    with fresh:
+        t = Tensor.from_numpy(x)
+        fresh.synchronize()
+        submits = fresh.memory_stats()["submits"]
+        results = [~t for _ in range(5)]
+        assert fresh.memory_stats()["submits"] == submits  # recorded, not submitted
+        assert all(testing.same_bits(r.numpy(), reference.bit_not(x)) for r in results)
+        assert fresh.memory_stats()["submits"] == submits + 1  # one batch for all five
+
+
+def test_barriers_only_between_dependent_operations(fresh, rng):
+    """Byte ranges decide (under DMLGPU_VALIDATION whole arenas do, as the layer sees them)."""
+    x = testing.sample(DataType.UINT32, (1000,), rng)
+    fine = not dmlgpu.debug_layer.requested()
+    with fresh:
+        t = Tensor.from_numpy(x)
+        outs = [Tensor.empty(x.shape, x.dtype) for _ in range(4)]
+        fresh.synchronize()
+        before = fresh.memory_stats()["barriers"]
+        counts = []
+        for o in outs:  # four independent NOTs reading t: no barrier
+            dmlgpu.bit_not(t, out=o)
+        counts.append(fresh.memory_stats()["barriers"] - before)
+        dmlgpu.bit_xor(outs[0], outs[1], out=outs[2])  # reads what the NOTs wrote
+        counts.append(fresh.memory_stats()["barriers"] - before)
+        dmlgpu.bit_not(outs[3], out=outs[3])  # its NOT is before that barrier already
+        counts.append(fresh.memory_stats()["barriers"] - before)
+        dmlgpu.bit_not(outs[2], out=outs[2])  # rewrites what the XOR just wrote
+        counts.append(fresh.memory_stats()["barriers"] - before)
+        if fine:
+            assert counts == [0, 1, 1, 2]
+        else:  # one arena: every operation after the first waits for the one before
+            assert counts[-1] >= 6
+        assert testing.same_bits(outs[2].numpy(), np.full_like(x, 0xFFFFFFFF))
+        assert testing.same_bits(outs[3].numpy(), x)
+
+
+def test_a_queued_chain_across_tensors_matches_the_reference(fresh, rng):
+    for data_type in (DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.UINT64):
+        a, b = (testing.sample(data_type, (3, 1001), rng) for _ in range(2))
+        with fresh:
+            ta, tb = Tensor.from_numpy(a), Tensor.from_numpy(b)
+            want_a, want_b = a, b
+            for step in range(40):
+                if step % 3 == 0:
+                    ta = ~ta ^ tb
+                    want_a = reference.bit_xor(reference.bit_not(want_a), want_b)
+                elif step % 3 == 1:
+                    dmlgpu.bit_xor(tb, ta, out=tb)
+                    want_b = reference.bit_xor(want_b, want_a)
+                else:
+                    tb ^= tb ^ ta
+                    want_b = reference.bit_xor(want_b, reference.bit_xor(want_b, want_a))
+            assert testing.same_bits(ta.numpy(), want_a) and testing.same_bits(tb.numpy(), want_b)
+
+
+def test_a_validation_error_in_a_queued_chain_queues_nothing_and_the_chain_goes_on(fresh, rng):
+    x = testing.sample(DataType.UINT32, (64,), rng)
+    with fresh:
+        t = Tensor.from_numpy(x)
+        u = ~t
+        with pytest.raises(ValidationError):
+            t ^ Tensor.from_numpy(np.zeros(3, np.uint32))
+        with pytest.raises(ValidationError):
+            dmlgpu.bit_not(t, out=Tensor.empty((64,), np.uint8))
+        v = u ^ t
+        assert testing.same_bits(v.numpy(), np.full_like(x, 0xFFFFFFFF))
+
+
+def test_steady_state_makes_no_pipeline_command_buffer_or_arena(fresh, rng):
+    x = testing.sample(DataType.UINT32, (256,), rng)
+    with fresh:
+        t = Tensor.from_numpy(x)
+        for _ in range(200):
+            u = ~t
+        fresh.synchronize()
+        before = fresh.memory_stats()
+        for _ in range(3000):
+            u = ~t  # each result is new; the last one is dropped
+        assert testing.same_bits(u.numpy(), reference.bit_not(x))
+        after = fresh.memory_stats()
+    for key in ("pipelines", "arenas", "dedicated", "reserved_bytes", "live_buffers"):
+        assert after[key] == before[key], (key, before, after)
+    assert after["command_buffers"] <= MAX_COMMAND_BUFFERS  # a ring, refilled, never per operation
+
+
+def test_buffer_writes_are_ordered_after_queued_reads(fresh, rng):
+    x = testing.sample(DataType.UINT8, (4096,), rng)
+    desc = TensorDesc(DataType.UINT8, [4096])
+    compiled = fresh.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    source, target = fresh.upload(x), fresh.allocate(4096)
+    compiled.execute([Binding(source)], [Binding(target)])  # queued: reads source
+    source.write(np.zeros(4096, np.uint8))  # must not change what the queued NOT reads
+    assert testing.same_bits(target.read().view(np.uint8), reference.bit_not(x))
+    assert not source.read().any()
+
+
+def test_current_device_and_moving_tensors(fresh, rng):
+    listed = dmlgpu.devices()
+    assert [d["index"] for d in listed] == list(range(len(listed)))
+    assert sum(d["default"] for d in listed) == 1
+    x = testing.sample(DataType.INT8, (33,), rng)
+    with fresh:
+        assert dmlgpu.default_device() is fresh
+        t = Tensor.from_numpy(x)
+        assert t.device is fresh and Tensor.empty((2,), np.uint8).device is fresh
+        assert (~t).device is fresh
+    assert dmlgpu.default_device() is not fresh
+    moved = t.to(dmlgpu.default_device())
+    assert moved.device is dmlgpu.default_device() and t.to(fresh) is t
+    assert testing.same_bits(moved.numpy(), x)
+    with pytest.raises(ValidationError, match=r"device \d+ .* and device \d+ "):
+        t ^ moved
+
+
+QUEUED_AT_EXIT = """
+import numpy as np, dmlgpu
+t = dmlgpu.Tensor.from_numpy(np.arange(1 << 16, dtype=np.uint32))
+results = [~t ^ t for _ in range(300)]  # queued and in flight when the interpreter exits
+print("done")
+"""
+
+
+def test_interpreter_exit_with_queued_work_is_clean(tmp_path):
+    log = tmp_path / "validation.log"
+    env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
+    result = subprocess.run([sys.executable, "-c", QUEUED_AT_EXIT], env=env, cwd="/",
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done" and result.stderr == ""
+    assert not log.exists() or log.read_text() == "", log.read_text()
