@@ -15,6 +15,7 @@ Rows from bugs that were found here and fixed stay in the table as ordinary rows
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -419,48 +420,6 @@ FRONT_END = [
              "OutputTensor.dtype", operator=COUNT),
     FrontEnd("bit-count-dtype-big-endian-uint16", lambda: (dmlgpu.bit_count, (u8(),), {"dtype": ">u2"}),
              "DataType", "OutputTensor.DataType is UINT16", operator=COUNT),
-    # -- ndarray subclasses whose meaning a plain result would drop ----------------------------------
-    FrontEnd("input-masked-array", lambda: (dmlgpu.bit_not, (np.ma.masked_array(u8(), mask=u8() % 2 == 0),), {}),
-             "type", "InputTensor.type is 'MaskedArray'; allowed: numpy.ndarray"),
-    FrontEnd("xor-b-masked-array", lambda: (dmlgpu.bit_xor, (u8(), np.ma.masked_array(u8())), {}), "type",
-             "BTensor.type is 'MaskedArray'", operator=XOR),
-    FrontEnd("out-masked-array", lambda: (dmlgpu.sign, (np.ones(6, np.float32),),
-                                          {"out": np.ma.masked_array(np.zeros(6, np.float32))}),
-             "out", "OutputTensor.out is 'MaskedArray'", operator=SIGN),
-    FrontEnd("input-recarray", lambda: (dmlgpu.bit_not, (np.zeros(3, np.uint8).view(np.recarray),), {}), "type",
-             "InputTensor.type is 'recarray'"),
-    # -- Python scalars (NEP 50) ----------------------------------------------------------------------
-    FrontEnd("xor-b-int-above-uint8", lambda: (dmlgpu.bit_xor, (u8(), 256), {}), "value",
-             "BTensor.value is 256; allowed: a Python int from 0 to 255 (UINT8", operator=XOR),
-    FrontEnd("xor-a-negative-int-uint64", lambda: (dmlgpu.bit_xor, (-1, np.zeros(3, np.uint64)), {}), "value",
-             "ATensor.value is -1; allowed: a Python int from 0 to 18446744073709551615", operator=XOR),
-    FrontEnd("xor-b-int-below-int64", lambda: (dmlgpu.bit_xor, (np.zeros(3, np.int64), -2**63 - 1), {}), "value",
-             "BTensor.value is -9223372036854775809", operator=XOR),
-    FrontEnd("xor-b-float-with-ints", lambda: (dmlgpu.bit_xor, (u8(), 1.0), {}), "value",
-             "BTensor.value is 1.0; allowed: a Python int; a float only with a float data type", operator=XOR),
-    FrontEnd("xor-b-bool-with-floats", lambda: (dmlgpu.bit_xor, (np.ones(3, np.float16), False), {}), "value",
-             "a bool only with an integer data type", operator=XOR),
-    FrontEnd("xor-b-int-overflows-float16", lambda: (dmlgpu.bit_xor, (np.ones(3, np.float16), 65520), {}), "value",
-             "BTensor.value is 65520; allowed: a Python int within +/-65504", operator=XOR),
-    FrontEnd("xor-b-float-overflows-float32", lambda: (dmlgpu.bit_xor, (np.ones(3, np.float32), 1e39), {}),
-             "value", "BTensor.value is 1e+39", operator=XOR),
-    FrontEnd("xor-b-complex", lambda: (dmlgpu.bit_xor, (u8(), 1j), {}), "type", "BTensor.type is 'complex'",
-             operator=XOR),
-    FrontEnd("xor-two-python-scalars", lambda: (dmlgpu.bit_xor, (1, 2), {}), "type",
-             "ATensor.type is 'int'; allowed: numpy.ndarray or dmlgpu.Tensor (a Python scalar takes", operator=XOR),
-    FrontEnd("xor-scalar-with-bool-array", lambda: (dmlgpu.bit_xor, (1, np.array([True])), {}), "dtype",
-             "BTensor.dtype is dtype('bool')", operator=XOR),
-    FrontEnd("sign-python-float", lambda: (dmlgpu.sign, (-2.5,), {}), "type", "InputTensor.type is 'float'",
-             operator=SIGN),
-    FrontEnd("xor-scalar-out-of-range-in-place", lambda: (dmlgpu.bit_xor, (u8(), 1000), {"out": u8()}), "value",
-             "BTensor.value is 1000", operator=XOR),
-    # -- dtype= against out= ---------------------------------------------------------------------------
-    FrontEnd("bit-count-dtype-uint8-out-uint32", lambda: (dmlgpu.bit_count, (u8(),),
-                                                          {"out": np.zeros(6, np.uint32), "dtype": np.uint8}),
-             "out.dtype", "OutputTensor.out.dtype is dtype('uint32'); allowed: uint8", operator=COUNT),
-    FrontEnd("bit-count-dtype-uint32-out-uint8", lambda: (dmlgpu.bit_count, (u8(),),
-                                                          {"out": np.zeros(6, np.uint8), "dtype": "uint32"}),
-             "out.dtype", "allowed: uint32", operator=COUNT),
     # -- feature levels ----------------------------------------------------------------------------
     FrontEnd("level-before-operator", lambda: (dmlgpu.bit_xor, (u8(), u8()), {"feature_level": L.LEVEL_2_1}),
              "feature_level", "introduced in DML_FEATURE_LEVEL_3_0", operator=XOR),
@@ -533,6 +492,73 @@ FRONT_END = [
     FrontEnd("xor-out-is-a-and-overlaps-b", lambda: _xor_in_place_on_a_overlapping_b(),
              "out", "partially overlapping BTensor", operator=XOR),  # b was once not checked
 ]
+
+
+# -- the numpy contract at the edges: subclasses, Python scalars (NEP 50), dtype= against out= -----
+def _binary_rows(op) -> list:
+    """Rows every binary operator of the table must reject, with its own name in each."""
+    function = getattr(dmlgpu, op.short)
+    types = op.newest.input_types
+    rows = [
+        FrontEnd(f"{op.short}-b-masked-array", lambda: (function, (u8(), np.ma.masked_array(u8())), {}), "type",
+                 "BTensor.type is 'MaskedArray'"),
+        FrontEnd(f"{op.short}-b-complex", lambda: (function, (u8(), 1j), {}), "type", "BTensor.type is 'complex'"),
+        FrontEnd(f"{op.short}-two-python-scalars", lambda: (function, (1, 2), {}), "type",
+                 "ATensor.type is 'int'; allowed: numpy.ndarray or dmlgpu.Tensor (a Python scalar takes"),
+        FrontEnd(f"{op.short}-scalar-with-bool-array", lambda: (function, (1, np.array([True])), {}), "dtype",
+                 "BTensor.dtype is dtype('bool')"),
+    ]
+    if DataType.UINT8 in types:
+        rows += [
+            FrontEnd(f"{op.short}-b-int-above-uint8", lambda: (function, (u8(), 256), {}), "value",
+                     "BTensor.value is 256; allowed: a Python int from 0 to 255 (UINT8"),
+            FrontEnd(f"{op.short}-b-float-with-ints", lambda: (function, (u8(), 1.0), {}), "value",
+                     "BTensor.value is 1.0; allowed: a Python int; a float only with a float data type"),
+            FrontEnd(f"{op.short}-scalar-out-of-range-in-place", lambda: (function, (u8(), 1000), {"out": u8()}),
+                     "value", "BTensor.value is 1000"),
+        ]
+    if DataType.UINT64 in types:
+        rows.append(FrontEnd(f"{op.short}-a-negative-int-uint64", lambda: (function, (-1, np.zeros(3, np.uint64)), {}),
+                             "value", "ATensor.value is -1; allowed: a Python int from 0 to 18446744073709551615"))
+    if DataType.INT64 in types:
+        rows.append(FrontEnd(f"{op.short}-b-int-below-int64", lambda: (function, (np.zeros(3, np.int64), -2**63 - 1), {}),
+                             "value", "BTensor.value is -9223372036854775809"))
+    if DataType.FLOAT16 in types:
+        rows += [
+            FrontEnd(f"{op.short}-b-bool-with-floats", lambda: (function, (np.ones(3, np.float16), False), {}), "value",
+                     "a bool only with an integer data type"),
+            FrontEnd(f"{op.short}-b-int-overflows-float16", lambda: (function, (np.ones(3, np.float16), 65520), {}),
+                     "value", "BTensor.value is 65520; allowed: a Python int within +/-65504"),
+        ]
+    if DataType.FLOAT32 in types:
+        rows.append(FrontEnd(f"{op.short}-b-float-overflows-float32", lambda: (function, (np.ones(3, np.float32), 1e39), {}),
+                             "value", "BTensor.value is 1e+39"))
+    return [dataclasses.replace(row, operator=op.dml_name) for row in rows]
+
+
+FRONT_END += [
+    # ndarray subclasses whose meaning a plain result would drop
+    FrontEnd("input-masked-array", lambda: (dmlgpu.bit_not, (np.ma.masked_array(u8(), mask=u8() % 2 == 0),), {}),
+             "type", "InputTensor.type is 'MaskedArray'; allowed: numpy.ndarray"),
+    FrontEnd("out-masked-array", lambda: (dmlgpu.sign, (np.ones(6, np.float32),),
+                                          {"out": np.ma.masked_array(np.zeros(6, np.float32))}),
+             "out", "OutputTensor.out is 'MaskedArray'", operator=SIGN),
+    FrontEnd("input-recarray", lambda: (dmlgpu.bit_not, (np.zeros(3, np.uint8).view(np.recarray),), {}), "type",
+             "InputTensor.type is 'recarray'"),
+    # -- Python scalars (NEP 50) ----------------------------------------------------------------------
+    FrontEnd("sign-python-float", lambda: (dmlgpu.sign, (-2.5,), {}), "type", "InputTensor.type is 'float'",
+             operator=SIGN),
+    # -- dtype= against out= ---------------------------------------------------------------------------
+    FrontEnd("bit-count-dtype-uint8-out-uint32", lambda: (dmlgpu.bit_count, (u8(),),
+                                                          {"out": np.zeros(6, np.uint32), "dtype": np.uint8}),
+             "out.dtype", "OutputTensor.out.dtype is dtype('uint32'); allowed: uint8", operator=COUNT),
+    FrontEnd("bit-count-dtype-uint32-out-uint8", lambda: (dmlgpu.bit_count, (u8(),),
+                                                          {"out": np.zeros(6, np.uint8), "dtype": "uint32"}),
+             "out.dtype", "allowed: uint32", operator=COUNT),
+]
+for _op in dmlgpu.operators.OPERATORS:
+    if len(_op.inputs) == 2:
+        FRONT_END += _binary_rows(_op)
 
 
 def _in_place(function, x):
