@@ -12,10 +12,17 @@ oracle written from the operator table and compared bit for bit with `dmlgpu.ref
   more with new data through the same bindings. Rejected: `ValidationError`, and no byte of any
   buffer changes.
 * numpy front end (`test_front_end_property*`): shapes of 0-10 dimensions (size-0 and size-1
-  included), every dtype, broadcasting pairs for bit_xor, views (slices with steps, reversals,
-  transposes, broadcast_to), `out` (fresh, a view into a larger array, in place). Accepted calls
-  match the reference bit for bit and write nothing outside `out`; rejected calls raise
-  `ValidationError` and change no array.
+  included), every dtype in either byte order, broadcasting pairs for bit_xor, views (slices
+  with steps, reversals, transposes, broadcast_to), Python scalars as operands (edges of every
+  width, floats, bools; judged by NEP 50 as numpy 2 applies it), `out` (fresh, a view into a
+  larger array, in place, big-endian). Accepted calls match the reference bit for bit and write
+  nothing outside `out`; rejected calls raise `ValidationError` and change no array.
+* Tensor views (`test_tensor_view_property`): operands that are views of uploaded Tensors (slices
+  with steps and starts on and off 16-byte boundaries, integers, None, `...`, transposes; uploads
+  from big-endian arrays), Python scalars, `out` fresh, a view of a poisoned Tensor or in place;
+  judged against numpy's own views of the same data: results bit for bit, every element outside
+  `out` unchanged, rejected calls (out off a 16-byte boundary, scalars numpy rejects) write
+  nothing; accepted calls with `out` run twice (the second through the remembered call).
 
 Each property runs per operator with valid-looking draws (the low-level one also per layout
 plan, `PLANS`, so that each of dmlgpu's kernels - flat, rows, gather, strided - is reached), and
@@ -35,13 +42,14 @@ Profiles (environment variable `DMLGPU_HYPOTHESIS_PROFILE`):
 Hypothesis' own caches also go to ~/.cache/dmlgpu/hypothesis (unless HYPOTHESIS_STORAGE_DIRECTORY
 is set), so no `.hypothesis/` folder appears in the working directory.
 
-Regressions: every drawn case is plain data (`DescriptorCase`, `FrontEndCase`: ints, strings,
-tuples; array contents and guard bytes are rebuilt from a seed). When a property fails,
-Hypothesis prints the minimal case as one JSON line, "regression entry: {...}". Add it to
-`tests/regressions/descriptor_cases.json` or `front_end_cases.json` as
+Regressions: every drawn case is plain data (`DescriptorCase`, `FrontEndCase`, `TensorCallCase`:
+ints, strings, tuples; array contents and guard bytes are rebuilt from a seed). When a property
+fails, Hypothesis prints the minimal case as one JSON line, "regression entry: {...}". Add it to
+`tests/regressions/descriptor_cases.json`, `front_end_cases.json` or `tensor_cases.json` as
 `{"id": "...", "case": {...}}`, plus `"xfail": "<reason>"` while the bug is open:
-`test_descriptor_regression` / `test_front_end_regression` replay every entry on every run,
-whatever the profile, and xfail entries are strict (a fix fails them until the key is removed).
+`test_descriptor_regression` / `test_front_end_regression` / `test_tensor_view_regression`
+replay every entry on every run, whatever the profile, and xfail entries are strict (a fix fails
+them until the key is removed).
 Bugs that plain data cannot express (numpy integer sizes, device limits) are strict-xfail tests
 at the end of this file.
 """
