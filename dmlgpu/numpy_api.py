@@ -125,7 +125,7 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
             result = compiled.device.allocate(nbytes, zero_fill=False)
             ranges = [BoundRange(t.buffer, start, end) for t, (start, end) in zip(arrays, spans)]
             compiled.device.enqueue(compiled.launch(ranges + [BoundRange(result, 0, nbytes)]))
-            return Tensor(result, shape, out_type, offset)
+            return Tensor._made(result, shape, out_type, offset)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     if out_dtype is None and not op.same_type:
@@ -262,7 +262,7 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
         half = -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // MINIMUM_BUFFER_TENSOR_ALIGNMENT) \
             * MINIMUM_BUFFER_TENSOR_ALIGNMENT // out_type.size
         buffer = device.allocate(2 * half * out_type.size, zero_fill=False)
-        out = Tensor(buffer, shape, out_type, half * out_type.size)
+        out = Tensor._made(buffer, tuple(shape), out_type, half * out_type.size)
         sizes = [2] + sizes
         strides = [[k] + st for k, st in zip(shifts, strides)]
         out_strides = (half,) + out_strides
@@ -270,7 +270,7 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
     else:
         if not given:  # every element is written: no need to zero-fill
             nbytes = max(4, -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // 4) * 4)
-            out = Tensor(device.allocate(nbytes, zero_fill=False), shape, out_type)
+            out = Tensor._made(device.allocate(nbytes, zero_fill=False), tuple(shape), out_type)
         out_start = out.offset
         out_strides = out.strides
     strides = strides + [list(out_strides)]

@@ -75,6 +75,15 @@ class Tensor:
                                   f"the view ends at byte {end}, past its buffer's {buffer.size_in_bytes}")
 
     @classmethod
+    def _made(cls, buffer, shape: tuple, data_type: DataType, offset: int = 0, strides: tuple | None = None):
+        """A Tensor from fields dmlgpu computed itself (a view of a valid Tensor, a fresh
+        result): no checks, for hot paths."""
+        tensor = object.__new__(cls)
+        tensor.buffer, tensor.shape, tensor.data_type, tensor.offset = buffer, shape, data_type, offset
+        tensor.strides = packed_strides(shape) if strides is None else strides
+        return tensor
+
+    @classmethod
     def from_numpy(cls, array, device=None) -> "Tensor":
         """Upload a numpy array (any layout, any byte order: values are kept, the Tensor is
         native) to `device` (default: the default device).
@@ -153,13 +162,13 @@ class Tensor:
             ValidationError: a negative step (DirectML strides are unsigned) or an index array.
         """
         shape, strides, offset = views.index(self.shape, self.strides, self.offset, self.itemsize, key)
-        return Tensor(self.buffer, shape, self.data_type, offset, strides)
+        return Tensor._made(self.buffer, shape, self.data_type, offset, strides)
 
     def transpose(self, *axes) -> "Tensor":
         """The view with dimensions permuted (`t.transpose()`, `t.transpose(1, 0, 2)` or a tuple)."""
         order = views.transpose_axes(self.ndim, axes)
-        return Tensor(self.buffer, [self.shape[a] for a in order], self.data_type, self.offset,
-                      [self.strides[a] for a in order])
+        return Tensor._made(self.buffer, tuple(self.shape[a] for a in order), self.data_type, self.offset,
+                            tuple(self.strides[a] for a in order))
 
     @property
     def T(self) -> "Tensor":
@@ -179,7 +188,7 @@ class Tensor:
         strides = views.reshape_strides(self.shape, self.strides, shape)
         if strides is None:
             return self.copy().reshape(shape)
-        return Tensor(self.buffer, shape, self.data_type, self.offset, strides)
+        return Tensor._made(self.buffer, shape, self.data_type, self.offset, strides)
 
     def copy(self) -> "Tensor":
         """A packed copy on the same device (raw bits kept: XOR with zero)."""
