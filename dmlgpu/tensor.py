@@ -46,8 +46,9 @@ class Tensor:
 
     Views whose first element is not at a 16-byte boundary are fine as inputs (DirectML binds at
     16-byte multiples, so dmlgpu binds the aligned-down range and adds a size-2 dimension whose
-    stride is the element offset; the result is then allocated twice its size), but not as
-    `out`: an output must start where DirectML can bind it.
+    stride is the element offset; a fresh result is then allocated twice its size, or, with
+    `out` given, such an input is first copied), but not as `out`: an output must start where
+    DirectML can bind it.
 
     Raises:
         ValidationError: a bad shape, strides or offset, or a view reaching past `buffer`.
