@@ -2,48 +2,76 @@
 
     python benchmarks/latency_breakdown.py
 
-Rows: a kp Sequence holding one barrier (submit + fence wait alone), one tiny dispatch
-recorded, dmlgpu's CompiledOperator.execute (the hot path), the Tensor API, and PyTorch's tiny
-op + synchronize when PyTorch sees a GPU.
+Rows, each the median wall time of one call: a command buffer holding one tiny dispatch
+recorded once and re-submitted (the floor of any runtime built on kp), the same recorded afresh
+each time as the stream records it (barrier, dispatch, host barrier), dmlgpu's `bit_not(t,
+out=o)` and `~t` each followed by `synchronize()`, and PyTorch's tiny op + synchronize when
+PyTorch sees a GPU.
 """
 import numpy as np
 
 import dmlgpu
-from dmlgpu import Binding, DataType, Tensor, TensorDesc
+from dmlgpu import Tensor, kernels, spirv
 from dmlgpu.bench import wall_seconds
+from dmlgpu.runtime import vulkan
+
+N = 256  # uint32: 1 KiB
 
 
 def main():
     device = dmlgpu.default_device()
-    kp, manager = device._kp, device._manager
-    desc = TensorDesc(DataType.UINT32, [256])
-    compiled = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
-    a, b = device.allocate(1024), device.allocate(1024)
-    bindings = [Binding(a, 0, 1024)], [Binding(b, 0, 1024)]
-    compiled.execute(*bindings)
-    ranges = compiled.check(*bindings)
-    _, algorithm, push = compiled._launch(ranges)
-    empty = manager.sequence()
-    empty.record(kp.OpMemoryBarrier([a._tensor], 0x40, 0x20, 0x800, 0x800))  # one trivial command
-    one = manager.sequence()
-    one.record(kp.OpAlgoDispatch(algorithm, push))
-    t_in, t_out = Tensor.from_numpy(np.arange(256, dtype=np.uint32)), Tensor.empty((256,), np.uint32)
-    rows = {"kp: one barrier eval": lambda: empty.eval(),
-            "kp: one dispatch eval": lambda: one.eval(),
-            "dmlgpu CompiledOperator.execute": lambda: compiled.execute(*bindings),
-            "dmlgpu bit_not(Tensor, out=Tensor)": lambda: dmlgpu.bit_not(t_in, out=t_out)}
+    context = vulkan.Context(device.index)
+    memory = context.memory(4096, mapped=False)
+    spec = np.array([kernels.WORKGROUP_SIZE], np.uint32)
+    name = kernels.variant_for(dmlgpu.operators.BIT_NOT, dmlgpu.DataType.UINT32, dmlgpu.DataType.UINT32,
+                               kernels.FLAT).name
+    pipeline = context.pipeline(spirv.load(name), kernels.grid(N * 4 // 16), spec, len(kernels.PUSH_FIELDS),
+                                [memory, memory])
+    push = np.array([0, 0, 0, N * 4], np.uint32)
+    recorded = context.commands()
+    recorded.dispatch(pipeline.handle, push)
+    fresh = context.commands()
+
+    def replay():
+        recorded.submit()
+        recorded.wait()
+
+    def record_and_submit():
+        fresh.barrier()
+        fresh.dispatch(pipeline.handle, push)
+        fresh.host_barrier()
+        fresh.submit()
+        fresh.wait()
+        fresh.reset()
+
+    t, o = Tensor.from_numpy(np.arange(N, dtype=np.uint32)), Tensor.empty((N,), np.uint32)
+    rows = {"vulkan: recorded once, submit + wait": replay,
+            "vulkan: record, submit, wait, reset": record_and_submit,
+            "dmlgpu bit_not(t, out=o) + synchronize": lambda: (dmlgpu.bit_not(t, out=o), device.synchronize()),
+            "dmlgpu bit_not(t, out=o), no wait": lambda: dmlgpu.bit_not(t, out=o),
+            "dmlgpu ~t + synchronize": lambda: (~t, device.synchronize()),
+            "dmlgpu ~t, no wait": lambda: ~t}
     try:
         import torch
         if torch.cuda.is_available():
-            x = torch.zeros(256, dtype=torch.int32, device="cuda")
+            x = torch.zeros(N, dtype=torch.int32, device="cuda")
             y = torch.empty_like(x)
-            rows["torch bitwise_not + synchronize"] = lambda: (torch.bitwise_not(x, out=y), torch.cuda.synchronize())
+            rows["torch bitwise_not(out=) + synchronize"] = lambda: (torch.bitwise_not(x, out=y),
+                                                                     torch.cuda.synchronize())
+            rows["torch ~x + synchronize"] = lambda: (~x, torch.cuda.synchronize())
             rows["torch synchronize alone"] = torch.cuda.synchronize
     except ImportError:
         pass
+    wall_seconds(replay, seconds=1.5)  # let the clock ramp
     print(f"{device.name}:")
-    for name, fn in rows.items():
-        print(f"  {name:40s} {wall_seconds(fn, repeats=3000) * 1e6:7.1f} us")
+    for label, fn in rows.items():
+        print(f"  {label:45s} {wall_seconds(fn, repeats=3000) * 1e6:7.1f} us")
+        device.synchronize()
+    for c in (recorded, fresh):
+        c.destroy()
+    pipeline.destroy()
+    memory.destroy()
+    context.destroy()
 
 
 if __name__ == "__main__":

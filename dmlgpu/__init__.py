@@ -1,23 +1,21 @@
-"""dmlgpu: DirectML's element-wise BIT_NOT, BIT_XOR, SIGN and BIT_COUNT on any Vulkan device.
+"""dmlgpu: DirectML's element-wise operators, with DirectML's semantics, on any Vulkan device.
 
-Semantics follow DirectML's documentation (raw-bit bitwise operators, SIGN(NaN) = 0); the
-operator table in `dmlgpu.operators` drives validation, kernel selection and the tests.
+The operator table in `dmlgpu.operators` drives everything: each row gives a descriptor class
+(`ElementWise<Name>OperatorDesc`), a numpy front-end function named after its `short` name,
+validation, kernel selection and the tests. Semantics follow DirectML's documentation (raw-bit
+bitwise operators, SIGN(NaN) = 0).
 """
+from . import descs, numpy_api
 from .runtime import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
 from .compiled import CompiledOperator
-from .descs import (
-    ElementWiseBitCountOperatorDesc,
-    ElementWiseBitNotOperatorDesc,
-    ElementWiseBitXorOperatorDesc,
-    ElementWiseSignOperatorDesc,
-)
+from .descs import *  # noqa: F401,F403 -- one descriptor class per table row (descs.__all__)
 from .device import Buffer, Device, default_device, devices
 from .dtypes import DataType
 from .errors import DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
-from .numpy_api import bit_count, bit_not, bit_xor, sign
+from .numpy_api import *  # noqa: F401,F403 -- one function per table row (numpy_api.__all__)
 from .tensor import Tensor
 from .tensor_desc import TensorDesc, calc_buffer_tensor_size
 from .validation import validate
@@ -25,8 +23,6 @@ from .validation import validate
 __version__ = "0.1.0"
 __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledOperator", "DataType", "Device", "DeviceError",
-    "DeviceMemoryError", "ElementWiseBitCountOperatorDesc", "ElementWiseBitNotOperatorDesc",
-    "ElementWiseBitXorOperatorDesc", "ElementWiseSignOperatorDesc", "FeatureLevel", "Tensor", "TensorDesc",
-    "ValidationError", "bit_count", "bit_not", "bit_xor", "calc_buffer_tensor_size",
-    "default_device", "devices", "sign", "validate",
+    "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
+    "calc_buffer_tensor_size", "default_device", "devices", "validate", *descs.__all__, *numpy_api.__all__,
 ]

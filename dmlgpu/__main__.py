@@ -1,8 +1,14 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | shaders (variants|abi)`."""
+"""Command line: `python -m dmlgpu demo | bench | devices | table | shaders (variants|abi)`."""
 from __future__ import annotations
 
 import argparse
 import sys
+
+from . import kernels
+from .bench import main as bench_main
+from .demo import run_demo
+from .device import devices
+from .operators import support_table
 
 
 def main(argv=None) -> int:
@@ -12,29 +18,25 @@ def main(argv=None) -> int:
     sub.add_parser("devices", help="list Vulkan devices and say which is the default")
     sub.add_parser("bench", help="benchmarks against numpy, PyTorch and CuPy (see benchmarks/NOTES.md)",
                    add_help=False)
+    sub.add_parser("table", help="README's operator table, printed from the operator table")
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")
     shaders.add_argument("what", choices=("variants", "abi"))
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
-        from .bench import main as bench_main
-
         return bench_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "shaders":
-        from . import kernels
-
         sys.stdout.write(kernels.variant_lines() if args.what == "variants" else kernels.abi_glsl())
         return 0
+    if args.command == "table":
+        sys.stdout.write(support_table())
+        return 0
     if args.command == "devices":
-        from .device import devices
-
         for d in devices():
             mark = "*" if d["default"] else " "
             print(f"{mark} {d['index']}: {d['name']} ({d['type']}, buffers up to {d['max_buffer_bytes']} bytes)")
         return 0
-    from .demo import run_demo
-
     return run_demo()
 
 

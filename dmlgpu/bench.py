@@ -36,6 +36,7 @@ from .device import default_device
 from .dtypes import DataType
 from .operators import OPERATORS
 from .profiling import kernel_seconds
+from .tensor import Tensor
 from .tensor_desc import TensorDesc
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -132,11 +133,25 @@ def _torch_dtype(torch, data_type: DataType):
     return {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[data_type.bits]
 
 
-def _peer_ops(op_short, torch_like):
-    """The peer's operator on inputs x, x2 into y (XOR reads two different tensors)."""
-    return {"bit_not": lambda x, x2, y: torch_like.bitwise_not(x, out=y),
-            "bit_xor": lambda x, x2, y: torch_like.bitwise_xor(x, x2, out=y),
-            "sign": lambda x, x2, y: torch_like.sign(x, out=y)}.get(op_short)
+#: PyTorch's names for numpy's ufuncs where they differ (CuPy uses numpy's names).
+_TORCH_NAMES = {"invert": "bitwise_not", "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift"}
+
+
+def peer_function(op, module):
+    """The peer library's operator for `op`, or None: the one named like the row's numpy ufunc
+    (else like the operator: `sign`), called as fn(*inputs, out=y)."""
+    name = op.numpy_ufunc or op.short
+    if module.__name__ == "torch":
+        name = _TORCH_NAMES.get(name, name)
+    return getattr(module, name, None)
+
+
+def kernel_type(op, bits) -> DataType | None:
+    """The data type measured for `op` at a width: unsigned, or signed where the kernel depends on
+    the kind (SIGN), as the peers run; None when the operator has no such type."""
+    signed = DataType[f"INT{bits}"]
+    data_type = signed if "kind" in op.flat_facts else WIDTH_TYPES[bits]
+    return data_type if data_type in op.newest.input_types else None
 
 
 class Harness:
@@ -179,11 +194,11 @@ class Harness:
     # -- kernels ---------------------------------------------------------------------------
     def kernel_cases(self):
         for op in OPERATORS:
-            for bits, data_type in WIDTH_TYPES.items():
-                in_type = data_type
-                if op.short == "sign":
-                    in_type = DataType[f"INT{bits}"]
-                out_type = in_type if op.same_type else DataType.UINT8
+            for bits in WIDTH_TYPES:
+                in_type = kernel_type(op, bits)
+                if in_type is None:
+                    continue
+                out_type = op.default_output or in_type
                 for layout in LAYOUTS:
                     for in_place in (False, True):
                         if in_place and (not op.in_place or layout != "contiguous"):
@@ -275,34 +290,38 @@ class Harness:
                     dtype = _torch_dtype(torch, WIDTH_TYPES[bits])
                     n = max(1, size // (bits // 8))
                     x = torch.randint(-100, 100, (n,), dtype=torch.int64, device="cuda").to(dtype)
-                    x2 = torch.randint(-100, 100, (n,), dtype=torch.int64, device="cuda").to(dtype)
+                    # Second operands (shift amounts too) below every width.
+                    x2 = torch.randint(0, 8, (n,), dtype=torch.int64, device="cuda").to(dtype)
                     y = torch.empty_like(x)
                     t = p.torch_time(lambda: y.copy_(x))
                     self.records.append({"kind": "peer", "peer": "torch", "op": "copy", "bits": bits,
                                          "size": size, "seconds": t, "gbps": 2 * n * bits / 8 / t / 1e9})
-                    for op_short in ("bit_not", "bit_xor", "sign"):
-                        fn = _peer_ops(op_short, torch)
-                        moved = n * bits // 8 * (3 if op_short == "bit_xor" else 2)
+                    for op in OPERATORS:
+                        fn = peer_function(op, torch)
+                        if fn is None or kernel_type(op, bits) is None:
+                            continue
+                        operands = (x, x2)[:len(op.inputs)]
                         try:
-                            t = p.torch_time(lambda: fn(x, x2, y))
+                            t = p.torch_time(lambda: fn(*operands, out=y))
                         except RuntimeError:
                             continue  # operator not implemented for this dtype
-                        self.records.append({"kind": "peer", "peer": "torch", "op": op_short, "bits": bits,
-                                             "size": size, "seconds": t, "gbps": moved / t / 1e9})
+                        self.records.append({"kind": "peer", "peer": "torch", "op": op.short, "bits": bits,
+                                             "size": size, "seconds": t, "gbps": _moved(op, n, bits) / t / 1e9})
                     del x, x2, y
                 if p.cupy:
                     cp = p.cupy
                     n = max(1, size // (bits // 8))
                     x = cp.asarray(self.rng.integers(-100, 100, n).astype(f"int{bits}"))
-                    x2 = cp.asarray(self.rng.integers(-100, 100, n).astype(f"int{bits}"))
+                    x2 = cp.asarray(self.rng.integers(0, 8, n).astype(f"int{bits}"))
                     y = cp.empty_like(x)
-                    for op_short, fn in (("bit_not", lambda: cp.invert(x, out=y)),
-                                         ("bit_xor", lambda: cp.bitwise_xor(x, x2, out=y)),
-                                         ("sign", lambda: cp.sign(x, out=y))):
-                        t = p.cupy_time(fn)
-                        moved = n * bits // 8 * (3 if op_short == "bit_xor" else 2)
-                        self.records.append({"kind": "peer", "peer": "cupy", "op": op_short, "bits": bits,
-                                             "size": size, "seconds": t, "gbps": moved / t / 1e9})
+                    for op in OPERATORS:
+                        fn = peer_function(op, cp)
+                        if fn is None or kernel_type(op, bits) is None:
+                            continue
+                        operands = (x, x2)[:len(op.inputs)]
+                        t = p.cupy_time(lambda: fn(*operands, out=y))
+                        self.records.append({"kind": "peer", "peer": "cupy", "op": op.short, "bits": bits,
+                                             "size": size, "seconds": t, "gbps": _moved(op, n, bits) / t / 1e9})
                     del x, x2, y
 
     # -- end to end, latency, command lists ------------------------------------------------
@@ -328,8 +347,6 @@ class Harness:
         compiled = d.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc))
         a, b = d.allocate(1024), d.allocate(1024)
         bind_in, bind_out = [Binding(a, 0, 1024)], [Binding(b, 0, 1024)]
-        from .tensor import Tensor
-
         t_in, t_out = Tensor.from_numpy(np.arange(256, dtype=np.uint32)), Tensor.empty((256,), np.uint32)
         record = {"kind": "latency", "op": "bit_not", "size": 1024,
                   "seconds": wall_seconds(lambda: (compiled.execute(bind_in, bind_out), d.synchronize()),
@@ -379,6 +396,11 @@ class Harness:
                 torch.cuda.synchronize()
             record["torch_graph_seconds_per_op"] = wall_seconds(replay, repeats=20) / count
         self.records.append(record)
+
+
+def _moved(op, n, bits) -> int:
+    """Bytes a same-width operator over n elements reads and writes."""
+    return n * bits // 8 * (len(op.inputs) + 1)
 
 
 def wall_seconds(fn, repeats=None, seconds=0.5) -> float:
@@ -432,7 +454,8 @@ def main(argv=None) -> int:
     held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None
                                  else (0.25 if args.quick else 4.0))
     harness.warm_up(0.2 if args.quick else 1.5)
-    harness.records += bench_runtime.records(harness.device, harness.peers.torch, wall_seconds, args.quick)
+    harness.records += bench_runtime.records(harness.device, harness.peers.torch, wall_seconds, args.quick,
+                                             peer_function, kernel_type)
     del held
     env["clocks_end"] = gpu_clocks()
     from .bench_report import write_report

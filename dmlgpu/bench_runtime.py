@@ -25,7 +25,6 @@ from .tensor import Tensor
 from .tensor_desc import TensorDesc
 
 MiB, GiB = 1 << 20, 1 << 30
-WIDTH_TYPES = {8: DataType.UINT8, 16: DataType.INT16, 32: DataType.INT32, 64: DataType.INT64}
 
 
 def _rss() -> int:
@@ -57,7 +56,9 @@ def ballast(device, gib: float) -> list:
     return held
 
 
-def records(device, torch, wall_seconds, quick: bool) -> list[dict]:
+def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) -> list[dict]:
+    """The cases above. `peer_function(op, torch)` is PyTorch's operator for a row (or None),
+    `case_type(op, bits)` the data type measured at a width (or None)."""
     out = []
     sync = device.synchronize
     tsync = torch.cuda.synchronize if torch else None
@@ -149,16 +150,18 @@ def records(device, torch, wall_seconds, quick: bool) -> list[dict]:
 
     big = (16 if quick else 256) * MiB
     for op in OPERATORS:
-        if not op.newest.input_types or (torch and not _torch_op(torch, op)):
+        peer_fn = peer_function(op, torch) if torch else None
+        if torch and peer_fn is None:
             continue
-        for bits, data_type in WIDTH_TYPES.items():
-            if data_type not in op.newest.input_types:
+        for bits in (8, 16, 32, 64):
+            data_type = case_type(op, bits)
+            if data_type is None:
                 continue
             count_el = big // data_type.size
             with device:
                 inputs = [Tensor.empty((count_el,), data_type.numpy) for _ in op.inputs]
-                result = Tensor.empty((count_el,), op.newest.output_types[-1].numpy
-                                      if not op.same_type else data_type.numpy)
+                result = Tensor.empty((count_el,), data_type.numpy if op.same_type
+                                      else op.default_output.numpy)
             fn = getattr(numpy_api, op.short)
 
             def ours_big():
@@ -169,7 +172,6 @@ def records(device, torch, wall_seconds, quick: bool) -> list[dict]:
                 dt = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[bits]
                 px = [torch.zeros(count_el, dtype=dt, device="cuda") for _ in op.inputs]
                 py = torch.empty_like(px[0])
-                peer_fn = _torch_op(torch, op)
 
                 def peer_big_fn():
                     peer_fn(*px, out=py)
@@ -208,9 +210,3 @@ def records(device, torch, wall_seconds, quick: bool) -> list[dict]:
                 and after["pipelines"] == before["pipelines"]
                 and after["live_buffers"] == before["live_buffers"] and _rss() - rss < 16 * MiB})
     return out
-
-
-def _torch_op(torch, op):
-    """PyTorch's operator with the same meaning (none for BIT_COUNT and SIGN's NaN rule aside)."""
-    name = {"bit_not": "bitwise_not", "bit_xor": "bitwise_xor", "sign": "sign"}.get(op.short)
-    return getattr(torch, name) if name else None

@@ -14,15 +14,13 @@ from . import numpy_api, testing
 from .device import default_device
 from .dtypes import DataType
 from .operators import OPERATORS
+from .reference import REFERENCES
 
-#: numpy's own operations, which agree with DirectML's on unsigned integers.
-NUMPY_PEERS = {
-    "bit_not": np.invert,
-    "bit_xor": np.bitwise_xor,
-    "sign": np.sign,
-    "bit_count": getattr(np, "bitwise_count", None) or (lambda x: np.unpackbits(
-        x.view(np.uint8)).reshape(x.size, -1).sum(axis=1, dtype=np.uint8)),
-}
+#: What each operator is timed against: numpy's ufunc of the same raw-bit meaning (the row's
+#: `numpy_ufunc`), else dmlgpu.reference's numpy implementation of DirectML's semantics.
+NUMPY_PEERS = {op.short: getattr(np, op.numpy_ufunc) if op.numpy_ufunc else REFERENCES[op.short]
+               for op in OPERATORS}
+NAME_WIDTH = max(len(op.short) for op in OPERATORS)
 
 #: The documents' examples (BIT_XOR's page repeats BIT_NOT's example, so it has none of its own).
 EXAMPLES = (
@@ -45,7 +43,7 @@ def _time(function, seconds=0.2) -> float:
             return elapsed / runs
 
 
-def run_demo() -> int:
+def run_demo(counts=(1 << 10, 1 << 16, 1 << 22), seconds=0.2) -> int:
     device = default_device()
     print(f"device: {device.name} ({device.type}; {device.driver})")
     failures = 0
@@ -70,18 +68,18 @@ def run_demo() -> int:
             failures += not ok
             label = in_type.name if op.same_type else f"{in_type.name}->{out_type.name}"
             results.append(label if ok else f"{label} FAILED")
-        print(f"  {op.short:9s} {len(results)} types: {', '.join(results)}")
+        print(f"  {op.short:{NAME_WIDTH}s} {len(results)} types: {', '.join(results)}")
 
     print("\nTime per call on UINT32 data: numpy front end (upload, kernel, download) vs numpy")
-    print(f"  {'operator':9s} {'elements':>10s} {'dmlgpu':>10s} {'numpy':>10s} {'speed-up':>9s}")
+    print(f"  {'operator':{NAME_WIDTH}s} {'elements':>10s} {'dmlgpu':>10s} {'numpy':>10s} {'speed-up':>9s}")
     for op in OPERATORS:
         peer = NUMPY_PEERS[op.short]
-        for count in (1 << 10, 1 << 16, 1 << 22):
+        for count in counts:
             arrays = [testing.sample(DataType.UINT32, (count,), rng) for _ in op.inputs]
-            out_type = DataType.UINT32 if op.same_type else DataType.UINT8
-            ours = _time(lambda: testing.front_end(op, arrays, out_type))
-            theirs = _time(lambda: peer(*arrays))
-            print(f"  {op.short:9s} {count:>10d} {ours * 1e6:>8.0f}us {theirs * 1e6:>8.0f}us "
+            out_type = op.default_output or DataType.UINT32
+            ours = _time(lambda: testing.front_end(op, arrays, out_type), seconds)
+            theirs = _time(lambda: peer(*arrays), seconds)
+            print(f"  {op.short:{NAME_WIDTH}s} {count:>10d} {ours * 1e6:>8.0f}us {theirs * 1e6:>8.0f}us "
                   f"{theirs / ours:>8.2f}x")
     print("\nall results correct" if not failures else f"\n{failures} WRONG RESULTS")
     return 1 if failures else 0

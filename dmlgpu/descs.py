@@ -2,7 +2,7 @@
 
 The classes are made from the operator table so that their fields are exactly the operator's
 tensors in DirectML's member order, snake-cased: `ElementWiseBitXorOperatorDesc(a_tensor,
-b_tensor, output_tensor)`.
+b_tensor, output_tensor)`. Each class is a module attribute under its name (`__all__` lists them).
 """
 from __future__ import annotations
 
@@ -36,8 +36,7 @@ def _make(op: Operator) -> type:
     return cls
 
 
+#: Operator name ("ELEMENT_WISE_BIT_XOR") -> its descriptor class.
 DESC_CLASSES = {op.name: _make(op) for op in OPERATORS}
-ElementWiseBitNotOperatorDesc = DESC_CLASSES["ELEMENT_WISE_BIT_NOT"]
-ElementWiseBitXorOperatorDesc = DESC_CLASSES["ELEMENT_WISE_BIT_XOR"]
-ElementWiseSignOperatorDesc = DESC_CLASSES["ELEMENT_WISE_SIGN"]
-ElementWiseBitCountOperatorDesc = DESC_CLASSES["ELEMENT_WISE_BIT_COUNT"]
+globals().update({cls.__name__: cls for cls in DESC_CLASSES.values()})
+__all__ = [cls.__name__ for cls in DESC_CLASSES.values()]

@@ -52,7 +52,7 @@ class Variant:
 
     @property
     def source(self) -> str:
-        return f"{self.op.short}.comp"
+        return f"{self.op.shader}.comp"
 
     @property
     def unit_bytes(self) -> int:
@@ -68,7 +68,8 @@ class Variant:
 
     @property
     def defines(self) -> dict[str, object]:
-        defines = {"LAYOUT_" + self.layout.upper(): 1}
+        # OP names the operator's function(s) in its family source; ARITY its input count.
+        defines = {"OP": self.op.short, "ARITY": len(self.op.inputs), "LAYOUT_" + self.layout.upper(): 1}
         if self.layout != STRIDED:
             defines["UNIT_WORDS"] = self.unit_bytes // 4
         for fact, value in self.facts:

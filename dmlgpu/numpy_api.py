@@ -1,87 +1,32 @@
-"""The numpy front end: `bit_not`, `bit_xor`, `sign`, `bit_count` on the default device.
+"""The numpy front end: one function per operator of the table, on the default device.
 
 Each call builds the DirectML descriptors that describe the arrays, validates them at the
 requested feature level (before any work starts), and runs them. Shapes are fitted to the level's
 dimension rules only where the meaning is unchanged: dimensions that every tensor walks
-contiguously are merged, leading 1s are added; data-type rules are never bent. `bit_xor`
-broadcasts with numpy's rules through zero strides, so the smaller operand is never expanded.
+contiguously are merged, leading 1s are added; data-type rules are never bent. Functions of two
+operands broadcast with numpy's rules through zero strides, so the smaller operand is never
+expanded.
+
+The functions (`FUNCTIONS`, one per row, named after its `short`) and Tensor's Python operators
+(from each row's `python_operator`) are made from the table at the end of this module.
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
-from . import descs as _descs
 from .device import default_device
+from .descs import DESC_CLASSES
 from .dtypes import DataType
 from .errors import ValidationError
 from .compiled import coalesce
-from .operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN, Operator
+from .operators import OPERATORS, Operator, level_texts
 from .tensor_desc import MAX_ELEMENTS, MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from .bindings import Binding, BoundRange
 from .operands import PLAIN_ARRAYS, SUBCLASS_ALLOWED, host_array, is_python_scalar, native_dtype, python_scalar
 from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
-
-_DESC_CLASS = {op.name: cls for op, cls in zip(
-    (BIT_NOT, BIT_XOR, SIGN, BIT_COUNT), (
-        _descs.ElementWiseBitNotOperatorDesc, _descs.ElementWiseBitXorOperatorDesc,
-        _descs.ElementWiseSignOperatorDesc, _descs.ElementWiseBitCountOperatorDesc))}
-
-
-def bit_not(x, out=None, *, feature_level=None):
-    """Bitwise NOT of every element's raw bits (DML_ELEMENT_WISE_BIT_NOT).
-
-    Args:
-        x: numpy array of one of DirectML's data types allowed at the level (all eleven
-            at 4_1 and above; UINT8/16/32 at 3_0).
-        out: optional array of x's dtype and shape; `out=x` runs in place.
-        feature_level: a `FeatureLevel`; None means the newest.
-
-    Returns:
-        A new array, or `out`. Floats are inverted bit for bit (NaN payloads kept).
-
-    Raises:
-        ValidationError: a dtype, shape or `out` the level does not allow.
-    """
-    return _apply(BIT_NOT, (x,), out, None, feature_level)
-
-
-def bit_xor(a, b, out=None, *, feature_level=None):
-    """Bitwise XOR of the raw bits of `a` and `b` (DML_ELEMENT_WISE_BIT_XOR).
-
-    `a` and `b` must have the same dtype (DirectML does not promote) and shapes that broadcast
-    with numpy's rules. `out=a` or `out=b` runs in place when `out` has the result's shape.
-
-    Raises:
-        ValidationError: mismatched dtypes, shapes that do not broadcast, or a bad `out`.
-    """
-    return _apply(BIT_XOR, (a, b), out, None, feature_level)
-
-
-def sign(x, out=None, *, feature_level=None):
-    """-1, 0 or +1 per element, in x's dtype (DML_ELEMENT_WISE_SIGN).
-
-    Differs from `numpy.sign`: NaN gives 0 (DirectML's "otherwise" branch), -0.0 gives +0.0.
-    Unsigned inputs give 0 or 1. float64 is rejected at every level (DirectML has no FLOAT64
-    SIGN); at levels 2_0 and 2_1 arrays are presented as 4-D.
-    """
-    return _apply(SIGN, (x,), out, None, feature_level)
-
-
-def bit_count(x, out=None, *, dtype=None, feature_level=None):
-    """Number of 1 bits of each element's raw encoding (DML_ELEMENT_WISE_BIT_COUNT).
-
-    Args:
-        dtype: numpy.uint8 or numpy.uint32. Left out, it is `out.dtype` when `out` is given,
-            else numpy.uint8 (DirectMLX's default); given, `out` must have it.
-
-    Differs from `numpy.bitwise_count`, which counts |x| for signed integers: -1 as int8 gives
-    8 here. Never in place (DirectML does not allow BIT_COUNT to alias its input).
-
-    Raises:
-        ValidationError: as `bit_not`, and a `dtype` that differs from `out.dtype`.
-    """
-    return _apply(BIT_COUNT, (x,), out, np.uint8 if dtype is None and out is None else dtype, feature_level)
 
 
 def _fail(op, tensor, field, value, allowed):
@@ -128,8 +73,6 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
             return Tensor._made(result, shape, out_type, offset)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
-    if out_dtype is None and not op.same_type:
-        out_dtype = getattr(out, "dtype", None)  # dtype left out: out's decides
     arrays = _operands(op, row, arrays)
     if isinstance(out, np.ndarray):
         out = _host_out(op, out)
@@ -165,7 +108,7 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     sizes, strides = _fit_dimensions(op, row, sizes, strides)
     types = in_types + [out_type]
     tensors = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(types, strides)]
-    desc = _DESC_CLASS[op.name](*tensors)
+    desc = DESC_CLASSES[op.name](*tensors)
     device = default_device()
     compiled = device.create_operator(desc, level)  # validates the whole call before any work
 
@@ -277,7 +220,7 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
     sizes, strides = coalesce(sizes, strides)
     sizes, strides = _fit_dimensions(op, row, sizes, strides)
     descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(in_types + [out_type], strides)]
-    compiled = device.create_operator(_DESC_CLASS[op.name](*descs), level)  # validates first
+    compiled = device.create_operator(DESC_CLASSES[op.name](*descs), level)  # validates first
     if realign:
         tensors = [t.copy() if t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT else t for t in tensors]
     starts = [t.offset - t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT for t in tensors]
@@ -449,3 +392,105 @@ def _chunks(sizes, strides, itemsizes, limit, base=None):
         row_base = [b + r0 * st[0] for b, st in zip(base, strides)]
         for offsets, sub in _chunks(rest, [st[1:] for st in strides], itemsizes, limit, row_base):
             yield offsets, (1,) + tuple(sub)
+
+
+# =============================================================================================
+# The public functions and Tensor's operators, made from the table
+# =============================================================================================
+#: Operand names by operator arity.
+_OPERANDS = {1: ("x",), 2: ("a", "b")}
+
+
+def _output_dtype(op: Operator, out, dtype):
+    """The output dtype of an operator whose output types are listed apart: `dtype` if given,
+    else `out`'s, else the row's default."""
+    if dtype is not None:
+        return dtype
+    if isinstance(out, (np.ndarray, Tensor)):
+        return out.dtype
+    return op.default_output.numpy
+
+
+def _docstring(op: Operator) -> str:
+    """Google-style docstring from the row: its text, DirectML's tables, the argument rules."""
+    def paragraph(text, indent=""):
+        return textwrap.fill(text, 96, initial_indent=indent, subsequent_indent=indent + "    " if indent else "")
+
+    summary, _, notes = op.doc.partition("\n\n")
+    operands = _OPERANDS[len(op.inputs)]
+    parts = [f"{summary[:-1]} (DML_{op.name})."]
+    if notes:
+        parts.append(paragraph(notes))
+    if op.masks_shift_amount:
+        parts.append(paragraph(
+            f"Shift amounts are taken modulo the element width, `{operands[-1]} & (bits - 1)` (8-bit amounts "
+            "by 7, 16-bit by 15, 32-bit by 31, 64-bit by 63), as DirectML does; numpy gives 0 for amounts at "
+            "or above the width."))
+    tables = "DirectML's tables: " + "; ".join(level_texts(op)) + "."
+    if len(operands) == 1:
+        args = [paragraph(f"x: numpy array (or dmlgpu.Tensor). {tables}", "    ")]
+    else:
+        args = [paragraph(f"{', '.join(operands)}: numpy arrays (or dmlgpu.Tensors) of one dtype (DirectML "
+                          f"does not promote) whose shapes broadcast with numpy's rules; either may be a Python "
+                          f"int, float or bool, which takes the other's dtype (NEP 50). {tables}", "    ")]
+    if op.in_place:
+        in_place = " or ".join(f"`out={name}`" for name in operands) + " runs in place."
+    else:
+        in_place = f"never an input (DirectML does not allow {op.name} in place)."
+    args.append(paragraph(f"out: optional array of the result's dtype and shape; {in_place}", "    "))
+    if not op.same_type:
+        names = " or ".join(t.numpy.name for t in op.newest.output_types)
+        args.append(paragraph(f"dtype: the output dtype, {names}; None: `out`'s dtype, else "
+                              f"{op.default_output.numpy.name} (DirectMLX's default). Given with `out`, they "
+                              "must agree.", "    "))
+    args.append(paragraph("feature_level: a `FeatureLevel` (or its value); None means the newest. Dimensions "
+                          "beyond the level's are merged where contiguous; missing ones are added as 1s.", "    "))
+    parts += ["Args:\n" + "\n".join(args),
+              "Returns:\n    A new array (a Tensor when an operand is a Tensor), or `out`.",
+              "Raises:\n" + paragraph("ValidationError: a dtype, shape, `out` or level that DirectML does not "
+                                       "allow, a Python scalar that does not fit, or an ndarray subclass "
+                                       "(masked array, matrix); nothing runs.", "    ")]
+    return "\n\n".join(parts)
+
+
+def _function(op: Operator):
+    """The front-end function of `op`, with a real signature: `(x, out=None, *,
+    feature_level=None)` or `(a, b, out=None, *, feature_level=None)`, with a keyword-only
+    `dtype=None` before `feature_level` when the output types are listed apart."""
+    operands = ", ".join(_OPERANDS[len(op.inputs)])
+    typed = not op.same_type
+    source = (f"def {op.short}({operands}, out=None, *, {'dtype=None, ' if typed else ''}feature_level=None):\n"
+              f"    return _apply(_OP, ({operands},), out, "
+              f"{'_output_dtype(_OP, out, dtype)' if typed else 'None'}, feature_level)\n")
+    namespace = {"__name__": __name__, "_apply": _apply, "_output_dtype": _output_dtype, "_OP": op}
+    exec(compile(source, f"<dmlgpu front end: {op.short}>", "exec"), namespace)
+    function = namespace[op.short]
+    function.__doc__ = _docstring(op)
+    return function
+
+
+def _tensor_methods(function, arity: int) -> dict:
+    """Tensor's methods for a Python operator: `__op__`, plus `__rop__` and `__iop__` for binary ones."""
+    if arity == 1:
+        return {"": lambda self: function(self)}
+    return {"": lambda self, other: function(self, other),
+            "r": lambda self, other: function(other, self),
+            "i": lambda self, other: function(self, other, out=self)}
+
+
+#: Operator short name -> public function.
+FUNCTIONS = {op.short: _function(op) for op in OPERATORS}
+globals().update(FUNCTIONS)
+__all__ = list(FUNCTIONS)
+def _install_tensor_operators() -> None:
+    """Tensor's Python operators, from each row's `python_operator` ("xor": `t ^ u`, `u ^ t`, `t ^= u`)."""
+    for op in OPERATORS:
+        if op.python_operator:
+            for prefix, method in _tensor_methods(FUNCTIONS[op.short], len(op.inputs)).items():
+                method.__name__ = f"__{prefix}{op.python_operator}__"
+                method.__qualname__ = f"Tensor.{method.__name__}"
+                method.__doc__ = f"`{op.short}` as a Python operator."
+                setattr(Tensor, method.__name__, method)
+
+
+_install_tensor_operators()

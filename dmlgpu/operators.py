@@ -2,8 +2,11 @@
 
 Every row restates its DirectML documentation page (see `shared/spec/directml.md` §1): the
 operator's enum value, its tensors, the level that introduced it, its tensor-support table per
-feature level, its data-type rule and whether it may run in place. Validation, kernel selection,
-the reference, the tests, the docs and the benchmarks all read these rows.
+feature level, its data-type rule and whether it may run in place, plus what dmlgpu derives from
+it: the shader family that computes it, the front end's docstring text, and its numpy and Python
+operator names. Validation, kernel selection, the descriptors, the front-end functions, Tensor's
+operators, the reference, the tests, the docs, the demo and the benchmarks all read these rows;
+declaring a row (`_declare`) is what puts an operator in `OPERATORS`.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ class LevelSupport:
 class Operator:
     name: str  # DML_OPERATOR_<name>
     type_value: int  # DML_OPERATOR_TYPE value
-    short: str  # front-end function, reference function and shader source name
+    short: str  # front-end function, reference function and shader function name
     inputs: tuple[str, ...]  # DirectML member names of the input tensors, in binding order
     support: tuple[LevelSupport, ...]  # newest level first
     same_type: bool  # all tensors share one DataType (else output types are listed apart)
@@ -40,6 +43,11 @@ class Operator:
     # layout (whole 16-byte vectors), and where the shader addresses single elements.
     flat_facts: tuple[str, ...]
     element_facts: tuple[str, ...]
+    shader: str  # shaders/<shader>.comp, the family source; the build selects `short` in it (OP)
+    doc: str  # the front end's docstring: one line, then how it differs from numpy, if it does
+    # Output type when a call names none (DirectMLX's default); None: the inputs' type.
+    default_output: DataType | None = None
+    masks_shift_amount: bool = False  # BTensor holds shift amounts, taken modulo the element width
     output: str = "OutputTensor"
     numpy_ufunc: str | None = None  # numpy's ufunc with the same raw-bit meaning, if any
     python_operator: str | None = None  # Python operator name ("xor" installs __xor__, __rxor__, __ixor__)
@@ -81,22 +89,58 @@ def _support(*rows) -> tuple[LevelSupport, ...]:
     return tuple(LevelSupport(*row) for row in sorted(rows, key=lambda r: r[0], reverse=True))
 
 
+_REGISTRY: list[Operator] = []
+
+
+def _declare(op: Operator) -> Operator:
+    """Add a row to the table: a row exists for dmlgpu exactly when it is declared here."""
+    if any(o.name == op.name or o.short == op.short or o.type_value == op.type_value for o in _REGISTRY):
+        raise ValueError(f"{op.name} is declared twice")
+    if op.same_type != (op.default_output is None):
+        raise ValueError(f"{op.name}: default_output is for operators whose output types are listed apart")
+    _REGISTRY.append(op)
+    return op
+
+
+_A_B = ("ATensor", "BTensor")
 _BITWISE = _support(
     (L.LEVEL_4_1, DIMS_1_TO_8, ALL, ALL),
     (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, UINTS_32),
 )
+_SHIFTS = _support(
+    (L.LEVEL_4_1, DIMS_1_TO_8, UINTS, UINTS),
+    (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, UINTS_32),
+    (L.LEVEL_2_1, DIMS_4, UINTS_32, UINTS_32),
+)
 _SIGN_TYPES_3_0 = FLOATS_32 + INTS_32 + UINTS_32
 _BIT_COUNT_OUT = (DataType.UINT32, DataType.UINT8)
+#: Width-independent bitwise operators: in the flat layout they run on whole words.
+_RAW_BITS = dict(same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",), shader="bitwise")
+#: Shifts of A by the amounts in B, lane by lane of the element width.
+_SHIFT = dict(same_type=True, in_place=True, flat_facts=("in_bits",), element_facts=("in_bits",), shader="bitwise",
+              masks_shift_amount=True)
 
-BIT_NOT = Operator(
-    "ELEMENT_WISE_BIT_NOT", 124, "bit_not", ("InputTensor",), _BITWISE,
-    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",),
-    numpy_ufunc="invert", python_operator="invert")
-BIT_XOR = Operator(
-    "ELEMENT_WISE_BIT_XOR", 123, "bit_xor", ("ATensor", "BTensor"), _BITWISE,
-    same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",),
-    numpy_ufunc="bitwise_xor", python_operator="xor")
-SIGN = Operator(
+BIT_NOT = _declare(Operator(
+    "ELEMENT_WISE_BIT_NOT", 124, "bit_not", ("InputTensor",), _BITWISE, **_RAW_BITS,
+    doc="Bitwise NOT of every element's raw bits.", numpy_ufunc="invert", python_operator="invert"))
+BIT_XOR = _declare(Operator(
+    "ELEMENT_WISE_BIT_XOR", 123, "bit_xor", _A_B, _BITWISE, **_RAW_BITS,
+    doc="Bitwise XOR of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_xor", python_operator="xor"))
+BIT_AND = _declare(Operator(
+    "ELEMENT_WISE_BIT_AND", 121, "bit_and", _A_B, _BITWISE, **_RAW_BITS,
+    doc="Bitwise AND of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_and", python_operator="and"))
+BIT_OR = _declare(Operator(
+    "ELEMENT_WISE_BIT_OR", 122, "bit_or", _A_B, _BITWISE, **_RAW_BITS,
+    doc="Bitwise OR of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_or", python_operator="or"))
+BIT_SHIFT_LEFT = _declare(Operator(
+    "ELEMENT_WISE_BIT_SHIFT_LEFT", 97, "bit_shift_left", _A_B, _SHIFTS, **_SHIFT,
+    doc="Logical left shift of each element of `a` by the amount in `b`.", numpy_ufunc="left_shift",
+    python_operator="lshift"))
+BIT_SHIFT_RIGHT = _declare(Operator(
+    "ELEMENT_WISE_BIT_SHIFT_RIGHT", 98, "bit_shift_right", _A_B, _SHIFTS, **_SHIFT,
+    doc="Logical right shift of each element of `a` by the amount in `b`.", numpy_ufunc="right_shift",
+    python_operator="rshift"))
+SIGN = _declare(Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
     _support(
         (L.LEVEL_4_1, DIMS_1_TO_8, FLOATS_32 + INTS + UINTS, FLOATS_32 + INTS + UINTS),
@@ -105,15 +149,54 @@ SIGN = Operator(
         (L.LEVEL_2_0, DIMS_4, FLOATS_32, FLOATS_32),
     ),
     same_type=True, in_place=True, flat_facts=("in_bits", "kind"),
-    element_facts=("in_bits", "kind"))
-BIT_COUNT = Operator(
+    element_facts=("in_bits", "kind"), shader="sign",
+    doc="-1, 0 or +1 per element, in the input's dtype.\n\n"
+        "Differs from `numpy.sign`: NaN gives 0 (DirectML's \"otherwise\" branch), -0.0 gives +0.0. "
+        "Unsigned inputs give 0 or 1. DirectML has no FLOAT64 SIGN at any level."))
+BIT_COUNT = _declare(Operator(
     "ELEMENT_WISE_BIT_COUNT", 125, "bit_count", ("InputTensor",),
     _support(
         (L.LEVEL_4_1, DIMS_1_TO_8, ALL, _BIT_COUNT_OUT),
         (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, _BIT_COUNT_OUT),
     ),
     same_type=False, in_place=False, flat_facts=("in_bits", "out_bits"),
-    element_facts=("in_bits", "out_bits"))
+    element_facts=("in_bits", "out_bits"), shader="bit_count",
+    doc="Number of 1 bits of each element's raw encoding.\n\n"
+        "Differs from `numpy.bitwise_count`, which counts |x| for signed integers: -1 as int8 gives 8 "
+        "here.",
+    default_output=DataType.UINT8))
 
-OPERATORS: tuple[Operator, ...] = (BIT_NOT, BIT_XOR, SIGN, BIT_COUNT)
+OPERATORS: tuple[Operator, ...] = tuple(_REGISTRY)
 BY_SHORT = {op.short: op for op in OPERATORS}
+
+
+def _types_text(types: tuple[DataType, ...]) -> str:
+    if set(types) == set(ALL):
+        return f"all {len(ALL)}"
+    missing = [t for t in ALL if t not in types]
+    if len(missing) <= 2 and set(types) <= set(ALL):
+        return "all but " + ", ".join(t.name for t in missing)
+    return ", ".join(t.name for t in types)
+
+
+def level_texts(op: Operator) -> list[str]:
+    """One short line per tensor-support table, newest first: "4_1+: 1–8 dims, all 11"."""
+    texts = []
+    for row in op.support:
+        dims = f"{row.dims[0]}–{row.dims[-1]}" if len(row.dims) > 1 else f"{row.dims[0]}"
+        types = _types_text(row.input_types)
+        if not op.same_type:
+            types += " -> " + _types_text(row.output_types)
+        texts.append(f"{row.level.name[6:]}+: {dims} dims, {types}")
+    return texts
+
+
+def support_table() -> str:
+    """README's operator table (markdown), restated from the rows; tests check README has it."""
+    lines = ["| operator | enum | introduced | tensor support per level (dimensions, data types) | in place |",
+             "|---|---|---|---|---|"]
+    for op in OPERATORS:
+        in_place = "no" if not op.in_place else "yes" if len(op.inputs) == 1 else "yes, with either input"
+        lines.append(f"| `{op.name}` | {op.type_value} | {op.introduced.name[6:]} | {'; '.join(level_texts(op))} "
+                     f"| {in_place} |")
+    return "\n".join(lines) + "\n"

@@ -2,14 +2,18 @@
 
 Everything works on raw bits, because that is what DirectML specifies: the bitwise operators
 ignore the data type except for its width, and SIGN of a float is decided from its bit pattern
-(NaN -> 0, -0 -> +0, denormals -> +/-1). numpy's own `np.sign` (NaN -> NaN) and
-`np.bitwise_count` (counts |x| for signed integers) differ, so neither is used.
+(NaN -> 0, -0 -> +0, denormals -> +/-1). An operator whose row names a numpy ufunc with the same
+raw-bit meaning runs that ufunc on the raw bits (shift amounts masked to the element width first,
+`shift_amount`); SIGN and BIT_COUNT are written out here, because numpy's own `np.sign` (NaN -> NaN)
+and `np.bitwise_count` (counts |x| for signed integers) differ. `REFERENCES` maps each row's
+`short` name to its function, which is also a module attribute of that name.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .dtypes import DataType
+from .operators import OPERATORS, Operator
 
 _POPCOUNT_8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
@@ -20,16 +24,32 @@ def _bits(x: np.ndarray) -> np.ndarray:
     return x.view(np.dtype(f"<u{x.dtype.itemsize}"))
 
 
-def bit_not(x: np.ndarray) -> np.ndarray:
-    """DML_ELEMENT_WISE_BIT_NOT: every bit of every element inverted."""
-    return np.invert(_bits(x)).view(x.dtype)
+def shift_amount(b: np.ndarray) -> np.ndarray:
+    """DirectML's shift amount: `b` modulo the element width, `b & (bits - 1)` on raw bits.
+
+    DirectML masks out-of-range amounts (onnxruntime keeps opset-28 BitShift, which defines 0 for
+    them, off its DirectML kernel for that reason); numpy and PyTorch give 0 instead.
+    """
+    return b & np.array(8 * b.dtype.itemsize - 1, dtype=b.dtype)
 
 
-def bit_xor(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """DML_ELEMENT_WISE_BIT_XOR: bits of A xor bits of B (numpy broadcasting applies)."""
-    if a.dtype != b.dtype:
-        raise TypeError(f"bit_xor needs one data type, got {a.dtype} and {b.dtype}")
-    return np.bitwise_xor(_bits(a), _bits(b)).view(a.dtype)
+def _raw_bits(op: Operator):
+    """The reference of an operator whose row names a numpy ufunc with the same raw-bit meaning."""
+    ufunc = getattr(np, op.numpy_ufunc)
+
+    def reference(*arrays):
+        arrays = [np.asarray(x) for x in arrays]
+        if len({x.dtype for x in arrays}) > 1:
+            raise TypeError(f"{op.short} needs one data type, got {', '.join(str(x.dtype) for x in arrays)}")
+        bits = [_bits(x) for x in arrays]
+        if op.masks_shift_amount:
+            bits[-1] = shift_amount(bits[-1])
+        return ufunc(*bits).view(arrays[0].dtype)
+
+    reference.__name__ = reference.__qualname__ = op.short
+    masked = " (shift amounts masked: `shift_amount`)" if op.masks_shift_amount else ""
+    reference.__doc__ = f"{op.dml_name}: numpy.{op.numpy_ufunc} on the raw bits{masked}."
+    return reference
 
 
 def sign(x: np.ndarray) -> np.ndarray:
@@ -52,12 +72,16 @@ def sign(x: np.ndarray) -> np.ndarray:
     return result.astype(bits.dtype).view(x.dtype)
 
 
-def bit_count(x: np.ndarray, out_dtype=np.uint8) -> np.ndarray:
+def bit_count(x: np.ndarray, dtype=np.uint8) -> np.ndarray:
     """DML_ELEMENT_WISE_BIT_COUNT: number of 1 bits in each element's raw encoding."""
     x = np.asarray(x)
     flat = np.ascontiguousarray(x).reshape(-1)
     per_byte = _POPCOUNT_8[flat.view(np.uint8)].reshape(flat.size, x.dtype.itemsize)
-    return per_byte.sum(axis=-1, dtype=np.uint32).astype(out_dtype).reshape(x.shape)
+    return per_byte.sum(axis=-1, dtype=np.uint32).astype(dtype).reshape(x.shape)
 
 
-REFERENCES = {"bit_not": bit_not, "bit_xor": bit_xor, "sign": sign, "bit_count": bit_count}
+#: Operator short name -> reference function; operators without a numpy ufunc of the same
+#: meaning have a function of their name above.
+REFERENCES = {op.short: _raw_bits(op) if op.numpy_ufunc else globals()[op.short] for op in OPERATORS}
+globals().update(REFERENCES)
+__all__ = ["REFERENCES", "shift_amount", *REFERENCES]

@@ -3,8 +3,9 @@
 A Tensor is a strided view of a device Buffer: shape, element strides (DirectML's convention)
 and the byte offset of its first element. `Tensor.from_numpy` and `Tensor.empty` make packed
 tensors; indexing, `.T`, `transpose` and `reshape` make zero-copy views of the same Buffer. The
-numpy-style functions, Python's operators and numpy's matching ufuncs take Tensors and return
-Tensors without host round trips; `.numpy()` downloads.
+numpy-style functions, Python's operators (`~`, `^`, ...: dmlgpu.numpy_api installs them from the
+operator table) and numpy's matching ufuncs take Tensors and return Tensors without host round
+trips; `.numpy()` downloads.
 """
 from __future__ import annotations
 
@@ -253,19 +254,3 @@ class Tensor:
     def __repr__(self):
         layout = "" if self.is_packed and not self.offset else f" strides {self.strides} at byte {self.offset}"
         return f"<dmlgpu.Tensor {self.shape} {self.data_type.name}{layout} on {self.device.name}>"
-
-    def __invert__(self):
-        from .numpy_api import bit_not
-        return bit_not(self)
-
-    def __xor__(self, other):
-        from .numpy_api import bit_xor
-        return bit_xor(self, other)
-
-    def __rxor__(self, other):
-        from .numpy_api import bit_xor
-        return bit_xor(other, self)
-
-    def __ixor__(self, other):
-        from .numpy_api import bit_xor
-        return bit_xor(self, other, out=self)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import DataType
+from .numpy_api import FUNCTIONS
 from .operators import OPERATORS, Operator
+from .reference import REFERENCES
 
 _FLOAT_LAYOUT = {16: (10, 5), 32: (23, 8), 64: (52, 11)}  # mantissa bits, exponent bits
 
@@ -54,23 +56,31 @@ def case_types(op: Operator, level=None) -> list[tuple[DataType, DataType]]:
     return [(i, o) for i in row.input_types for o in row.output_types]
 
 
+def one_type_per_width(op: Operator, preferred=(), widths=(8, 16, 32, 64)) -> list[DataType]:
+    """One input type per element width the operator takes at its newest level: the first of
+    `preferred` it takes, else the first the table lists, so that a test covers every width (and
+    every kernel width) of every operator."""
+    allowed = op.newest.input_types
+    chosen = []
+    for bits in widths:
+        of_width = [t for t in (*preferred, *allowed) if t.bits == bits and t in allowed]
+        if of_width:
+            chosen.append(of_width[0])
+    return chosen
+
+
 def all_cases(level=None) -> list[tuple[Operator, DataType, DataType]]:
     return [(op, i, o) for op in OPERATORS for i, o in case_types(op, level)]
 
 
 def front_end(op: Operator, arrays, out_type: DataType, out=None, feature_level=None):
-    """Call the public numpy function of `op` (bit_count gets its output dtype)."""
-    from . import numpy_api
-
-    function = getattr(numpy_api, op.short)
+    """Call the public numpy function of `op` (with `dtype` where the output type is chosen)."""
     extra = {} if op.same_type else {"dtype": out_type.numpy}
-    return function(*arrays, out=out, feature_level=feature_level, **extra)
+    return FUNCTIONS[op.short](*arrays, out=out, feature_level=feature_level, **extra)
 
 
 def reference(op: Operator, arrays, out_type: DataType) -> np.ndarray:
     """`dmlgpu.reference` for `op`, with numpy broadcasting and the output type applied."""
-    from .reference import REFERENCES
-
     function = REFERENCES[op.short]
     if op.same_type:
         return np.asarray(function(*arrays))

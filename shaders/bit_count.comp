@@ -3,7 +3,6 @@
 #extension GL_EXT_control_flow_attributes : require  // [[unroll]]: loops over registers
 // DML_ELEMENT_WISE_BIT_COUNT: number of 1 bits of each element's raw encoding, written as UINT8
 // or UINT32 whatever the input width.
-#define ARITY 1
 #define CUSTOM_ELEMENT
 #define CUSTOM_FLAT_UNIT
 #include "elementwise.glsl"

@@ -3,7 +3,6 @@
 #extension GL_EXT_control_flow_attributes : require  // [[unroll]]: loops over registers
 // DML_ELEMENT_WISE_SIGN: -1 if x < 0, 1 if x > 0, otherwise 0 -- decided on the bits, so NaN
 // gives 0, -0 gives +0 and denormals give +/-1 whatever the GPU's float modes are.
-#define ARITY 1
 #include "elementwise.glsl"
 
 #if IN_BITS == 64

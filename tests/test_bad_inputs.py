@@ -24,11 +24,16 @@ import pytest
 
 import dmlgpu
 from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError
+from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.numpy_api import FUNCTIONS
+from dmlgpu.operators import BIT_COUNT, BIT_NOT, OPERATORS, SIGN as SIGN_OP
 
 L = FeatureLevel
 U8, U16, U32, I8, F32, F64 = (DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.INT8,
                               DataType.FLOAT32, DataType.FLOAT64)
-NOT, XOR, SIGN, COUNT = ("DML_OPERATOR_ELEMENT_WISE_" + n for n in ("BIT_NOT", "BIT_XOR", "SIGN", "BIT_COUNT"))
+NOT, SIGN, COUNT = BIT_NOT.dml_name, SIGN_OP.dml_name, BIT_COUNT.dml_name
+#: Rules of operators with two inputs are checked for every such row of the table.
+BINARY = [op for op in OPERATORS if len(op.inputs) == 2]
 BUFFER_BYTES = 512
 
 
@@ -37,20 +42,10 @@ def t(data_type=U8, sizes=(64,), strides=None, **fields) -> TensorDesc:
     return TensorDesc(data_type, sizes, strides, **fields)
 
 
-def bit_not(input_tensor=None, output=None):
-    return dmlgpu.ElementWiseBitNotOperatorDesc(input_tensor or t(), output or t())
-
-
-def bit_xor(a=None, b=None, output=None):
-    return dmlgpu.ElementWiseBitXorOperatorDesc(a or t(), b or t(), output or t())
-
-
-def sign(input_tensor=None, output=None):
-    return dmlgpu.ElementWiseSignOperatorDesc(input_tensor or t(), output or t())
-
-
-def bit_count(input_tensor=None, output=None):
-    return dmlgpu.ElementWiseBitCountOperatorDesc(input_tensor or t(), output or t())
+def desc(op, *tensors):
+    """`op`'s descriptor; tensors not given (or None) are `t()`."""
+    tensors += (None,) * (len(op.tensors) - len(tensors))
+    return DESC_CLASSES[op.name](*(x or t() for x in tensors))
 
 
 # =============================================================================================
@@ -73,218 +68,223 @@ LOW_LEVEL = [
     LowLevel("operator-desc-not-a-desc", "BIT_NOT", "operator_desc", "allowed: ElementWiseBitNotOperatorDesc",
              operator="dmlgpu"),
     LowLevel("operator-desc-none", None, "operator_desc", "operator_desc is 'NoneType'", operator="dmlgpu"),
-    LowLevel("level-before-operator-existed", bit_not(), "feature_level",
+    LowLevel("level-before-operator-existed", desc(BIT_NOT), "feature_level",
              "introduced in DML_FEATURE_LEVEL_3_0", level=L.LEVEL_2_1),
-    LowLevel("sign-level-1_0", sign(t(F32, (1, 1, 1, 4)), t(F32, (1, 1, 1, 4))), "feature_level",
+    LowLevel("sign-level-1_0", desc(SIGN_OP, t(F32, (1, 1, 1, 4)), t(F32, (1, 1, 1, 4))), "feature_level",
              "introduced in DML_FEATURE_LEVEL_2_0", level=L.LEVEL_1_0, operator=SIGN),
-    LowLevel("level-value-unknown", bit_not(), "feature_level", "allowed: None or one of", level=0x4200),
-    LowLevel("level-string", bit_not(), "feature_level", "feature_level is '4_1'", level="4_1"),
-    LowLevel("level-float", bit_not(), "feature_level", "allowed: None or one of", level=16640.0),
-    LowLevel("level-bool", bit_not(), "feature_level", "feature_level is True", level=True),
+    LowLevel("level-value-unknown", desc(BIT_NOT), "feature_level", "allowed: None or one of", level=0x4200),
+    LowLevel("level-string", desc(BIT_NOT), "feature_level", "feature_level is '4_1'", level="4_1"),
+    LowLevel("level-float", desc(BIT_NOT), "feature_level", "allowed: None or one of", level=16640.0),
+    LowLevel("level-bool", desc(BIT_NOT), "feature_level", "feature_level is True", level=True),
     # -- data types per level ----------------------------------------------------------------
-    LowLevel("type-int8-at-3_0", bit_not(t(I8), t(I8)), "DataType",
+    LowLevel("type-int8-at-3_0", desc(BIT_NOT, t(I8), t(I8)), "DataType",
              "InputTensor.DataType is INT8; allowed at DML_FEATURE_LEVEL_3_0: UINT32, UINT16, UINT8",
              level=L.LEVEL_3_0),
-    LowLevel("type-float64-xor-at-3_0", bit_xor(t(F64, (8,)), t(F64, (8,)), t(F64, (8,))), "DataType",
-             "ATensor.DataType is FLOAT64", level=L.LEVEL_3_0, operator=XOR),
-    LowLevel("type-sign-float64-newest", sign(t(F64, (8,)), t(F64, (8,))), "DataType",
+    LowLevel("type-sign-float64-newest", desc(SIGN_OP, t(F64, (8,)), t(F64, (8,))), "DataType",
              "InputTensor.DataType is FLOAT64", operator=SIGN),
-    LowLevel("type-sign-int8-at-2_0", sign(t(I8, (1, 1, 1, 4)), t(I8, (1, 1, 1, 4))), "DataType",
+    LowLevel("type-sign-int8-at-2_0", desc(SIGN_OP, t(I8, (1, 1, 1, 4)), t(I8, (1, 1, 1, 4))), "DataType",
              "allowed at DML_FEATURE_LEVEL_2_0: FLOAT32, FLOAT16", level=L.LEVEL_2_0, operator=SIGN),
-    LowLevel("type-sign-int64-at-3_0", sign(t(DataType.INT64, (8,)), t(DataType.INT64, (8,))), "DataType",
+    LowLevel("type-sign-int64-at-3_0", desc(SIGN_OP, t(DataType.INT64, (8,)), t(DataType.INT64, (8,))), "DataType",
              "INT64", level=L.LEVEL_3_0, operator=SIGN),
-    LowLevel("type-unknown", bit_not(t(DataType.UNKNOWN), t(DataType.UNKNOWN)), "DataType",
+    LowLevel("type-unknown", desc(BIT_NOT, t(DataType.UNKNOWN), t(DataType.UNKNOWN)), "DataType",
              "InputTensor.DataType is UNKNOWN"),
-    LowLevel("type-uint4", bit_not(t(DataType.UINT4), t(DataType.UINT4)), "DataType", "DataType is UINT4"),
-    LowLevel("type-int4-at-6_4", bit_count(t(DataType.INT4), t(U8)), "DataType", "DataType is INT4",
+    LowLevel("type-uint4", desc(BIT_NOT, t(DataType.UINT4), t(DataType.UINT4)), "DataType", "DataType is UINT4"),
+    LowLevel("type-int4-at-6_4", desc(BIT_COUNT, t(DataType.INT4), t(U8)), "DataType", "DataType is INT4",
              level=L.LEVEL_6_4, operator=COUNT),
-    LowLevel("type-value-out-of-range", bit_not(t(99), t(U8)), "DataType", "InputTensor.DataType is 99"),
-    LowLevel("type-string", bit_not(t("UINT8"), t(U8)), "DataType", "DataType is 'UINT8'"),
-    LowLevel("type-output-differs", bit_not(t(U8), t(U16, (64,))), "DataType",
+    LowLevel("type-value-out-of-range", desc(BIT_NOT, t(99), t(U8)), "DataType", "InputTensor.DataType is 99"),
+    LowLevel("type-string", desc(BIT_NOT, t("UINT8"), t(U8)), "DataType", "DataType is 'UINT8'"),
+    LowLevel("type-output-differs", desc(BIT_NOT, t(U8), t(U16, (64,))), "DataType",
              "OutputTensor.DataType is UINT16; must equal InputTensor.DataType (UINT8)"),
-    LowLevel("type-xor-b-differs", bit_xor(t(U8), t(I8), t(U8)), "DataType",
-             "BTensor.DataType is INT8; must equal ATensor.DataType (UINT8)", operator=XOR),
-    LowLevel("type-bit-count-output-uint16", bit_count(t(U32, (16,)), t(U16, (16,))), "DataType",
+    LowLevel("type-bit-count-output-uint16", desc(BIT_COUNT, t(U32, (16,)), t(U16, (16,))), "DataType",
              "OutputTensor.DataType is UINT16; allowed at DML_FEATURE_LEVEL_6_4: UINT32, UINT8",
              operator=COUNT),
-    LowLevel("type-bit-count-output-int32", bit_count(t(U8), t(DataType.INT32)), "DataType",
+    LowLevel("type-bit-count-output-int32", desc(BIT_COUNT, t(U8), t(DataType.INT32)), "DataType",
              "OutputTensor.DataType is INT32", operator=COUNT),
     LowLevel("tensor-not-a-tensor-desc", dmlgpu.ElementWiseBitNotOperatorDesc(None, t()), "Type",
              "InputTensor.Type is 'NoneType'"),
     LowLevel("output-not-a-tensor-desc", dmlgpu.ElementWiseBitNotOperatorDesc(t(), {"sizes": (64,)}),
              "Type", "OutputTensor.Type is 'dict'; allowed: dmlgpu.TensorDesc"),
     # -- dimensions ---------------------------------------------------------------------------
-    LowLevel("dims-0", bit_not(t(sizes=()), t(sizes=())), "DimensionCount",
+    LowLevel("dims-0", desc(BIT_NOT, t(sizes=()), t(sizes=())), "DimensionCount",
              "DimensionCount is 0; allowed at DML_FEATURE_LEVEL_6_4: 1 to 8"),
-    LowLevel("dims-9", bit_not(t(sizes=(1,) * 9), t(sizes=(1,) * 9)), "DimensionCount",
+    LowLevel("dims-9", desc(BIT_NOT, t(sizes=(1,) * 9), t(sizes=(1,) * 9)), "DimensionCount",
              "DimensionCount is 9; allowed at DML_FEATURE_LEVEL_6_4: 1 to 8"),
-    LowLevel("dims-sign-3-at-2_1", sign(t(F32, (2, 2, 2)), t(F32, (2, 2, 2))), "DimensionCount",
+    LowLevel("dims-sign-3-at-2_1", desc(SIGN_OP, t(F32, (2, 2, 2)), t(F32, (2, 2, 2))), "DimensionCount",
              "allowed at DML_FEATURE_LEVEL_2_1: exactly 4", level=L.LEVEL_2_1, operator=SIGN),
-    LowLevel("dims-differ", bit_xor(t(sizes=(4, 4)), t(sizes=(4, 4, 1)), t(sizes=(4, 4))), "DimensionCount",
-             "BTensor.DimensionCount is 3; must equal ATensor.DimensionCount (2)", operator=XOR),
     # -- sizes ---------------------------------------------------------------------------------
-    LowLevel("sizes-zero", bit_not(t(sizes=(4, 0)), t(sizes=(4, 0))), "Sizes",
+    LowLevel("sizes-zero", desc(BIT_NOT, t(sizes=(4, 0)), t(sizes=(4, 0))), "Sizes",
              "each size must be an integer from 1 to 2^32-1"),
-    LowLevel("sizes-negative", bit_not(t(sizes=(-4,)), t(sizes=(-4,))), "Sizes", "from 1 to 2^32-1"),
-    LowLevel("sizes-2^32", bit_not(t(sizes=(2**32,)), t(sizes=(2**32,))), "Sizes", "from 1 to 2^32-1"),
-    LowLevel("sizes-float", bit_not(t(sizes=(5.0,)), t(sizes=(5.0,))), "Sizes", "Sizes is (5.0,)"),
-    LowLevel("sizes-bool", bit_not(t(sizes=(True, 3)), t(sizes=(True, 3))), "Sizes", "Sizes is (True, 3)"),
-    LowLevel("sizes-string-element", bit_not(t(sizes=("64",)), t(sizes=("64",))), "Sizes", "from 1 to 2^32-1"),
-    LowLevel("sizes-not-a-sequence", bit_not(t(sizes=64), t()), "Sizes", "allowed: a sequence of integers"),
-    LowLevel("sizes-none", bit_not(t(sizes=None), t()), "Sizes", "InputTensor.Sizes is None"),
-    LowLevel("sizes-string", bit_not(t(sizes="64"), t()), "Sizes", "allowed: a sequence of integers"),
-    LowLevel("sizes-too-many-elements", bit_not(t(sizes=(2**16, 2**16)), t(sizes=(2**16, 2**16))), "Sizes",
+    LowLevel("sizes-negative", desc(BIT_NOT, t(sizes=(-4,)), t(sizes=(-4,))), "Sizes", "from 1 to 2^32-1"),
+    LowLevel("sizes-2^32", desc(BIT_NOT, t(sizes=(2**32,)), t(sizes=(2**32,))), "Sizes", "from 1 to 2^32-1"),
+    LowLevel("sizes-float", desc(BIT_NOT, t(sizes=(5.0,)), t(sizes=(5.0,))), "Sizes", "Sizes is (5.0,)"),
+    LowLevel("sizes-bool", desc(BIT_NOT, t(sizes=(True, 3)), t(sizes=(True, 3))), "Sizes", "Sizes is (True, 3)"),
+    LowLevel("sizes-string-element", desc(BIT_NOT, t(sizes=("64",)), t(sizes=("64",))), "Sizes", "from 1 to 2^32-1"),
+    LowLevel("sizes-not-a-sequence", desc(BIT_NOT, t(sizes=64), t()), "Sizes", "allowed: a sequence of integers"),
+    LowLevel("sizes-none", desc(BIT_NOT, t(sizes=None), t()), "Sizes", "InputTensor.Sizes is None"),
+    LowLevel("sizes-string", desc(BIT_NOT, t(sizes="64"), t()), "Sizes", "allowed: a sequence of integers"),
+    LowLevel("sizes-too-many-elements", desc(BIT_NOT, t(sizes=(2**16, 2**16)), t(sizes=(2**16, 2**16))), "Sizes",
              "a tensor may hold at most 2^32-1 elements, not 4294967296"),
-    LowLevel("sizes-differ", bit_xor(t(sizes=(8, 8)), t(sizes=(8, 4)), t(sizes=(8, 8))), "Sizes",
-             "BTensor.Sizes is (8, 4); must equal ATensor.Sizes (8, 8)", operator=XOR),
-    LowLevel("sizes-output-differs", bit_count(t(sizes=(64,)), t(sizes=(32,))), "Sizes",
+    LowLevel("sizes-output-differs", desc(BIT_COUNT, t(sizes=(64,)), t(sizes=(32,))), "Sizes",
              "OutputTensor.Sizes is (32,); must equal InputTensor.Sizes (64,)", operator=COUNT),
-    LowLevel("sizes-float-after-int-is-cached", bit_not(t(sizes=(64.0,)), t(sizes=(64.0,))), "Sizes",
-             "Sizes is (64.0,)", prime=bit_not()),  # once a cache hit skipped validation
-    LowLevel("sizes-bool-after-int-is-cached", bit_not(t(sizes=(True, 64)), t(sizes=(True, 64))), "Sizes",
-             "Sizes is (True, 64)", prime=bit_not(t(sizes=(1, 64)), t(sizes=(1, 64)))),
+    LowLevel("sizes-float-after-int-is-cached", desc(BIT_NOT, t(sizes=(64.0,)), t(sizes=(64.0,))), "Sizes",
+             "Sizes is (64.0,)", prime=desc(BIT_NOT)),  # once a cache hit skipped validation
+    LowLevel("sizes-bool-after-int-is-cached", desc(BIT_NOT, t(sizes=(True, 64)), t(sizes=(True, 64))), "Sizes",
+             "Sizes is (True, 64)", prime=desc(BIT_NOT, t(sizes=(1, 64)), t(sizes=(1, 64)))),
     LowLevel("sizes-numpy-int32-too-many-elements",
-             bit_not(t(sizes=(np.int32(2**16), np.int32(2**16))), t(sizes=(np.int32(2**16), np.int32(2**16)))),
+             desc(BIT_NOT, t(sizes=(np.int32(2**16), np.int32(2**16))), t(sizes=(np.int32(2**16), np.int32(2**16)))),
              "Sizes", "at most 2^32-1 elements"),  # once wrapped in int32 arithmetic
     # -- strides -------------------------------------------------------------------------------
-    LowLevel("strides-wrong-length", bit_not(t(sizes=(8, 8), strides=(8,)), t(sizes=(8, 8))), "Strides",
+    LowLevel("strides-wrong-length", desc(BIT_NOT, t(sizes=(8, 8), strides=(8,)), t(sizes=(8, 8))), "Strides",
              "InputTensor.Strides is (8,); allowed: None or 2 integers (one per dimension)"),
-    LowLevel("strides-too-long", bit_not(t(sizes=(64,), strides=(1, 1)), t()), "Strides", "None or 1 integers"),
-    LowLevel("strides-negative", bit_not(t(sizes=(8, 8), strides=(8, -1)), t(sizes=(8, 8))), "Strides",
+    LowLevel("strides-too-long", desc(BIT_NOT, t(sizes=(64,), strides=(1, 1)), t()), "Strides", "None or 1 integers"),
+    LowLevel("strides-negative", desc(BIT_NOT, t(sizes=(8, 8), strides=(8, -1)), t(sizes=(8, 8))), "Strides",
              "each stride must be an integer from 0 to 2^32-1"),
-    LowLevel("strides-2^32", bit_not(t(sizes=(8, 8), strides=(2**32, 1)), t(sizes=(8, 8))), "Strides",
+    LowLevel("strides-2^32", desc(BIT_NOT, t(sizes=(8, 8), strides=(2**32, 1)), t(sizes=(8, 8))), "Strides",
              "from 0 to 2^32-1"),
-    LowLevel("strides-float", bit_not(t(sizes=(8, 8), strides=(8.0, 1)), t(sizes=(8, 8))), "Strides",
+    LowLevel("strides-float", desc(BIT_NOT, t(sizes=(8, 8), strides=(8.0, 1)), t(sizes=(8, 8))), "Strides",
              "from 0 to 2^32-1"),
-    LowLevel("strides-not-a-sequence", bit_not(t(strides=1), t()), "Strides", "allowed: None or 1 integers"),
-    LowLevel("strides-output-zero", bit_not(t(sizes=(8, 8)), t(sizes=(8, 8), strides=(0, 1))), "Strides",
+    LowLevel("strides-not-a-sequence", desc(BIT_NOT, t(strides=1), t()), "Strides", "allowed: None or 1 integers"),
+    LowLevel("strides-output-zero", desc(BIT_NOT, t(sizes=(8, 8)), t(sizes=(8, 8), strides=(0, 1))), "Strides",
              "an output may not broadcast: a zero stride needs size 1"),
-    LowLevel("strides-output-all-zero", bit_not(t(sizes=(4,)), t(sizes=(4,), strides=(0,))), "Strides",
+    LowLevel("strides-output-all-zero", desc(BIT_NOT, t(sizes=(4,)), t(sizes=(4,), strides=(0,))), "Strides",
              "may not broadcast"),
-    LowLevel("strides-output-overlapping", bit_not(t(sizes=(8, 8)), t(sizes=(8, 8), strides=(1, 1))),
+    LowLevel("strides-output-overlapping", desc(BIT_NOT, t(sizes=(8, 8)), t(sizes=(8, 8), strides=(1, 1))),
              "Strides", "output elements may not overlap"),
     LowLevel("strides-output-overlapping-interleaved",
-             bit_not(t(sizes=(3, 4)), t(sizes=(3, 4), strides=(2, 1))), "Strides", "may not overlap"),
+             desc(BIT_NOT, t(sizes=(3, 4)), t(sizes=(3, 4), strides=(2, 1))), "Strides", "may not overlap"),
     LowLevel("strides-output-overlapping-3d",
-             bit_not(t(sizes=(2, 3, 4)), t(sizes=(2, 3, 4), strides=(6, 3, 1))), "Strides", "may not overlap"),
+             desc(BIT_NOT, t(sizes=(2, 3, 4)), t(sizes=(2, 3, 4), strides=(6, 3, 1))), "Strides", "may not overlap"),
     # -- TotalTensorSizeInBytes -------------------------------------------------------------------
-    LowLevel("total-too-small", bit_not(t(sizes=(5,)), t(sizes=(5,), total_tensor_size_in_bytes=4)),
+    LowLevel("total-too-small", desc(BIT_NOT, t(sizes=(5,)), t(sizes=(5,), total_tensor_size_in_bytes=4)),
              "TotalTensorSizeInBytes", "OutputTensor.TotalTensorSizeInBytes is 4; allowed: a multiple of 4 "
              "and at least 8 (DMLCalcBufferTensorSize)"),
-    LowLevel("total-too-small-strided", bit_not(t(sizes=(4, 4), strides=(8, 1), total_tensor_size_in_bytes=16),
+    LowLevel("total-too-small-strided", desc(BIT_NOT, t(sizes=(4, 4), strides=(8, 1), total_tensor_size_in_bytes=16),
                                                 t(sizes=(4, 4))), "TotalTensorSizeInBytes", "at least 28"),
-    LowLevel("total-not-multiple-of-4", bit_not(t(sizes=(5,), total_tensor_size_in_bytes=10), t(sizes=(5,))),
+    LowLevel("total-not-multiple-of-4", desc(BIT_NOT, t(sizes=(5,), total_tensor_size_in_bytes=10), t(sizes=(5,))),
              "TotalTensorSizeInBytes", "InputTensor.TotalTensorSizeInBytes is 10; allowed: a multiple of 4"),
-    LowLevel("total-negative", bit_not(t(total_tensor_size_in_bytes=-64), t()), "TotalTensorSizeInBytes",
+    LowLevel("total-negative", desc(BIT_NOT, t(total_tensor_size_in_bytes=-64), t()), "TotalTensorSizeInBytes",
              "is -64"),
-    LowLevel("total-above-uint64", bit_not(t(total_tensor_size_in_bytes=2**64), t()), "TotalTensorSizeInBytes",
+    LowLevel("total-above-uint64", desc(BIT_NOT, t(total_tensor_size_in_bytes=2**64), t()), "TotalTensorSizeInBytes",
              "at least 64"),
-    LowLevel("total-float", bit_not(t(total_tensor_size_in_bytes=64.0), t()), "TotalTensorSizeInBytes",
+    LowLevel("total-float", desc(BIT_NOT, t(total_tensor_size_in_bytes=64.0), t()), "TotalTensorSizeInBytes",
              "is 64.0"),
-    LowLevel("total-beyond-int-str-limit", bit_not(t(total_tensor_size_in_bytes=2**20000), t()),
+    LowLevel("total-beyond-int-str-limit", desc(BIT_NOT, t(total_tensor_size_in_bytes=2**20000), t()),
              "TotalTensorSizeInBytes", "TotalTensorSizeInBytes is"),  # beyond int's str() limit
     # -- GuaranteedBaseOffsetAlignment ------------------------------------------------------------
-    LowLevel("alignment-not-power-of-2", bit_not(t(U32, (16,), guaranteed_base_offset_alignment=24), t(U32, (16,))),
+    LowLevel("alignment-not-power-of-2", desc(BIT_NOT, t(U32, (16,), guaranteed_base_offset_alignment=24), t(U32, (16,))),
              "GuaranteedBaseOffsetAlignment", "is 24; allowed: 0, or a power of two >= the element size (4)"),
-    LowLevel("alignment-below-element-size", bit_not(t(U32, (16,)), t(U32, (16,), guaranteed_base_offset_alignment=2)),
+    LowLevel("alignment-below-element-size", desc(BIT_NOT, t(U32, (16,)), t(U32, (16,), guaranteed_base_offset_alignment=2)),
              "GuaranteedBaseOffsetAlignment", "OutputTensor.GuaranteedBaseOffsetAlignment is 2"),
     LowLevel("alignment-below-element-size-64bit",
-             bit_not(t(DataType.UINT64, (8,), guaranteed_base_offset_alignment=4), t(DataType.UINT64, (8,))),
+             desc(BIT_NOT, t(DataType.UINT64, (8,), guaranteed_base_offset_alignment=4), t(DataType.UINT64, (8,))),
              "GuaranteedBaseOffsetAlignment", ">= the element size (8)"),
-    LowLevel("alignment-negative", bit_not(t(guaranteed_base_offset_alignment=-16), t()),
+    LowLevel("alignment-negative", desc(BIT_NOT, t(guaranteed_base_offset_alignment=-16), t()),
              "GuaranteedBaseOffsetAlignment", "is -16"),
-    LowLevel("alignment-above-uint32", bit_not(t(guaranteed_base_offset_alignment=2**32), t()),
+    LowLevel("alignment-above-uint32", desc(BIT_NOT, t(guaranteed_base_offset_alignment=2**32), t()),
              "GuaranteedBaseOffsetAlignment", "is 4294967296"),
-    LowLevel("alignment-none", bit_not(t(guaranteed_base_offset_alignment=None), t()),
+    LowLevel("alignment-none", desc(BIT_NOT, t(guaranteed_base_offset_alignment=None), t()),
              "GuaranteedBaseOffsetAlignment", "is None"),
     # -- binding counts and kinds (execute) ----------------------------------------------------
-    LowLevel("bind-no-inputs", bit_not(), "inputs", "inputs is 0; expected a list of 1 Binding (InputTensor)",
+    LowLevel("bind-no-inputs", desc(BIT_NOT), "inputs", "inputs is 0; expected a list of 1 Binding (InputTensor)",
              bind=lambda a, b: ([], [Binding(b)])),
-    LowLevel("bind-two-inputs", bit_not(), "inputs", "inputs is 2; expected a list of 1",
+    LowLevel("bind-two-inputs", desc(BIT_NOT), "inputs", "inputs is 2; expected a list of 1",
              bind=lambda a, b: ([Binding(a), Binding(a)], [Binding(b)])),
-    LowLevel("bind-xor-one-input", bit_xor(), "inputs", "expected a list of 2 Binding (ATensor, BTensor)",
-             bind=lambda a, b: ([Binding(a)], [Binding(b)]), operator=XOR),
-    LowLevel("bind-no-outputs", bit_not(), "outputs", "outputs is 0; expected a list of 1 Binding (OutputTensor)",
+    LowLevel("bind-no-outputs", desc(BIT_NOT), "outputs", "outputs is 0; expected a list of 1 Binding (OutputTensor)",
              bind=lambda a, b: ([Binding(a)], [])),
-    LowLevel("bind-two-outputs", bit_not(), "outputs", "expected a list of 1",
+    LowLevel("bind-two-outputs", desc(BIT_NOT), "outputs", "expected a list of 1",
              bind=lambda a, b: ([Binding(a)], [Binding(b), Binding(b)])),
-    LowLevel("bind-inputs-not-a-list", bit_not(), "inputs", "expected a list of 1",
+    LowLevel("bind-inputs-not-a-list", desc(BIT_NOT), "inputs", "expected a list of 1",
              bind=lambda a, b: (Binding(a), [Binding(b)])),
-    LowLevel("bind-outputs-none", bit_not(), "outputs", "outputs is None",
+    LowLevel("bind-outputs-none", desc(BIT_NOT), "outputs", "outputs is None",
              bind=lambda a, b: ([Binding(a)], None)),
-    LowLevel("bind-buffer-not-wrapped", bit_not(), "Binding",
+    LowLevel("bind-buffer-not-wrapped", desc(BIT_NOT), "Binding",
              "InputTensor.Binding is 'Buffer'; allowed: dmlgpu.Binding",
              bind=lambda a, b: ([a], [Binding(b)])),
-    LowLevel("bind-tuple-not-binding", bit_not(), "Binding", "OutputTensor.Binding is 'tuple'",
+    LowLevel("bind-tuple-not-binding", desc(BIT_NOT), "Binding", "OutputTensor.Binding is 'tuple'",
              bind=lambda a, b: ([Binding(a)], [(b, 0, 64)])),
-    LowLevel("bind-buffer-is-a-string", bit_not(), "Binding.Buffer", "allowed: a live Buffer of the operator's device",
+    LowLevel("bind-buffer-is-a-string", desc(BIT_NOT), "Binding.Buffer", "allowed: a live Buffer of the operator's device",
              bind=lambda a, b: ([Binding("a")], [Binding(b)])),
-    LowLevel("bind-buffer-is-an-array", bit_not(), "Binding.Buffer", "Binding.Buffer is 'ndarray'",
+    LowLevel("bind-buffer-is-an-array", desc(BIT_NOT), "Binding.Buffer", "Binding.Buffer is 'ndarray'",
              bind=lambda a, b: ([Binding(np.zeros(64, np.uint8))], [Binding(b)])),
-    LowLevel("bind-buffer-released", bit_not(), "Binding.Buffer", "Binding.Buffer is 'released buffer'",
+    LowLevel("bind-buffer-released", desc(BIT_NOT), "Binding.Buffer", "Binding.Buffer is 'released buffer'",
              bind=lambda a, b: ([Binding(_released(a.device))], [Binding(b)])),
-    LowLevel("bind-buffer-of-another-device", bit_not(), "Binding.Buffer", "operator's device",
+    LowLevel("bind-buffer-of-another-device", desc(BIT_NOT), "Binding.Buffer", "operator's device",
              bind=lambda a, b: ([Binding(a)], [Binding(_foreign_buffer(a.device))])),
     # -- offsets --------------------------------------------------------------------------------
-    LowLevel("offset-not-multiple-of-16", bit_not(), "Binding.Offset",
+    LowLevel("offset-not-multiple-of-16", desc(BIT_NOT), "Binding.Offset",
              "InputTensor.Binding.Offset is 8; allowed: a multiple of 16 bytes",
              bind=lambda a, b: ([Binding(a, 8, 64)], [Binding(b)])),
-    LowLevel("offset-4-output", bit_not(t(U32, (16,)), t(U32, (16,))), "Binding.Offset", "multiple of 16",
+    LowLevel("offset-4-output", desc(BIT_NOT, t(U32, (16,)), t(U32, (16,))), "Binding.Offset", "multiple of 16",
              bind=lambda a, b: ([Binding(a)], [Binding(b, 4, 64)])),
     LowLevel("offset-not-multiple-of-guaranteed-alignment",
-             bit_not(t(U32, (16,), guaranteed_base_offset_alignment=64), t(U32, (16,))), "Binding.Offset",
+             desc(BIT_NOT, t(U32, (16,), guaranteed_base_offset_alignment=64), t(U32, (16,))), "Binding.Offset",
              "is 32; allowed: a multiple of 64 bytes", bind=lambda a, b: ([Binding(a, 32, 64)], [Binding(b)])),
-    LowLevel("offset-negative", bit_not(), "Binding.Offset", "is -16",
+    LowLevel("offset-negative", desc(BIT_NOT), "Binding.Offset", "is -16",
              bind=lambda a, b: ([Binding(a, -16, 64)], [Binding(b)])),
-    LowLevel("offset-float", bit_not(), "Binding.Offset", "is 16.0",
+    LowLevel("offset-float", desc(BIT_NOT), "Binding.Offset", "is 16.0",
              bind=lambda a, b: ([Binding(a, 16.0, 64)], [Binding(b)])),
-    LowLevel("offset-none", bit_not(), "Binding.Offset", "is None",
+    LowLevel("offset-none", desc(BIT_NOT), "Binding.Offset", "is None",
              bind=lambda a, b: ([Binding(a, None, 64)], [Binding(b)])),
     # -- ranges ---------------------------------------------------------------------------------
-    LowLevel("range-smaller-than-tensor", bit_not(), "Binding.SizeInBytes",
+    LowLevel("range-smaller-than-tensor", desc(BIT_NOT), "Binding.SizeInBytes",
              "InputTensor.Binding.SizeInBytes is 32; allowed: at least TotalTensorSizeInBytes (64)",
              bind=lambda a, b: ([Binding(a, 16, 32)], [Binding(b)])),
-    LowLevel("range-smaller-than-total-size", bit_not(t(total_tensor_size_in_bytes=128), t()),
+    LowLevel("range-smaller-than-total-size", desc(BIT_NOT, t(total_tensor_size_in_bytes=128), t()),
              "Binding.SizeInBytes", "at least TotalTensorSizeInBytes (128)",
              bind=lambda a, b: ([Binding(a, 0, 64)], [Binding(b)])),
-    LowLevel("range-output-smaller", bit_not(), "Binding.SizeInBytes", "OutputTensor.Binding.SizeInBytes is 60",
+    LowLevel("range-output-smaller", desc(BIT_NOT), "Binding.SizeInBytes", "OutputTensor.Binding.SizeInBytes is 60",
              bind=lambda a, b: ([Binding(a)], [Binding(b, 0, 60)])),
-    LowLevel("range-rest-of-buffer-too-small", bit_not(), "Binding.SizeInBytes",
+    LowLevel("range-rest-of-buffer-too-small", desc(BIT_NOT), "Binding.SizeInBytes",
              "within the buffer (512 bytes, offset 480)", bind=lambda a, b: ([Binding(a, 480)], [Binding(b)])),
-    LowLevel("range-past-buffer-end", bit_not(), "Binding.SizeInBytes", "SizeInBytes is 600",
+    LowLevel("range-past-buffer-end", desc(BIT_NOT), "Binding.SizeInBytes", "SizeInBytes is 600",
              bind=lambda a, b: ([Binding(a, 0, 600)], [Binding(b)])),
-    LowLevel("range-offset-past-buffer-end", bit_not(), "Binding.SizeInBytes", "offset 1024",
+    LowLevel("range-offset-past-buffer-end", desc(BIT_NOT), "Binding.SizeInBytes", "offset 1024",
              bind=lambda a, b: ([Binding(a)], [Binding(b, 1024, 64)])),
-    LowLevel("range-size-float", bit_not(), "Binding.SizeInBytes", "SizeInBytes is 64.0",
+    LowLevel("range-size-float", desc(BIT_NOT), "Binding.SizeInBytes", "SizeInBytes is 64.0",
              bind=lambda a, b: ([Binding(a, 0, 64.0)], [Binding(b)])),
-    LowLevel("range-size-negative", bit_not(), "Binding.SizeInBytes", "SizeInBytes is -64",
+    LowLevel("range-size-negative", desc(BIT_NOT), "Binding.SizeInBytes", "SizeInBytes is -64",
              bind=lambda a, b: ([Binding(a, 0, -64)], [Binding(b)])),
     LowLevel("range-numpy-uint8-strides-underestimated",
-             bit_not(t(U16, (2,)), t(U16, (np.uint8(2),), (np.uint8(200),))), "Binding.SizeInBytes",
+             desc(BIT_NOT, t(U16, (2,)), t(U16, (np.uint8(2),), (np.uint8(200),))), "Binding.SizeInBytes",
              "at least TotalTensorSizeInBytes (404)",  # once computed in uint8: 20, a write outside
              bind=lambda a, b: ([Binding(a, 0, 4)], [Binding(b, 0, 32)])),
     # -- hazards --------------------------------------------------------------------------------
-    LowLevel("hazard-partial-overlap", bit_not(), "Binding",
+    LowLevel("hazard-partial-overlap", desc(BIT_NOT), "Binding",
              "OutputTensor.Binding is '[32, 96) overlaps InputTensor [0, 64)'; an output may share bytes "
              "with an input only over an identical range",
              bind=lambda a, b: ([Binding(a, 0, 64)], [Binding(a, 32, 64)])),
-    LowLevel("hazard-output-contains-input", bit_not(), "Binding", "only over an identical range",
+    LowLevel("hazard-output-contains-input", desc(BIT_NOT), "Binding", "only over an identical range",
              bind=lambda a, b: ([Binding(a, 16, 64)], [Binding(a, 0, 128)])),
-    LowLevel("hazard-input-to-buffer-end", bit_not(), "Binding", "overlaps InputTensor [0, 512)",
+    LowLevel("hazard-input-to-buffer-end", desc(BIT_NOT), "Binding", "overlaps InputTensor [0, 512)",
              bind=lambda a, b: ([Binding(a)], [Binding(a, 128, 64)])),
-    LowLevel("hazard-xor-output-overlaps-b", bit_xor(), "Binding", "overlaps BTensor [64, 128)",
-             bind=lambda a, b: ([Binding(b, 0, 64), Binding(a, 64, 64)], [Binding(a, 96, 64)]), operator=XOR),
-    LowLevel("hazard-bit-count-in-place", bit_count(), "Binding",
+    LowLevel("hazard-bit-count-in-place", desc(BIT_COUNT), "Binding",
              "DML_OPERATOR_ELEMENT_WISE_BIT_COUNT does not support in-place execution",
              bind=lambda a, b: ([Binding(a, 0, 64)], [Binding(a, 0, 64)]), operator=COUNT),
-    LowLevel("hazard-in-place-different-strides", bit_not(t(sizes=(8, 8), strides=(1, 8)), t(sizes=(8, 8))),
+    LowLevel("hazard-in-place-different-strides", desc(BIT_NOT, t(sizes=(8, 8), strides=(1, 8)), t(sizes=(8, 8))),
              "Binding", "in-place execution needs the input and output to have the same strides",
              bind=lambda a, b: ([Binding(a, 0, 64)], [Binding(a, 0, 64)])),
     LowLevel("hazard-in-place-padded-vs-packed",
-             sign(t(I8, (4, 4), (8, 1)), t(I8, (4, 4), total_tensor_size_in_bytes=28)),
+             desc(SIGN_OP, t(I8, (4, 4), (8, 1)), t(I8, (4, 4), total_tensor_size_in_bytes=28)),
              "Binding", "same strides", bind=lambda a, b: ([Binding(a, 0, 28)], [Binding(a, 0, 28)]),
              operator=SIGN),
-]
+] + [row for op in BINARY for row in (
+    # -- rules every operator with two inputs shares -----------------------------------------------
+    LowLevel(f"type-float64-{op.short}-at-{op.introduced.name[6:]}",
+             desc(op, t(F64, (1, 1, 1, 8)), t(F64, (1, 1, 1, 8)), t(F64, (1, 1, 1, 8))), "DataType",
+             "ATensor.DataType is FLOAT64", level=op.introduced, operator=op.dml_name),
+    LowLevel(f"type-{op.short}-b-differs", desc(op, t(U8), t(U16), t(U8)), "DataType",
+             "BTensor.DataType is UINT16; must equal ATensor.DataType (UINT8)", operator=op.dml_name),
+    LowLevel(f"dims-{op.short}-differ", desc(op, t(sizes=(4, 4)), t(sizes=(4, 4, 1)), t(sizes=(4, 4))),
+             "DimensionCount", "BTensor.DimensionCount is 3; must equal ATensor.DimensionCount (2)",
+             operator=op.dml_name),
+    LowLevel(f"sizes-{op.short}-differ", desc(op, t(sizes=(8, 8)), t(sizes=(8, 4)), t(sizes=(8, 8))), "Sizes",
+             "BTensor.Sizes is (8, 4); must equal ATensor.Sizes (8, 8)", operator=op.dml_name),
+    LowLevel(f"bind-{op.short}-one-input", desc(op), "inputs", "expected a list of 2 Binding (ATensor, BTensor)",
+             bind=lambda a, b: ([Binding(a)], [Binding(b)]), operator=op.dml_name),
+    LowLevel(f"hazard-{op.short}-output-overlaps-b", desc(op), "Binding", "overlaps BTensor [64, 128)",
+             bind=lambda a, b: ([Binding(b, 0, 64), Binding(a, 64, 64)], [Binding(a, 96, 64)]),
+             operator=op.dml_name),
+)]
 
 
 def _released(device):
@@ -380,8 +380,6 @@ FRONT_END = [
     FrontEnd("input-dict", lambda: (dmlgpu.bit_count, ({"x": u8()},), {}), "type", "InputTensor.type is 'dict'",
              operator=COUNT),
     FrontEnd("input-bytes", lambda: (dmlgpu.bit_not, (b"\x00\x01",), {}), "type", "InputTensor.type is 'bytes'"),
-    FrontEnd("xor-b-list", lambda: (dmlgpu.bit_xor, (u8(4), [1, 2, 3, 4]), {}), "type",
-             "BTensor.type is 'list'", operator=XOR),
     # -- dtypes ---------------------------------------------------------------------------------
     FrontEnd("dtype-bool", lambda: (dmlgpu.bit_not, (np.array([True, False]),), {}), "dtype",
              "InputTensor.dtype is dtype('bool'); allowed: float64, float32, float16"),
@@ -404,10 +402,6 @@ FRONT_END = [
              "dtype('<M8[D]')"),
     FrontEnd("dtype-structured", lambda: (dmlgpu.bit_not, (np.zeros(3, [("a", np.uint8)]),), {}), "dtype",
              "InputTensor.dtype"),
-    FrontEnd("dtype-xor-b-big-endian-other-type", lambda: (dmlgpu.bit_xor, (u8(4), np.zeros(4, ">u4")), {}),
-             "DataType", "BTensor.DataType is UINT32; must equal ATensor.DataType (UINT8)", operator=XOR),
-    FrontEnd("dtype-xor-mismatch", lambda: (dmlgpu.bit_xor, (u8(3), np.zeros(3, np.uint16)), {}), "DataType",
-             "BTensor.DataType is UINT16; must equal ATensor.DataType (UINT8)", operator=XOR),
     FrontEnd("dtype-sign-float64", lambda: (dmlgpu.sign, (np.ones(3),), {}), "DataType",
              "InputTensor.DataType is FLOAT64", operator=SIGN),
     FrontEnd("dtype-int8-at-3_0", lambda: (dmlgpu.bit_not, (np.zeros(3, np.int8),), {"feature_level": L.LEVEL_3_0}),
@@ -421,27 +415,14 @@ FRONT_END = [
     FrontEnd("bit-count-dtype-big-endian-uint16", lambda: (dmlgpu.bit_count, (u8(),), {"dtype": ">u2"}),
              "DataType", "OutputTensor.DataType is UINT16", operator=COUNT),
     # -- feature levels ----------------------------------------------------------------------------
-    FrontEnd("level-before-operator", lambda: (dmlgpu.bit_xor, (u8(), u8()), {"feature_level": L.LEVEL_2_1}),
-             "feature_level", "introduced in DML_FEATURE_LEVEL_3_0", operator=XOR),
     FrontEnd("level-string-numpy", lambda: (dmlgpu.bit_not, (u8(),), {"feature_level": "6_4"}), "feature_level",
              "feature_level is '6_4'"),
     FrontEnd("level-unknown-value", lambda: (dmlgpu.sign, (np.ones(3, np.float32),), {"feature_level": 0x7000}),
              "feature_level", "feature_level is 28672", operator=SIGN),
     # -- shapes ---------------------------------------------------------------------------------
-    FrontEnd("xor-shapes-do-not-broadcast", lambda: (dmlgpu.bit_xor, (u8(3), u8(4)), {}), "shape",
-             "BTensor.shape is (4,); must broadcast with ATensor's shape (3,)", operator=XOR),
-    FrontEnd("xor-shapes-2d-do-not-broadcast", lambda: (dmlgpu.bit_xor, (np.zeros((2, 3), np.uint8),
-                                                                         np.zeros((3, 2), np.uint8)), {}),
-             "shape", "BTensor.shape is (3, 2)", operator=XOR),
-    FrontEnd("xor-ten-dims-that-do-not-merge",
-             lambda: (dmlgpu.bit_xor, (np.zeros((2, 1) * 5, np.uint8), np.zeros((1, 2) * 5, np.uint8)), {}),
-             "DimensionCount", "DimensionCount is 10; allowed: 8 after merging", operator=XOR),
     FrontEnd("sign-five-dims-at-2_1",  # a transposed 5-D array: no two dimensions merge
              lambda: (dmlgpu.sign, (np.zeros((2, 3, 2, 3, 2), np.float32).T,), {"feature_level": L.LEVEL_2_1}),
              "DimensionCount", "DimensionCount is 5; allowed: 4 after merging", operator=SIGN),
-    FrontEnd("too-many-elements",
-             lambda: (dmlgpu.bit_xor, (u8(1), np.broadcast_to(u8(1), (2**16, 2**16))), {}), "shape",
-             "a tensor may hold at most 2^32-1 elements, not 4294967296", operator=XOR),
     # -- out ------------------------------------------------------------------------------------
     FrontEnd("out-list", lambda: (dmlgpu.bit_not, (u8(),), {"out": [0] * 6}), "out",
              "OutputTensor.out is 'list'; allowed: None or a numpy.ndarray"),
@@ -464,9 +445,6 @@ FRONT_END = [
     FrontEnd("out-wrong-shape",
              lambda: (dmlgpu.bit_not, (np.zeros((2, 3), np.uint8),), {"out": np.zeros((3, 2), np.uint8)}),
              "out.shape", "OutputTensor.out.shape is (3, 2); allowed: (2, 3)"),
-    FrontEnd("out-wrong-shape-xor-broadcast", lambda: (dmlgpu.bit_xor, (u8(3), np.zeros((2, 1), np.uint8)),
-                                                       {"out": np.zeros(3, np.uint8)}),
-             "out.shape", "allowed: (2, 3)", operator=XOR),
     FrontEnd("out-0d-for-1d", lambda: (dmlgpu.bit_not, (u8(1),), {"out": np.zeros((), np.uint8)}), "out.shape",
              "out.shape is ()"),
     FrontEnd("out-overlaps-input-shifted", lambda: _shifted(dmlgpu.bit_not, 12, 3), "out",
@@ -479,8 +457,6 @@ FRONT_END = [
     FrontEnd("out-strided-view-of-input", lambda: _view_of_input(dmlgpu.bit_not, lambda x: x[::2], base_len=12,
                                                                  take=lambda x: x[:6]), "out",
              "partially overlapping InputTensor"),
-    FrontEnd("out-overlaps-xor-b", lambda: _xor_out_overlapping_b(), "out", "partially overlapping BTensor",
-             operator=XOR),
     FrontEnd("out-reinterpreted-input-bytes", lambda: _view_of_input(
         dmlgpu.bit_count, lambda x: x.view(np.uint8)[:4], np.arange(4, dtype=np.uint32)),
              "out", "partially overlapping InputTensor", operator=COUNT),
@@ -489,15 +465,44 @@ FRONT_END = [
              "support in-place execution", operator=COUNT),
     FrontEnd("bit-count-in-place-uint32", lambda: _in_place(dmlgpu.bit_count, np.arange(4, dtype=np.uint32)),
              "out", "does not support in-place", operator=COUNT),
-    FrontEnd("xor-out-is-a-and-overlaps-b", lambda: _xor_in_place_on_a_overlapping_b(),
-             "out", "partially overlapping BTensor", operator=XOR),  # b was once not checked
-]
+] + [row for op in BINARY for row in (
+    # -- rules every operator with two inputs shares -----------------------------------------------
+    FrontEnd(f"{op.short}-b-list", lambda op=op: (FUNCTIONS[op.short], (u8(4), [1, 2, 3, 4]), {}), "type",
+             "BTensor.type is 'list'", operator=op.dml_name),
+    FrontEnd(f"dtype-{op.short}-b-big-endian-other-type",  # byte order is accepted, the type is not
+             lambda op=op: (FUNCTIONS[op.short], (u8(4), np.zeros(4, ">u4")), {}),
+             "DataType", "BTensor.DataType is UINT32; must equal ATensor.DataType (UINT8)", operator=op.dml_name),
+    FrontEnd(f"dtype-{op.short}-mismatch", lambda op=op: (FUNCTIONS[op.short], (u8(3), np.zeros(3, np.uint16)), {}),
+             "DataType", "BTensor.DataType is UINT16; must equal ATensor.DataType (UINT8)", operator=op.dml_name),
+    FrontEnd(f"level-before-{op.short}",
+             lambda op=op: (FUNCTIONS[op.short], (u8(), u8()), {"feature_level": _level_before(op.introduced)}),
+             "feature_level", f"introduced in {op.introduced.dml_name}", operator=op.dml_name),
+    FrontEnd(f"{op.short}-shapes-do-not-broadcast", lambda op=op: (FUNCTIONS[op.short], (u8(3), u8(4)), {}),
+             "shape", "BTensor.shape is (4,); must broadcast with ATensor's shape (3,)", operator=op.dml_name),
+    FrontEnd(f"{op.short}-shapes-2d-do-not-broadcast",
+             lambda op=op: (FUNCTIONS[op.short], (np.zeros((2, 3), np.uint8), np.zeros((3, 2), np.uint8)), {}),
+             "shape", "BTensor.shape is (3, 2)", operator=op.dml_name),
+    FrontEnd(f"{op.short}-ten-dims-that-do-not-merge",
+             lambda op=op: (FUNCTIONS[op.short], (np.zeros((2, 1) * 5, np.uint8), np.zeros((1, 2) * 5, np.uint8)),
+                            {}),
+             "DimensionCount", "DimensionCount is 10; allowed: 8 after merging", operator=op.dml_name),
+    FrontEnd(f"{op.short}-too-many-elements",
+             lambda op=op: (FUNCTIONS[op.short], (u8(1), np.broadcast_to(u8(1), (2**16, 2**16))), {}), "shape",
+             "a tensor may hold at most 2^32-1 elements, not 4294967296", operator=op.dml_name),
+    FrontEnd(f"out-wrong-shape-{op.short}-broadcast",
+             lambda op=op: (FUNCTIONS[op.short], (u8(3), np.zeros((2, 1), np.uint8)), {"out": np.zeros(3, np.uint8)}),
+             "out.shape", "allowed: (2, 3)", operator=op.dml_name),
+    FrontEnd(f"out-overlaps-{op.short}-b", lambda op=op: _out_overlapping_b(FUNCTIONS[op.short]), "out",
+             "partially overlapping BTensor", operator=op.dml_name),
+    FrontEnd(f"{op.short}-out-is-a-and-overlaps-b", lambda op=op: _in_place_on_a_overlapping_b(FUNCTIONS[op.short]),
+             "out", "partially overlapping BTensor", operator=op.dml_name),  # b was once not checked
+)]
 
 
 # -- the numpy contract at the edges: subclasses, Python scalars (NEP 50), dtype= against out= -----
 def _binary_rows(op) -> list:
     """Rows every binary operator of the table must reject, with its own name in each."""
-    function = getattr(dmlgpu, op.short)
+    function = FUNCTIONS[op.short]
     types = op.newest.input_types
     rows = [
         FrontEnd(f"{op.short}-b-masked-array", lambda: (function, (u8(), np.ma.masked_array(u8())), {}), "type",
@@ -556,9 +561,7 @@ FRONT_END += [
                                                           {"out": np.zeros(6, np.uint8), "dtype": "uint32"}),
              "out.dtype", "allowed: uint32", operator=COUNT),
 ]
-for _op in dmlgpu.operators.OPERATORS:
-    if len(_op.inputs) == 2:
-        FRONT_END += _binary_rows(_op)
+FRONT_END += [row for op in BINARY for row in _binary_rows(op)]
 
 
 def _in_place(function, x):
@@ -576,16 +579,20 @@ def _view_of_input(function, view, x=None, base_len=6, take=lambda x: x):
     return function, (take(x),), {"out": view(x)}
 
 
-def _xor_in_place_on_a_overlapping_b():
-    """bit_xor(a, b, out=a) where b = base[0:32] partly overlaps a = base[8:40]."""
+def _in_place_on_a_overlapping_b(function):
+    """function(a, b, out=a) where b = base[0:32] partly overlaps a = base[8:40]."""
     base = np.arange(48, dtype=np.uint8)
     a, b = base[8:40], base[0:32]
-    return dmlgpu.bit_xor, (a, b), {"out": a}
+    return function, (a, b), {"out": a}
 
 
-def _xor_out_overlapping_b():
+def _out_overlapping_b(function):
     base = np.arange(16, dtype=np.uint8)
-    return dmlgpu.bit_xor, (u8(8), base[:8]), {"out": base[4:12]}
+    return function, (u8(8), base[:8]), {"out": base[4:12]}
+
+
+def _level_before(level):
+    return max(lv for lv in FeatureLevel if lv < level)
 
 
 def owners(values):

@@ -6,7 +6,7 @@ import pytest
 import dmlgpu
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
 from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BIT_COUNT, BIT_NOT, BIT_XOR, SIGN
+from dmlgpu.operators import OPERATORS
 
 GUARD = 0x5A
 
@@ -65,11 +65,13 @@ def test_execute_at_offsets_with_guard_bytes(device, rng, op, in_type, out_type,
     assert_guards(out, 32, 32 + nbytes)  # the 4-byte-rounding padding keeps its bytes too
 
 
-@pytest.mark.parametrize("op", [BIT_NOT, BIT_XOR, SIGN], ids=lambda op: op.short)
-@pytest.mark.parametrize("data_type", [DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.INT64])
+IN_PLACE_CASES = [(op, t) for op in OPERATORS if op.in_place for t in testing.one_type_per_width(
+    op, (DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.INT64))]
+
+
+@pytest.mark.parametrize("op, data_type", IN_PLACE_CASES,
+                         ids=[f"{op.short}-{t.name.lower()}" for op, t in IN_PLACE_CASES])
 def test_in_place_binding(device, rng, op, data_type):
-    if data_type not in op.newest.input_types:
-        pytest.skip("type not supported by the operator")
     arrays = [testing.sample(data_type, (37,), rng) for _ in op.inputs]
     desc = TensorDesc(data_type, [37])
     compiled = device.create_operator(DESC_CLASSES[op.name](*[desc] * (len(arrays) + 1)))

@@ -104,7 +104,7 @@ FIELDS = tuple(BAD_FIELDS)
 
 @st.composite
 def operator_descs(draw):
-    """One of the four descriptor classes, valid at first, with 0-3 fields (or whole tensor
+    """One of the descriptor classes (one per table row), valid at first, with 0-3 fields (or whole tensor
     slots) replaced by fuzzed values, so that every rule of validate() is reached; now and then
     not a descriptor at all."""
     if draw(st.integers(0, 19)) == 0:

@@ -5,6 +5,9 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, FeatureLevel, ValidationError, reference, testing
+from dmlgpu.numpy_api import FUNCTIONS
+from dmlgpu.operators import OPERATORS
+from dmlgpu.reference import REFERENCES
 
 from conftest import poisoned
 
@@ -75,29 +78,40 @@ def test_out_rules():
         dmlgpu.bit_count(x, dtype=np.int32)
 
 
-def test_xor_rules():
+BINARY = [op for op in OPERATORS if len(op.inputs) == 2]
+
+
+@pytest.mark.parametrize("op", BINARY, ids=lambda op: op.short)
+def test_binary_rules(op):
     a = np.zeros(3, np.uint8)
     with pytest.raises(ValidationError, match="BTensor.DataType is UINT16; must equal ATensor.DataType"):
-        dmlgpu.bit_xor(a, np.zeros(3, np.uint16))
+        FUNCTIONS[op.short](a, np.zeros(3, np.uint16))
     with pytest.raises(ValidationError, match=r"BTensor.shape is \(4,\); must broadcast"):
-        dmlgpu.bit_xor(a, np.zeros(4, np.uint8))
+        FUNCTIONS[op.short](a, np.zeros(4, np.uint8))
+
+
+BROADCAST_CASES = [(op, t) for op in BINARY for t in testing.one_type_per_width(
+    op, (DataType.UINT8, DataType.INT16, DataType.UINT64), widths=(8, 16, 64))]
 
 
 @pytest.mark.parametrize("a_shape, b_shape", [
     ((3, 4, 5), (5,)), ((3, 4, 5, 6), (4, 5, 6)), ((1, 5), (4, 1)), ((2, 1, 3), (1, 4, 1)), ((), (4,)),
 ])
-@pytest.mark.parametrize("data_type", [DataType.UINT8, DataType.INT16, DataType.UINT64])
-def test_xor_broadcasting(rng, a_shape, b_shape, data_type):
+@pytest.mark.parametrize("op, data_type", BROADCAST_CASES,
+                         ids=[f"{op.short}-{t.name.lower()}" for op, t in BROADCAST_CASES])
+def test_broadcasting(rng, op, data_type, a_shape, b_shape):
     a, b = testing.sample(data_type, a_shape, rng), testing.sample(data_type, b_shape, rng)
-    assert testing.same_bits(dmlgpu.bit_xor(a, b), reference.bit_xor(a, b))
-    assert testing.same_bits(dmlgpu.bit_xor(b, a), reference.bit_xor(b, a))
+    function, expected = FUNCTIONS[op.short], REFERENCES[op.short]
+    assert testing.same_bits(function(a, b), expected(a, b))
+    assert testing.same_bits(function(b, a), expected(b, a))
 
 
-def test_xor_in_place_with_broadcast_operand(rng):
+@pytest.mark.parametrize("op", BINARY, ids=lambda op: op.short)
+def test_in_place_with_broadcast_operand(rng, op):
     a = testing.sample(DataType.UINT32, (4, 5), rng)
     b = testing.sample(DataType.UINT32, (5,), rng)
-    expected = reference.bit_xor(a, b)
-    assert dmlgpu.bit_xor(a, b, out=a) is a and testing.same_bits(a, expected)
+    expected = REFERENCES[op.short](a, b)
+    assert FUNCTIONS[op.short](a, b, out=a) is a and testing.same_bits(a, expected)
 
 
 VIEWS = {
@@ -111,8 +125,10 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("view", VIEWS, ids=list(VIEWS))
-@pytest.mark.parametrize("op, in_type, out_type", [c for c in testing.all_cases()
-                                                   if c[1] in (DataType.UINT8, DataType.FLOAT16, DataType.INT64)],
+@pytest.mark.parametrize("op, in_type, out_type", [(op, i, o) for op, i, o in testing.all_cases()
+                                                   if i in testing.one_type_per_width(
+                                                       op, (DataType.UINT8, DataType.FLOAT16, DataType.INT64),
+                                                       widths=(8, 16, 64))],
                          ids=lambda c: getattr(c, "short", getattr(c, "name", str(c))).lower())
 def test_views_as_inputs_and_out(rng, view, op, in_type, out_type):
     bases = [testing.sample(in_type, (9, 10), rng) for _ in op.inputs]

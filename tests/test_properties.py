@@ -12,11 +12,11 @@ oracle written from the operator table and compared bit for bit with `dmlgpu.ref
   more with new data through the same bindings. Rejected: `ValidationError`, and no byte of any
   buffer changes.
 * numpy front end (`test_front_end_property*`): shapes of 0-10 dimensions (size-0 and size-1
-  included), every dtype in either byte order, broadcasting pairs for bit_xor, views (slices
-  with steps, reversals, transposes, broadcast_to), Python scalars as operands (edges of every
-  width, floats, bools; judged by NEP 50 as numpy 2 applies it), `out` (fresh, a view into a
-  larger array, in place, big-endian). Accepted calls match the reference bit for bit and write
-  nothing outside `out`; rejected calls raise `ValidationError` and change no array.
+  included), every dtype in either byte order, broadcasting pairs for operators of two operands,
+  views (slices with steps, reversals, transposes, broadcast_to), Python scalars as operands
+  (edges of every width, floats, bools; judged by NEP 50 as numpy 2 applies it), `out` (fresh, a
+  view into a larger array, in place, big-endian). Accepted calls match the reference bit for
+  bit and write nothing outside `out`; rejected calls raise `ValidationError` and change no array.
 * Tensor views (`test_tensor_view_property`): operands that are views of uploaded Tensors (slices
   with steps and starts on and off 16-byte boundaries, integers, None, `...`, transposes; uploads
   from big-endian arrays), Python scalars, `out` fresh, a view of a poisoned Tensor or in place;
@@ -604,7 +604,7 @@ class FrontEndCase:
     op: str
     level: int | None  # None = newest
     inputs: tuple  # ArrayCase per operand
-    same_operand: bool  # bit_xor(a, a)
+    same_operand: bool  # f(a, a) for two operands
     out: str  # "none", "fresh", "view", "in_place:<k>", "readonly", "overlap"
     out_dtype: str | None  # bit_count's dtype= (and its out's dtype), or out's dtype; None = default
     out_shape: tuple | None  # a wrong shape for `out`; None = the result's shape
@@ -719,7 +719,7 @@ def array_cases(draw, dtype, shape):
 def front_end_cases(draw, fault=None, op=None):
     """A front-end call of `op` (default: any) carrying `fault` (one of FRONT_END_FAULTS)."""
     if fault in ("dtypes differ", "shapes do not broadcast"):
-        op = BY_SHORT["bit_xor"]
+        op = draw(st.sampled_from([o for o in OPERATORS if len(o.inputs) == 2]))
     op = op or draw(st.sampled_from(OPERATORS))
     level = draw(st.none() | st.sampled_from([v for v in LEVEL_VALUES if v >= op.newest.level]))
     if fault == "level":
@@ -748,10 +748,13 @@ def front_end_cases(draw, fault=None, op=None):
         out = "readonly"
     elif fault == "out overlaps input":
         out = "overlap"
-    out_dtype = draw(st.sampled_from(["uint8", "uint32", ">u4"])) if op.short == "bit_count" else None
+    chosen_output = not op.same_type  # the call names the output dtype (`dtype=`)
+    out_dtype = draw(st.sampled_from([t.numpy.name for t in op.newest.output_types])) if chosen_output else None
+    if out_dtype and np.dtype(out_dtype).itemsize > 1 and draw(sometimes(20)):
+        out_dtype = np.dtype(out_dtype).newbyteorder(">").str  # a dtype argument names values
     if fault == "out dtype":
         out_dtype = draw(st.sampled_from(["uint16", "int32", "float32", "uint64", "float64", "float16"]))
-        if out == "none" and op.short != "bit_count":
+        if out == "none" and not chosen_output:
             out = "fresh"  # same-type operators take a wrong dtype only through `out`
     out_shape = None
     if fault == "out shape":
@@ -786,7 +789,7 @@ def front_end_verdict(case: FrontEndCase, arrays, out):
     shape = result_shape(values)
     if shape is None:
         return "reject", None
-    out_type = native_type(case.out_dtype) if op.short == "bit_count" else types[0]
+    out_type = types[0] if op.same_type else native_type(case.out_dtype)
     if out_type not in row.output_types:
         return "reject", values
     if out is not None:
@@ -808,7 +811,7 @@ def build_call(case: FrontEndCase, rng):
         built[1] = built[0]
     arrays, bases = [b[0] for b in built], [b[1] for b in built]
     first = next((a for a in arrays if not is_scalar(a)), np.zeros(0, np.uint8))
-    default = "uint8" if case.op == "bit_count" else first.dtype
+    default = first.dtype if case.operator.same_type else case.operator.default_output.numpy
     dtype = np.dtype(case.out_dtype or default)
     shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or first.shape)
     out, out_base = None, None
@@ -854,7 +857,7 @@ def check_front_end_case(case: FrontEndCase):
     snapshots = [b.copy() for b in owners]
     op = case.operator
     kwargs = {"feature_level": None if case.level is None else FeatureLevel(case.level)}
-    if op.short == "bit_count":
+    if not op.same_type:
         kwargs["dtype"] = np.dtype(case.out_dtype)
     if verdict != "reject":
         out_type = native_type(kwargs.get("dtype", values[0].dtype))
@@ -1003,8 +1006,7 @@ def view_cases(draw, dtype, shape):
 
 @st.composite
 def tensor_call_cases(draw, op):
-    dtype = draw(st.sampled_from(SUPPORTED_DTYPES if op.short != "sign" else
-                                 [t.numpy.name for t in op.newest.input_types]))
+    dtype = draw(st.sampled_from([t.numpy.name for t in op.newest.input_types]))
     result = draw(shapes(max_dims=4))
     operands = [result] if len(op.inputs) == 1 else [draw(broadcast_operand(result)) for _ in op.inputs]
     same_operand = len(operands) == 2 and operands[0] == operands[1] and draw(sometimes(15))
@@ -1012,7 +1014,7 @@ def tensor_call_cases(draw, op):
     if len(views) == 2 and not same_operand and draw(sometimes(30)):
         k = draw(st.integers(0, 1))
         views[k] = ViewCase(dtype, (), (), None, "python", draw(PYTHON_SCALARS))
-    out_dtype = draw(st.sampled_from(["uint8", "uint32"])) if op.short == "bit_count" else None
+    out_dtype = None if op.same_type else draw(st.sampled_from([t.numpy.name for t in op.newest.output_types]))
     out = draw(st.sampled_from(["none", "fresh", "view", "view", "in_place"]))
     candidates = [k for k, v in enumerate(views) if v.kind == "view"]
     if out == "in_place":

@@ -1,9 +1,13 @@
 """Device-resident Tensors and recorded command lists."""
+import operator
+
 import numpy as np
 import pytest
 
 import dmlgpu
 from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, ValidationError, reference, testing
+from dmlgpu.operators import OPERATORS
+from dmlgpu.reference import REFERENCES
 
 
 def test_tensor_operators_stay_on_the_device(rng):
@@ -20,6 +24,32 @@ def test_tensor_operators_stay_on_the_device(rng):
     buffer = ta.buffer
     ta ^= tb  # in place: the output binds the input's range
     assert ta.buffer is buffer and testing.same_bits(ta.numpy(), reference.bit_xor(a, b))
+
+
+def _python_operators():
+    for op in OPERATORS:
+        if op.python_operator:
+            data_type, = testing.one_type_per_width(op, (DataType.INT32,), widths=(32,))
+            yield pytest.param(op, data_type, id=f"{op.short}-{op.python_operator}")
+
+
+@pytest.mark.parametrize("op, data_type", list(_python_operators()))
+def test_python_operators_from_the_table(rng, op, data_type):
+    """Each row's Python operator: `op(t)`, or `t op u`, `numpy op t` and `t op= u`."""
+    python = getattr(operator, f"__{op.python_operator}__")  # operator.__xor__ is `^`
+    if len(op.inputs) == 1:
+        a = testing.sample(data_type, (3, 5), rng)
+        got = python(Tensor.from_numpy(a))
+        assert isinstance(got, Tensor) and testing.same_bits(got.numpy(), REFERENCES[op.short](a))
+        return
+    a, b = testing.sample(data_type, (3, 5), rng), testing.sample(data_type, (5,), rng)
+    ta, tb = Tensor.from_numpy(a), Tensor.from_numpy(b)
+    expected = REFERENCES[op.short](a, b)
+    assert testing.same_bits(python(ta, tb).numpy(), expected)
+    assert testing.same_bits(python(b, ta).numpy(), REFERENCES[op.short](b, a))  # numpy on the left
+    buffer = ta.buffer
+    ta = getattr(operator, f"__i{op.python_operator}__")(ta, tb)  # `ta ^= tb`
+    assert ta.buffer is buffer and testing.same_bits(ta.numpy(), expected)
 
 
 def test_tensor_argument_rules():

@@ -6,6 +6,7 @@ import pytest
 
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
 from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.operators import OPERATORS
 from dmlgpu.tensor_desc import calc_buffer_tensor_size
 
 from test_bindings import GUARD, assert_guards, guarded
@@ -59,8 +60,8 @@ def run(device, rng, op, in_type, out_type, in_patterns, out_strides):
     return compiled
 
 
-CASES = [(op, i, o) for op, i, o in testing.all_cases()
-         if i in (DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.UINT64)]
+CASES = [(op, i, o) for op, i, o in testing.all_cases() if i in testing.one_type_per_width(
+    op, (DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.UINT64))]
 
 
 @pytest.mark.parametrize("op, in_type, out_type", CASES,
@@ -81,9 +82,12 @@ def test_strided_outputs(device, rng, op, in_type, out_type, out_pattern):
     assert compiled.layout == ("flat" if out_pattern == "packed" else "strided")
 
 
+BINARY = [op for op in OPERATORS if len(op.inputs) == 2]
+
+
+@pytest.mark.parametrize("op", BINARY, ids=lambda op: op.short)
 @pytest.mark.parametrize("in_type", [DataType.UINT8, DataType.UINT16])
-def test_xor_broadcast_both_inputs(device, rng, in_type):
-    op = testing.OPERATORS[1]
+def test_broadcast_both_inputs(device, rng, op, in_type):
     run(device, rng, op, in_type, in_type, ["broadcast-rows", "broadcast-all"], OUT_PATTERNS["padded"])
 
 

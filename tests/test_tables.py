@@ -1,12 +1,17 @@
 """The tables restate DirectML's headers and documentation pages; these tests compare them with
-the documents themselves, written out here independently (shared/spec/directml.md §1, §3)."""
+the documents themselves, written out here independently (shared/spec/directml.md §1, §3, §6):
+a new operator's page is restated here by hand, on purpose. The parts of the docs that are
+derived from the table (README's operator table) are checked against it."""
+from pathlib import Path
+
 import pytest
 
-from dmlgpu import DataType, FeatureLevel
-from dmlgpu.operators import BIT_COUNT, BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name
+from dmlgpu import DataType, FeatureLevel, descs, numpy_api
+from dmlgpu.operators import BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name, support_table
 from dmlgpu.tensor_desc import calc_buffer_tensor_size
 
 L = FeatureLevel
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_data_type_values_match_directml_h():
@@ -23,20 +28,51 @@ def test_feature_level_values_match_directml_h():
     assert FeatureLevel.LEVEL_3_0 == 0x3000 and FeatureLevel.newest() is FeatureLevel.LEVEL_6_4
 
 
-def test_operator_type_values_and_tensors():
-    assert [(op.type_value, op.inputs) for op in OPERATORS] == [
-        (124, ("InputTensor",)), (123, ("ATensor", "BTensor")), (79, ("InputTensor",)),
-        (125, ("InputTensor",))]
+UNARY, BINARY = ("InputTensor",), ("ATensor", "BTensor")
+#: By DirectML operator name: DirectML.h's DML_OPERATOR_TYPE value, the desc struct's input members,
+#: and the page's in-place sentence ("may alias", or none) and tensor constraints (same DataType
+#: on all tensors or not).
+DOC_FACTS = {
+    "ELEMENT_WISE_BIT_NOT": (124, UNARY, True, True),
+    "ELEMENT_WISE_BIT_XOR": (123, BINARY, True, True),
+    "ELEMENT_WISE_BIT_AND": (121, BINARY, True, True),
+    "ELEMENT_WISE_BIT_OR": (122, BINARY, True, True),
+    "ELEMENT_WISE_BIT_SHIFT_LEFT": (97, BINARY, True, True),
+    "ELEMENT_WISE_BIT_SHIFT_RIGHT": (98, BINARY, True, True),
+    "ELEMENT_WISE_SIGN": (79, UNARY, True, True),
+    "ELEMENT_WISE_BIT_COUNT": (125, UNARY, False, False),
+}
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+def test_operator_type_values_tensors_and_rules(op):
+    assert op.name in DOC_FACTS, f"{op.name}: restate its DirectML page in DOC_FACTS and DOC_TABLES"
+    assert (op.type_value, op.inputs, op.in_place, op.same_type) == DOC_FACTS[op.name]
+    assert op.output == "OutputTensor"
+
+
+def test_field_names():
     assert [field_name(t) for t in BIT_XOR.tensors] == ["a_tensor", "b_tensor", "output_tensor"]
 
 
 ALL11 = "FLOAT64 FLOAT32 FLOAT16 INT64 INT32 INT16 INT8 UINT64 UINT32 UINT16 UINT8".split()
+UINT32_16_8 = ["UINT32", "UINT16", "UINT8"]
 DOC_TABLES = {  # (level, dims, input types, output types), from each operator's page
-    BIT_NOT: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", ["UINT32", "UINT16", "UINT8"],
-                                                    ["UINT32", "UINT16", "UINT8"])],
-    BIT_XOR: [(L.LEVEL_4_1, "1-8", ALL11, ALL11), (L.LEVEL_3_0, "1-8", ["UINT32", "UINT16", "UINT8"],
-                                                    ["UINT32", "UINT16", "UINT8"])],
-    SIGN: [
+    "ELEMENT_WISE_BIT_NOT": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
+                             (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_XOR": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
+                             (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_AND": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
+                             (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_OR": [(L.LEVEL_4_1, "1-8", ALL11, ALL11),
+                            (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_SHIFT_LEFT": [(L.LEVEL_4_1, "1-8", ["UINT64"] + UINT32_16_8, ["UINT64"] + UINT32_16_8),
+                                    (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8),
+                                    (L.LEVEL_2_1, "4", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_BIT_SHIFT_RIGHT": [(L.LEVEL_4_1, "1-8", ["UINT64"] + UINT32_16_8, ["UINT64"] + UINT32_16_8),
+                                     (L.LEVEL_3_0, "1-8", UINT32_16_8, UINT32_16_8),
+                                     (L.LEVEL_2_1, "4", UINT32_16_8, UINT32_16_8)],
+    "ELEMENT_WISE_SIGN": [
         (L.LEVEL_4_1, "1-8", ALL11[1:], ALL11[1:]),
         (L.LEVEL_3_0, "1-8", "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split(),
          "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()),
@@ -44,8 +80,8 @@ DOC_TABLES = {  # (level, dims, input types, output types), from each operator's
          "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()),
         (L.LEVEL_2_0, "4", ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"]),
     ],
-    BIT_COUNT: [(L.LEVEL_4_1, "1-8", ALL11, ["UINT32", "UINT8"]),
-                (L.LEVEL_3_0, "1-8", ["UINT32", "UINT16", "UINT8"], ["UINT32", "UINT8"])],
+    "ELEMENT_WISE_BIT_COUNT": [(L.LEVEL_4_1, "1-8", ALL11, ["UINT32", "UINT8"]),
+                               (L.LEVEL_3_0, "1-8", UINT32_16_8, ["UINT32", "UINT8"])],
 }
 
 
@@ -54,14 +90,26 @@ def test_support_tables_match_the_documentation(op):
     got = [(row.level, "4" if row.dims == (4,) else f"{row.dims[0]}-{row.dims[-1]}",
             [t.name for t in row.input_types], [t.name for t in row.output_types])
            for row in op.support]
-    assert got == DOC_TABLES[op]
+    assert got == DOC_TABLES[op.name]
 
 
-def test_in_place_and_type_rules():
-    assert [op.in_place for op in OPERATORS] == [True, True, True, False]
-    assert [op.same_type for op in OPERATORS] == [True, True, True, False]
+def test_sign_has_no_float64_at_any_level():
     assert SIGN.introduced == L.LEVEL_2_0 and BIT_NOT.introduced == L.LEVEL_3_0
-    assert DataType.FLOAT64 not in SIGN.support_at(L.LEVEL_6_4).input_types
+    assert all(DataType.FLOAT64 not in row.input_types for row in SIGN.support)
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+def test_each_row_gives_a_descriptor_a_function_and_its_operators(op):
+    cls = descs.DESC_CLASSES[op.name]
+    assert cls.__name__ == op.desc_class_name and getattr(descs, cls.__name__) is cls
+    function = numpy_api.FUNCTIONS[op.short]
+    assert getattr(numpy_api, op.short) is function and function.__doc__.startswith(op.doc.split("\n")[0][:-1])
+    assert f"(DML_{op.name})" in function.__doc__
+
+
+def test_readme_operator_table_is_the_table():
+    """README's table is `operators.support_table()`: regenerate it when a row changes."""
+    assert support_table() in README.read_text(), "README's operator table differs from support_table()"
 
 
 @pytest.mark.parametrize("data_type, sizes, strides, expected", [

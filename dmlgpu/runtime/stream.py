@@ -28,7 +28,7 @@ BATCH_OPS = 64
 #: Command buffers a stream rotates through; with all of them in flight it waits for the oldest.
 MAX_COMMAND_BUFFERS = 4
 #: Past this many tracked ranges a barrier is cheaper than checking them all in Python.
-MAX_TRACKED = 48
+MAX_TRACKED = 16
 
 
 class Stream:
@@ -98,7 +98,9 @@ class Stream:
             self._force_barrier = False
             self._reads, self._writes = list(reads), list(writes)
         else:
-            pending_r.extend(reads)
+            for span in reads:
+                if span not in pending_r:  # loops read the same ranges again and again
+                    pending_r.append(span)
             pending_w.extend(writes)
         return commands
 

@@ -1,7 +1,8 @@
 // Declarations shared by every operator: bindings, push constants, specialization constants and
-// element loads/stores. An operator source defines ARITY (1 or 2), includes this file, defines its
-// operation, then includes elementwise_main.glsl. The build passes IN_BITS/OUT_BITS/IN_KIND and
-// one of LAYOUT_FLAT / LAYOUT_ROWS / LAYOUT_GATHER / LAYOUT_STRIDED; abi.glsl (generated from dmlgpu/kernels.py) fixes the
+// element loads/stores. A family source includes this file, defines its operations, then includes
+// elementwise_main.glsl. The build passes, from the operator's row (dmlgpu/kernels.py): OP (the
+// operator's name), ARITY (1 or 2), IN_BITS/OUT_BITS/IN_KIND and one of LAYOUT_FLAT / LAYOUT_ROWS /
+// LAYOUT_GATHER / LAYOUT_STRIDED; abi.glsl (generated from dmlgpu/kernels.py) fixes the
 // push-constant block and the specialization-constant ids that the Python side fills in.
 //
 // Binding i < ARITY is input i; binding ARITY is the output. Inputs and the output may be the
@@ -14,7 +15,7 @@
 #include "words.glsl"
 
 #ifndef IN_BITS
-#define IN_BITS 32  // width-independent operations (NOT, XOR) in the flat layout
+#define IN_BITS 32  // width-independent operations (raw-bit NOT, XOR, ...) in the flat layout
 #endif
 #ifndef OUT_BITS
 #define OUT_BITS IN_BITS

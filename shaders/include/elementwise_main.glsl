@@ -1,4 +1,4 @@
-// main() of the three layouts. Before including this, an operator provides either
+// main() of the four layouts. Before including this, an operator provides either
 //   uint op_lanes(uint a, uint b)    operation on packed W-bit lanes (W <= 32), or
 //   uvec2 op_pair(uvec2 a, uvec2 b)  operation on one 64-bit element,
 // for operations whose output has the input's width; or it defines CUSTOM_ELEMENT with
@@ -125,7 +125,7 @@ void main() {
         }
 #if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
         // Same width in and out: the tail vector lies inside the 16-byte-padded buffers, and the
-        // width-independent variants (NOT, XOR) have no element width to go element by element.
+        // width-independent variants (raw-bit NOT, XOR, ...) have no element width to go element by element.
         uvec4 r = UNIT_AS_VEC(flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
 #else
         uvec4 r = UNIT_AS_VEC(unit_from_elements(u, n));
