@@ -22,8 +22,9 @@ from .dtypes import DataType
 from .errors import ValidationError
 from .compiled import coalesce
 from .operators import OPERATORS, Operator, level_texts
-from .tensor_desc import MAX_ELEMENTS, TensorDesc, packed_strides
+from .tensor_desc import MAX_ELEMENTS, MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from .bindings import Binding, BoundRange
+from .operands import PLAIN_ARRAYS, SUBCLASS_ALLOWED, host_array, is_python_scalar, native_dtype, python_scalar
 from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
 
@@ -34,7 +35,7 @@ def _fail(op, tensor, field, value, allowed):
 
 def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
     try:
-        data_type = DataType.from_numpy(dtype)
+        data_type = DataType.from_numpy(native_dtype(dtype))
     except TypeError:
         data_type = None
     if data_type is None:
@@ -43,11 +44,17 @@ def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
     return data_type
 
 
+def _tensor_key(t):
+    return t.buffer.serial, t.offset, t.shape, t.strides, t.data_type
+
+
 def _apply(op: Operator, arrays, out, out_dtype, feature_level):
+    """One call of `op`: `arrays` are its operands (numpy data, Tensors, Python scalars);
+    `out_dtype` is None for "the input's type" (same-type operators) or "not given"."""
+    call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
     if isinstance(out, Tensor):  # hot path: the same Tensors as an earlier call
         try:
-            launch = _TENSOR_CALLS.get((op.name, feature_level, out_dtype, tuple(
-                (t.buffer.serial, t.offset, t.shape, t.data_type) for t in (*arrays, out))))
+            launch = _TENSOR_CALLS.get((*call, tuple(_tensor_key(t) for t in (*arrays, out))))
         except (AttributeError, TypeError):
             launch = None
         if launch is not None and launch.valid:
@@ -55,23 +62,22 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
             return out
     elif out is None and arrays and all(isinstance(x, Tensor) for x in arrays):
         try:  # hot path: a new result of an earlier call's shape from the same Tensors
-            known = _TENSOR_RESULTS.get((op.name, feature_level, out_dtype, tuple(
-                (t.buffer.serial, t.offset, t.shape, t.data_type) for t in arrays)))
+            known = _TENSOR_RESULTS.get((*call, tuple(_tensor_key(t) for t in arrays)))
         except (AttributeError, TypeError):
             known = None
         if known is not None and not any(t.buffer.released for t in arrays):
-            compiled, spans, shape, out_type, nbytes = known
+            compiled, spans, shape, out_type, nbytes, offset = known
             result = compiled.device.allocate(nbytes, zero_fill=False)
             ranges = [BoundRange(t.buffer, start, end) for t, (start, end) in zip(arrays, spans)]
             compiled.device.enqueue(compiled.launch(ranges + [BoundRange(result, 0, nbytes)]))
-            return Tensor(result, shape, out_type)
+            return Tensor._made(result, shape, out_type, offset)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
+    arrays = _operands(op, row, arrays)
+    if isinstance(out, np.ndarray):
+        out = _host_out(op, out)
     if any(isinstance(x, Tensor) for x in (*arrays, out)):
-        return _apply_tensors(op, level, row, arrays, out, out_dtype, feature_level)
-    for name, x in zip(op.inputs, arrays):
-        if not isinstance(x, (np.ndarray, np.generic)):
-            _fail(op, name, "type", type(x).__name__, "allowed: numpy.ndarray")
+        return _apply_tensors(op, level, row, arrays, out, out_dtype, call)
     arrays = [np.asarray(x) for x in arrays]
     in_types = [_data_type(op, name, x.dtype, row.input_types) for name, x in zip(op.inputs, arrays)]
     if out_dtype is None:
@@ -106,21 +112,55 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     device = default_device()
     compiled = device.create_operator(desc, level)  # validates the whole call before any work
 
-    direct = out is not None and out.flags.c_contiguous
+    direct = out is not None and out.flags.c_contiguous and out.dtype.isnative
     result = out if direct else np.empty(shape, dtype=out_type.numpy)
     if not empty:
         _run_chunks(compiled, memories, arrays, result, in_place)
     if out is None:
         return result[()] if result.ndim == 0 else result
     if not direct:
-        np.copyto(out, result, casting="no")
+        np.copyto(out, result, casting="equiv")
     return out
 
 
-def _apply_tensors(op, level, row, arrays, out, out_dtype, feature_level):
+def _operands(op, row, arrays) -> list:
+    """The operands as Tensors or numpy data (native byte order, plain ndarrays), Python scalars
+    converted to the data type of the first other operand (NEP 50: `dmlgpu.operands`)."""
+    converted, seen = [], {}
+    for name, x in zip(op.inputs, arrays):
+        if not (isinstance(x, (Tensor, np.ndarray, np.generic)) or is_python_scalar(x)):
+            _fail(op, name, "type", type(x).__name__,
+                  "allowed: numpy.ndarray, dmlgpu.Tensor or a Python scalar")
+        if id(x) not in seen:  # the same array twice stays one array (uploaded once)
+            seen[id(x)] = host_array(x, op.dml_name, name)
+        converted.append(seen[id(x)])
+    anchor = next(((name, x) for name, x in zip(op.inputs, converted) if not is_python_scalar(x)), None)
+    if anchor is None:
+        _fail(op, op.inputs[0], "type", type(arrays[0]).__name__,
+              "allowed: numpy.ndarray or dmlgpu.Tensor (a Python scalar takes its data type from "
+              "an array or Tensor operand, and there is none)")
+    if len(converted) == 1:
+        return converted
+    data_type = _data_type(op, anchor[0], anchor[1].dtype, row.input_types)
+    return [python_scalar(x, data_type, op.dml_name, name) if is_python_scalar(x) else x
+            for name, x in zip(op.inputs, converted)]
+
+
+def _host_out(op, out):
+    """A numpy `out` that dmlgpu can honour (a plain ndarray; any byte order)."""
+    if type(out) not in PLAIN_ARRAYS:
+        _fail(op, op.output, "out", type(out).__name__, SUBCLASS_ALLOWED)
+    return out
+
+
+def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
     """The device-resident path: Tensors in, a Tensor out, no host round trip.
 
-    numpy arrays among the inputs are uploaded first; `out` must be a Tensor (or None).
+    numpy arrays among the inputs are uploaded first; `out` must be a Tensor (or None) that
+    starts at a 16-byte boundary. Input views that do not are bound from the aligned-down byte
+    with one more dimension of size 2 whose stride is their element offset: only its second
+    half is the result, so a fresh output is allocated twice (the result is its second half);
+    with `out` given, such inputs are first copied to packed Tensors.
     """
     devices = {x.device for x in (*arrays, out) if isinstance(x, Tensor)}
     if len(devices) > 1:
@@ -129,8 +169,6 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, feature_level):
     device = devices.pop()
     tensors = []
     for name, x in zip(op.inputs, arrays):
-        if not isinstance(x, (Tensor, np.ndarray, np.generic)):
-            _fail(op, name, "type", type(x).__name__, "allowed: dmlgpu.Tensor or numpy.ndarray")
         if not isinstance(x, Tensor):
             _data_type(op, name, np.asarray(x).dtype, row.input_types)
             x = Tensor.from_numpy(x, device)
@@ -142,46 +180,72 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, feature_level):
     except ValueError:
         _fail(op, op.inputs[1], "shape", tensors[1].shape,
               f"must broadcast with {op.inputs[0]}'s shape {tensors[0].shape}")
-    fresh = out is None
-    if fresh:  # every element is written: no need to zero-fill
-        nbytes = max(4, -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // 4) * 4)
-        out = Tensor(device.allocate(nbytes, zero_fill=False), shape, out_type)
-    elif not isinstance(out, Tensor):
-        _fail(op, op.output, "out", type(out).__name__, "allowed: None or a dmlgpu.Tensor")
-    elif out.data_type != out_type or out.shape != tuple(shape):
-        _fail(op, op.output, "out", f"{out.shape} {out.data_type.name}",
-              f"allowed: shape {tuple(shape)} and data type {out_type.name}")
-    if 0 in shape:
-        return out
-    strides = [_broadcast_strides(t.shape, shape) for t in tensors] + [_broadcast_strides(shape, shape)]
-    sizes, strides = coalesce(shape, strides)
+    given = out is not None
+    if given:
+        if not isinstance(out, Tensor):
+            _fail(op, op.output, "out", type(out).__name__, "allowed: None or a dmlgpu.Tensor")
+        if out.data_type != out_type or out.shape != tuple(shape):
+            _fail(op, op.output, "out", f"{out.shape} {out.data_type.name}",
+                  f"allowed: shape {tuple(shape)} and data type {out_type.name}")
+    if 0 in shape:  # nothing to bind
+        return out if given else Tensor.empty(shape, out_type.numpy, device)
+    if given and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
+        _fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
+              f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
+              "(DirectML's binding alignment)")
+    shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
+    realign = given and any(shifts)  # those inputs become packed copies, once the call is valid
+    strides = [_broadcast_strides(t.shape, shape, None if realign and k else t.strides)
+               for t, k in zip(tensors, shifts)]
+    if realign:
+        shifts = [0] * len(tensors)
+    out_strides = packed_strides(shape)
+    sizes = list(shape)
+    if any(shifts):  # the offset dimension: its second half is the result
+        half = -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // MINIMUM_BUFFER_TENSOR_ALIGNMENT) \
+            * MINIMUM_BUFFER_TENSOR_ALIGNMENT // out_type.size
+        buffer = device.allocate(2 * half * out_type.size, zero_fill=False)
+        out = Tensor._made(buffer, tuple(shape), out_type, half * out_type.size)
+        sizes = [2] + sizes
+        strides = [[k] + st for k, st in zip(shifts, strides)]
+        out_strides = (half,) + out_strides
+        out_start = 0
+    else:
+        if not given:  # every element is written: no need to zero-fill
+            nbytes = max(4, -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // 4) * 4)
+            out = Tensor._made(device.allocate(nbytes, zero_fill=False), tuple(shape), out_type)
+        out_start = out.offset
+        out_strides = out.strides
+    strides = strides + [list(out_strides)]
+    sizes, strides = coalesce(sizes, strides)
     sizes, strides = _fit_dimensions(op, row, sizes, strides)
     descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(in_types + [out_type], strides)]
-    compiled = device.create_operator(DESC_CLASSES[op.name](*descs), level)
-    bindings = ([t.binding(d.total_size) for t, d in zip(tensors, descs)], [out.binding(descs[-1].total_size)])
+    compiled = device.create_operator(DESC_CLASSES[op.name](*descs), level)  # validates first
+    if realign:
+        tensors = [t.copy() if t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT else t for t in tensors]
+    starts = [t.offset - t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT for t in tensors]
+    bindings = ([Binding(t.buffer, start, d.total_size) for t, start, d in zip(tensors, starts, descs)],
+                [Binding(out.buffer, out_start, descs[-1].total_size)])
     ranges = compiled.check(*bindings)  # hazards are checked on the bindings
     launch = compiled.launch(ranges)
     device.enqueue(launch)
     if all(x is t for x, t in zip(arrays, tensors)):  # Tensors only: the call can repeat as is
         if len(_TENSOR_CALLS) >= 256:
             _TENSOR_CALLS.clear()
-        key = (op.name, feature_level, out_dtype,
-               tuple((t.buffer.serial, t.offset, t.shape, t.data_type) for t in (*tensors, out)))
-        _TENSOR_CALLS[key] = launch
-        if fresh and ranges[-1].start == 0:
+        _TENSOR_CALLS[(*call, tuple(_tensor_key(t) for t in (*tensors, out)))] = launch
+        if not given and ranges[-1].start == 0:
             if len(_TENSOR_RESULTS) >= 256:
                 _TENSOR_RESULTS.clear()
-            key = (op.name, feature_level, out_dtype,
-                   tuple((t.buffer.serial, t.offset, t.shape, t.data_type) for t in tensors))
-            _TENSOR_RESULTS[key] = (compiled, [(r.start, r.end) for r in ranges[:-1]], out.shape,
-                                    out.data_type, ranges[-1].end)
+            _TENSOR_RESULTS[(*call, tuple(_tensor_key(t) for t in tensors))] = (
+                compiled, [(r.start, r.end) for r in ranges[:-1]], out.shape, out.data_type, ranges[-1].end,
+                out.offset)
     return out
 
 
 #: (operator, level as given, dtype as given, tensors) -> the prepared dispatch (holds no memory).
 _TENSOR_CALLS: dict = {}
 #: (operator, level as given, dtype as given, input Tensors) -> (compiled operator, input byte
-#: ranges, result shape, data type and bytes): a new result needs no validation again.
+#: ranges, result shape, data type, bytes and offset): a new result needs no validation again.
 _TENSOR_RESULTS: dict = {}
 
 
@@ -191,7 +255,7 @@ def _check_out(op, out, out_type, shape, arrays) -> int | None:
         return None
     if not isinstance(out, np.ndarray):
         _fail(op, op.output, "out", type(out).__name__, "allowed: None or a numpy.ndarray")
-    if out.dtype != out_type.numpy:
+    if native_dtype(out.dtype) != out_type.numpy:
         _fail(op, op.output, "out.dtype", out.dtype, f"allowed: {out_type.numpy.name}")
     if out.shape != tuple(shape):
         _fail(op, op.output, "out.shape", out.shape, f"allowed: {tuple(shape)}")
@@ -367,7 +431,8 @@ def _docstring(op: Operator) -> str:
         args = [paragraph(f"x: numpy array (or dmlgpu.Tensor). {tables}", "    ")]
     else:
         args = [paragraph(f"{', '.join(operands)}: numpy arrays (or dmlgpu.Tensors) of one dtype (DirectML "
-                          f"does not promote) whose shapes broadcast with numpy's rules. {tables}", "    ")]
+                          f"does not promote) whose shapes broadcast with numpy's rules; either may be a Python "
+                          f"int, float or bool, which takes the other's dtype (NEP 50). {tables}", "    ")]
     if op.in_place:
         in_place = " or ".join(f"`out={name}`" for name in operands) + " runs in place."
     else:
@@ -376,13 +441,15 @@ def _docstring(op: Operator) -> str:
     if not op.same_type:
         names = " or ".join(t.numpy.name for t in op.newest.output_types)
         args.append(paragraph(f"dtype: the output dtype, {names}; None: `out`'s dtype, else "
-                              f"{op.default_output.numpy.name} (DirectMLX's default).", "    "))
+                              f"{op.default_output.numpy.name} (DirectMLX's default). Given with `out`, they "
+                              "must agree.", "    "))
     args.append(paragraph("feature_level: a `FeatureLevel` (or its value); None means the newest. Dimensions "
                           "beyond the level's are merged where contiguous; missing ones are added as 1s.", "    "))
     parts += ["Args:\n" + "\n".join(args),
               "Returns:\n    A new array (a Tensor when an operand is a Tensor), or `out`.",
               "Raises:\n" + paragraph("ValidationError: a dtype, shape, `out` or level that DirectML does not "
-                                       "allow; nothing runs.", "    ")]
+                                       "allow, a Python scalar that does not fit, or an ndarray subclass "
+                                       "(masked array, matrix); nothing runs.", "    ")]
     return "\n\n".join(parts)
 
 

@@ -15,6 +15,7 @@ Rows from bugs that were found here and fixed stay in the table as ordinary rows
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -391,10 +392,10 @@ FRONT_END = [
     FrontEnd("dtype-str", lambda: (dmlgpu.bit_count, (np.array(["ab", "c"]),), {}), "dtype", "dtype('<U2')",
              operator=COUNT),
     FrontEnd("dtype-bytes", lambda: (dmlgpu.bit_not, (np.array([b"ab"]),), {}), "dtype", "dtype('S2')"),
-    FrontEnd("dtype-big-endian-uint32", lambda: (dmlgpu.bit_not, (np.arange(4, dtype=">u4"),), {}), "dtype",
-             "dtype('>u4')"),
-    FrontEnd("dtype-big-endian-float16-sign", lambda: (dmlgpu.sign, (np.ones(4, ">f2"),), {}), "dtype",
-             "dtype('>f2')", operator=SIGN),
+    FrontEnd("dtype-big-endian-bool", lambda: (dmlgpu.bit_not, (np.zeros(4, ">b1"),), {}), "dtype",
+             "dtype('bool')"),
+    FrontEnd("dtype-big-endian-float64-sign", lambda: (dmlgpu.sign, (np.ones(4, ">f8"),), {}), "DataType",
+             "InputTensor.DataType is FLOAT64", operator=SIGN),  # byte order is accepted, the type is not
     FrontEnd("dtype-longdouble", lambda: (dmlgpu.bit_not, (np.zeros(3, np.longdouble),), {}), "dtype",
              "InputTensor.dtype"),
     FrontEnd("dtype-datetime64", lambda: (dmlgpu.bit_not, (np.zeros(3, "datetime64[D]"),), {}), "dtype",
@@ -411,8 +412,8 @@ FRONT_END = [
              "OutputTensor.DataType is UINT16; allowed at DML_FEATURE_LEVEL_6_4: UINT32, UINT8", operator=COUNT),
     FrontEnd("bit-count-dtype-bool", lambda: (dmlgpu.bit_count, (u8(),), {"dtype": np.bool_}), "dtype",
              "OutputTensor.dtype", operator=COUNT),
-    FrontEnd("bit-count-dtype-big-endian", lambda: (dmlgpu.bit_count, (u8(),), {"dtype": ">u4"}), "dtype",
-             "OutputTensor.dtype is '>u4'", operator=COUNT),
+    FrontEnd("bit-count-dtype-big-endian-uint16", lambda: (dmlgpu.bit_count, (u8(),), {"dtype": ">u2"}),
+             "DataType", "OutputTensor.DataType is UINT16", operator=COUNT),
     # -- feature levels ----------------------------------------------------------------------------
     FrontEnd("level-string-numpy", lambda: (dmlgpu.bit_not, (u8(),), {"feature_level": "6_4"}), "feature_level",
              "feature_level is '6_4'"),
@@ -468,9 +469,9 @@ FRONT_END = [
     # -- rules every operator with two inputs shares -----------------------------------------------
     FrontEnd(f"{op.short}-b-list", lambda op=op: (FUNCTIONS[op.short], (u8(4), [1, 2, 3, 4]), {}), "type",
              "BTensor.type is 'list'", operator=op.dml_name),
-    FrontEnd(f"dtype-{op.short}-b-big-endian",
-             lambda op=op: (FUNCTIONS[op.short], (u8(4).astype("<u4"), np.zeros(4, ">u4")), {}),
-             "dtype", "BTensor.dtype is dtype('>u4')", operator=op.dml_name),
+    FrontEnd(f"dtype-{op.short}-b-big-endian-other-type",  # byte order is accepted, the type is not
+             lambda op=op: (FUNCTIONS[op.short], (u8(4), np.zeros(4, ">u4")), {}),
+             "DataType", "BTensor.DataType is UINT32; must equal ATensor.DataType (UINT8)", operator=op.dml_name),
     FrontEnd(f"dtype-{op.short}-mismatch", lambda op=op: (FUNCTIONS[op.short], (u8(3), np.zeros(3, np.uint16)), {}),
              "DataType", "BTensor.DataType is UINT16; must equal ATensor.DataType (UINT8)", operator=op.dml_name),
     FrontEnd(f"level-before-{op.short}",
@@ -496,6 +497,71 @@ FRONT_END = [
     FrontEnd(f"{op.short}-out-is-a-and-overlaps-b", lambda op=op: _in_place_on_a_overlapping_b(FUNCTIONS[op.short]),
              "out", "partially overlapping BTensor", operator=op.dml_name),  # b was once not checked
 )]
+
+
+# -- the numpy contract at the edges: subclasses, Python scalars (NEP 50), dtype= against out= -----
+def _binary_rows(op) -> list:
+    """Rows every binary operator of the table must reject, with its own name in each."""
+    function = FUNCTIONS[op.short]
+    types = op.newest.input_types
+    rows = [
+        FrontEnd(f"{op.short}-b-masked-array", lambda: (function, (u8(), np.ma.masked_array(u8())), {}), "type",
+                 "BTensor.type is 'MaskedArray'"),
+        FrontEnd(f"{op.short}-b-complex", lambda: (function, (u8(), 1j), {}), "type", "BTensor.type is 'complex'"),
+        FrontEnd(f"{op.short}-two-python-scalars", lambda: (function, (1, 2), {}), "type",
+                 "ATensor.type is 'int'; allowed: numpy.ndarray or dmlgpu.Tensor (a Python scalar takes"),
+        FrontEnd(f"{op.short}-scalar-with-bool-array", lambda: (function, (1, np.array([True])), {}), "dtype",
+                 "BTensor.dtype is dtype('bool')"),
+    ]
+    if DataType.UINT8 in types:
+        rows += [
+            FrontEnd(f"{op.short}-b-int-above-uint8", lambda: (function, (u8(), 256), {}), "value",
+                     "BTensor.value is 256; allowed: a Python int from 0 to 255 (UINT8"),
+            FrontEnd(f"{op.short}-b-float-with-ints", lambda: (function, (u8(), 1.0), {}), "value",
+                     "BTensor.value is 1.0; allowed: a Python int; a float only with a float data type"),
+            FrontEnd(f"{op.short}-scalar-out-of-range-in-place", lambda: (function, (u8(), 1000), {"out": u8()}),
+                     "value", "BTensor.value is 1000"),
+        ]
+    if DataType.UINT64 in types:
+        rows.append(FrontEnd(f"{op.short}-a-negative-int-uint64", lambda: (function, (-1, np.zeros(3, np.uint64)), {}),
+                             "value", "ATensor.value is -1; allowed: a Python int from 0 to 18446744073709551615"))
+    if DataType.INT64 in types:
+        rows.append(FrontEnd(f"{op.short}-b-int-below-int64", lambda: (function, (np.zeros(3, np.int64), -2**63 - 1), {}),
+                             "value", "BTensor.value is -9223372036854775809"))
+    if DataType.FLOAT16 in types:
+        rows += [
+            FrontEnd(f"{op.short}-b-bool-with-floats", lambda: (function, (np.ones(3, np.float16), False), {}), "value",
+                     "a bool only with an integer data type"),
+            FrontEnd(f"{op.short}-b-int-overflows-float16", lambda: (function, (np.ones(3, np.float16), 65520), {}),
+                     "value", "BTensor.value is 65520; allowed: a Python int within +/-65504"),
+        ]
+    if DataType.FLOAT32 in types:
+        rows.append(FrontEnd(f"{op.short}-b-float-overflows-float32", lambda: (function, (np.ones(3, np.float32), 1e39), {}),
+                             "value", "BTensor.value is 1e+39"))
+    return [dataclasses.replace(row, operator=op.dml_name) for row in rows]
+
+
+FRONT_END += [
+    # ndarray subclasses whose meaning a plain result would drop
+    FrontEnd("input-masked-array", lambda: (dmlgpu.bit_not, (np.ma.masked_array(u8(), mask=u8() % 2 == 0),), {}),
+             "type", "InputTensor.type is 'MaskedArray'; allowed: numpy.ndarray"),
+    FrontEnd("out-masked-array", lambda: (dmlgpu.sign, (np.ones(6, np.float32),),
+                                          {"out": np.ma.masked_array(np.zeros(6, np.float32))}),
+             "out", "OutputTensor.out is 'MaskedArray'", operator=SIGN),
+    FrontEnd("input-recarray", lambda: (dmlgpu.bit_not, (np.zeros(3, np.uint8).view(np.recarray),), {}), "type",
+             "InputTensor.type is 'recarray'"),
+    # -- Python scalars (NEP 50) ----------------------------------------------------------------------
+    FrontEnd("sign-python-float", lambda: (dmlgpu.sign, (-2.5,), {}), "type", "InputTensor.type is 'float'",
+             operator=SIGN),
+    # -- dtype= against out= ---------------------------------------------------------------------------
+    FrontEnd("bit-count-dtype-uint8-out-uint32", lambda: (dmlgpu.bit_count, (u8(),),
+                                                          {"out": np.zeros(6, np.uint32), "dtype": np.uint8}),
+             "out.dtype", "OutputTensor.out.dtype is dtype('uint32'); allowed: uint8", operator=COUNT),
+    FrontEnd("bit-count-dtype-uint32-out-uint8", lambda: (dmlgpu.bit_count, (u8(),),
+                                                          {"out": np.zeros(6, np.uint8), "dtype": "uint32"}),
+             "out.dtype", "allowed: uint32", operator=COUNT),
+]
+FRONT_END += [row for op in BINARY for row in _binary_rows(op)]
 
 
 def _in_place(function, x):

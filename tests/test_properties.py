@@ -12,10 +12,17 @@ oracle written from the operator table and compared bit for bit with `dmlgpu.ref
   more with new data through the same bindings. Rejected: `ValidationError`, and no byte of any
   buffer changes.
 * numpy front end (`test_front_end_property*`): shapes of 0-10 dimensions (size-0 and size-1
-  included), every dtype, broadcasting pairs for operators of two operands, views (slices with
-  steps, reversals, transposes, broadcast_to), `out` (fresh, a view into a larger array, in place). Accepted calls
-  match the reference bit for bit and write nothing outside `out`; rejected calls raise
-  `ValidationError` and change no array.
+  included), every dtype in either byte order, broadcasting pairs for operators of two operands,
+  views (slices with steps, reversals, transposes, broadcast_to), Python scalars as operands
+  (edges of every width, floats, bools; judged by NEP 50 as numpy 2 applies it), `out` (fresh, a
+  view into a larger array, in place, big-endian). Accepted calls match the reference bit for
+  bit and write nothing outside `out`; rejected calls raise `ValidationError` and change no array.
+* Tensor views (`test_tensor_view_property`): operands that are views of uploaded Tensors (slices
+  with steps and starts on and off 16-byte boundaries, integers, None, `...`, transposes; uploads
+  from big-endian arrays), Python scalars, `out` fresh, a view of a poisoned Tensor or in place;
+  judged against numpy's own views of the same data: results bit for bit, every element outside
+  `out` unchanged, rejected calls (out off a 16-byte boundary, scalars numpy rejects) write
+  nothing; accepted calls with `out` run twice (the second through the remembered call).
 
 Each property runs per operator with valid-looking draws (the low-level one also per layout
 plan, `PLANS`, so that each of dmlgpu's kernels - flat, rows, gather, strided - is reached), and
@@ -35,13 +42,14 @@ Profiles (environment variable `DMLGPU_HYPOTHESIS_PROFILE`):
 Hypothesis' own caches also go to ~/.cache/dmlgpu/hypothesis (unless HYPOTHESIS_STORAGE_DIRECTORY
 is set), so no `.hypothesis/` folder appears in the working directory.
 
-Regressions: every drawn case is plain data (`DescriptorCase`, `FrontEndCase`: ints, strings,
-tuples; array contents and guard bytes are rebuilt from a seed). When a property fails,
-Hypothesis prints the minimal case as one JSON line, "regression entry: {...}". Add it to
-`tests/regressions/descriptor_cases.json` or `front_end_cases.json` as
+Regressions: every drawn case is plain data (`DescriptorCase`, `FrontEndCase`, `TensorCallCase`:
+ints, strings, tuples; array contents and guard bytes are rebuilt from a seed). When a property
+fails, Hypothesis prints the minimal case as one JSON line, "regression entry: {...}". Add it to
+`tests/regressions/descriptor_cases.json`, `front_end_cases.json` or `tensor_cases.json` as
 `{"id": "...", "case": {...}}`, plus `"xfail": "<reason>"` while the bug is open:
-`test_descriptor_regression` / `test_front_end_regression` replay every entry on every run,
-whatever the profile, and xfail entries are strict (a fix fails them until the key is removed).
+`test_descriptor_regression` / `test_front_end_regression` / `test_tensor_view_regression`
+replay every entry on every run, whatever the profile, and xfail entries are strict (a fix fails
+them until the key is removed).
 Bugs that plain data cannot express (numpy integer sizes, device limits) are strict-xfail tests
 at the end of this file.
 """
@@ -50,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,11 +70,11 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 import dmlgpu
-from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
+from dmlgpu import Binding, DataType, FeatureLevel, Tensor, TensorDesc, ValidationError, testing
 from dmlgpu.descs import DESC_CLASSES
 from dmlgpu.operators import BY_SHORT, OPERATORS
 
-from conftest import poisoned
+from conftest import POISON, poisoned
 
 # -- profiles ---------------------------------------------------------------------------------
 PROFILE = os.environ.get("DMLGPU_HYPOTHESIS_PROFILE", "ci")
@@ -540,7 +549,7 @@ def test_descriptor_regression(device, case):
 # numpy front end
 # =============================================================================================
 SUPPORTED_DTYPES = tuple(t.numpy.name for t in NUMERIC_TYPES)
-UNSUPPORTED_DTYPES = ("bool", "complex64", ">u4", ">f2", "object", "U1")
+UNSUPPORTED_DTYPES = ("bool", "complex64", ">c8", "object", "U1")
 FRONT_END_FAULTS = ("level", "unsupported dtype", "dtypes differ", "shapes do not broadcast",
                     "out dtype", "out shape", "read-only out", "out overlaps input")
 
@@ -551,7 +560,8 @@ class ArrayCase:
 
     view: "contiguous"; "transposed" (params: the axis permutation); "sliced" (params:
     (step, start) per axis, negative steps reverse); "broadcast" (params: per axis, True if
-    stored, False if stored with size 1 and broadcast by numpy).
+    stored, False if stored with size 1 and broadcast by numpy); "python": not an array but the
+    Python scalar params[0] (dtype and shape unused). dtype may be big-endian (">u4").
     """
 
     dtype: str
@@ -560,14 +570,16 @@ class ArrayCase:
     params: tuple = ()
 
     def build(self, rng):
-        """(the operand, the array that owns its memory)."""
+        """(the operand, the array that owns its memory; None for a Python scalar)."""
+        if self.view == "python":
+            return self.params[0], None
         dtype = np.dtype(self.dtype)
-        data_type = DataType.from_numpy(dtype)
+        data_type = native_type(dtype)
 
         def fresh(shape):
             if data_type is None:
                 return np.zeros(shape, dtype)
-            return testing.sample(data_type, shape, rng).astype(dtype)
+            return testing.sample(data_type, shape, rng).astype(dtype)  # big-endian: same values
 
         if self.view == "transposed":
             base = fresh(tuple(self.shape[i] for i in np.argsort(self.params)))
@@ -634,8 +646,57 @@ def broadcast_operand(draw, result):
     return tuple(1 if draw(sometimes(25)) else n for n in result[drop:])
 
 
+def native_type(dtype) -> DataType | None:
+    """The DataType of a numpy dtype in either byte order (numpy computes on values)."""
+    dtype = np.dtype(dtype)
+    return DataType.from_numpy(dtype if dtype.isnative else dtype.newbyteorder("="))
+
+
+def is_scalar(operand) -> bool:
+    """A Python scalar (numpy's float64 subclasses float but is no Python scalar)."""
+    return isinstance(operand, (bool, int, float)) and not isinstance(operand, np.generic)
+
+
+def scalar_value(value, data_type: DataType):
+    """NEP 50 as numpy 2 applies it, numpy's overflow warning counted as an error: the 0-d
+    array a Python scalar becomes next to an operand of `data_type`, or None if rejected."""
+    if isinstance(value, bool) and data_type.is_float:
+        return None  # numpy's bitwise ufuncs take bools with integers only
+    if isinstance(value, float) and not data_type.is_float:
+        return None  # numpy 2: np.bitwise_xor(uint8_array, 1.5) raises
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return np.asarray(value, data_type.numpy)
+        except (OverflowError, RuntimeWarning):
+            return None
+
+
+#: Python scalars: edges of every width (fitting or one past), floats of every size, bools.
+PYTHON_SCALARS = (
+    st.sampled_from([0, 1, -1, True, False, 0.0, -0.0, 1.5, float("nan"), float("inf"), -float("inf"),
+                     65504, 65520, 1e39, 1e308])
+    | st.sampled_from([sign * (1 << bits) + delta for bits in (7, 8, 15, 16, 31, 32, 63, 64)
+                       for sign in (1, -1) for delta in (-1, 0)])
+    | st.integers(-(1 << 65), 1 << 65)
+    | st.floats(width=64)
+)
+
+
+def scalar_case(value) -> "ArrayCase":
+    return ArrayCase("python", (), "python", (value,))
+
+
+def maybe_big_endian(draw, dtype: str) -> str:
+    """`dtype`, or sometimes its big-endian twin (multi-byte types)."""
+    if np.dtype(dtype).itemsize > 1 and np.dtype(dtype).kind in "uif" and draw(sometimes(20)):
+        return np.dtype(dtype).newbyteorder(">").str
+    return dtype
+
+
 @st.composite
 def array_cases(draw, dtype, shape):
+    dtype = maybe_big_endian(draw, dtype)
     view = draw(st.sampled_from(["contiguous", "transposed", "sliced", "broadcast"])) if shape else "contiguous"
     params = ()
     if view == "transposed":
@@ -672,17 +733,25 @@ def front_end_cases(draw, fault=None, op=None):
     if fault == "dtypes differ" and len(operands) == 2:
         dtypes[1] = draw(st.sampled_from(SUPPORTED_DTYPES))
     same_operand = len(operands) == 2 and operands[0] == operands[1] and draw(sometimes(15))
-    inputs = tuple(draw(array_cases(d, s)) for d, s in zip(dtypes, operands))
+    inputs = [draw(array_cases(d, s)) for d, s in zip(dtypes, operands)]
+    if len(inputs) == 2 and not same_operand and fault in (None, "level", "unsupported dtype", "read-only out") \
+            and draw(sometimes(30)):  # Python scalars: one operand, rarely both
+        for k in draw(st.sampled_from([(0,), (1,), (1,), (0, 1)])):
+            inputs[k] = scalar_case(draw(PYTHON_SCALARS))
+    inputs = tuple(inputs)
 
     out = draw(st.sampled_from(["none", "none", "fresh", "view", "in_place"]))
+    arrays = [k for k, a in enumerate(inputs) if a.view != "python"]
     if out == "in_place":
-        out = f"in_place:{draw(st.integers(0, len(operands) - 1))}"
+        out = f"in_place:{draw(st.sampled_from(arrays))}" if arrays else "fresh"
     if fault == "read-only out":
         out = "readonly"
     elif fault == "out overlaps input":
         out = "overlap"
     chosen_output = not op.same_type  # the call names the output dtype (`dtype=`)
     out_dtype = draw(st.sampled_from([t.numpy.name for t in op.newest.output_types])) if chosen_output else None
+    if out_dtype and np.dtype(out_dtype).itemsize > 1 and draw(sometimes(20)):
+        out_dtype = np.dtype(out_dtype).newbyteorder(">").str  # a dtype argument names values
     if fault == "out dtype":
         out_dtype = draw(st.sampled_from(["uint16", "int32", "float32", "uint64", "float64", "float16"]))
         if out == "none" and not chosen_output:
@@ -697,37 +766,42 @@ def front_end_cases(draw, fault=None, op=None):
 
 def result_shape(arrays):
     try:
-        return np.broadcast_shapes(*(a.shape for a in arrays))
+        return np.broadcast_shapes(*(np.shape(a) for a in arrays))
     except ValueError:
         return None
 
 
-def front_end_verdict(case: FrontEndCase, arrays, out) -> str:
-    """The oracle for one call: "accept", "reject", or "dims": accepted, or rejected for more
-    dimensions than the level allows after merging contiguous ones (which it does not model)."""
+def front_end_verdict(case: FrontEndCase, arrays, out):
+    """The oracle for one call: (verdict, values). verdict: "accept", "reject", or "dims":
+    accepted, or rejected for more dimensions than the level allows after merging contiguous
+    ones (which it does not model). values: the operands as numpy computes on them (native byte
+    order, Python scalars converted by NEP 50), when the operands are acceptable."""
     op, level = case.operator, resolve_level(case.level)
     row = op.support_at(level)
     if row is None:
-        return "reject"
-    types = [DataType.from_numpy(a.dtype) for a in arrays]
-    if any(t not in row.input_types for t in types) or len(set(types)) > 1:
-        return "reject"
-    shape = result_shape(arrays)
+        return "reject", None
+    types = [native_type(a.dtype) for a in arrays if not is_scalar(a)]
+    if not types or any(t not in row.input_types for t in types) or len(set(types)) > 1:
+        return "reject", None
+    values = [scalar_value(a, types[0]) if is_scalar(a) else a.astype(types[0].numpy) for a in arrays]
+    if any(v is None for v in values):
+        return "reject", None
+    shape = result_shape(values)
     if shape is None:
-        return "reject"
-    out_type = types[0] if op.same_type else DataType.from_numpy(np.dtype(case.out_dtype))
+        return "reject", None
+    out_type = types[0] if op.same_type else native_type(case.out_dtype)
     if out_type not in row.output_types:
-        return "reject"
+        return "reject", values
     if out is not None:
-        if out.dtype != out_type.numpy or out.shape != shape or not out.flags.writeable:
-            return "reject"
-        for a in arrays:
-            if np.shares_memory(a, out):
+        if native_type(out.dtype) != out_type or out.shape != shape or not out.flags.writeable:
+            return "reject", values
+        for a in arrays:  # a big-endian operand is converted on entry: it never aliases out
+            if not is_scalar(a) and a.dtype.isnative and np.shares_memory(a, out):
                 exact = (a.__array_interface__["data"][0] == out.__array_interface__["data"][0]
                          and a.shape == out.shape and a.strides == out.strides)
                 if not exact or not op.in_place:
-                    return "reject"
-    return "dims" if len(shape) > row.dims[-1] else "accept"
+                    return "reject", values
+    return "dims" if len(shape) > row.dims[-1] else "accept", values
 
 
 def build_call(case: FrontEndCase, rng):
@@ -736,9 +810,10 @@ def build_call(case: FrontEndCase, rng):
     if case.same_operand:
         built[1] = built[0]
     arrays, bases = [b[0] for b in built], [b[1] for b in built]
-    default = arrays[0].dtype if case.operator.same_type else case.operator.default_output.numpy
+    first = next((a for a in arrays if not is_scalar(a)), np.zeros(0, np.uint8))
+    default = first.dtype if case.operator.same_type else case.operator.default_output.numpy
     dtype = np.dtype(case.out_dtype or default)
-    shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or arrays[0].shape)
+    shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or first.shape)
     out, out_base = None, None
     if case.out in ("fresh", "readonly"):
         out = out_base = np.full(shape, None, object) if dtype == object else poisoned(shape, dtype)
@@ -775,8 +850,8 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
 def check_front_end_case(case: FrontEndCase):
     tell(f"regression entry: {case.to_json()}")
     arrays, bases, out, out_base = build_call(case, np.random.default_rng(case.seed))
-    verdict = front_end_verdict(case, arrays, out)
-    tell(f"oracle: {verdict}; operands {[(a.shape, a.dtype.str) for a in arrays]}, "
+    verdict, values = front_end_verdict(case, arrays, out)
+    tell(f"oracle: {verdict}; operands {[a if is_scalar(a) else (a.shape, a.dtype.str) for a in arrays]}, "
          f"out {None if out is None else (out.shape, out.dtype.str)}", f"oracle: {verdict}")
     owners = list({id(b): b for b in bases + [out_base] if b is not None}.values())
     snapshots = [b.copy() for b in owners]
@@ -785,8 +860,8 @@ def check_front_end_case(case: FrontEndCase):
     if not op.same_type:
         kwargs["dtype"] = np.dtype(case.out_dtype)
     if verdict != "reject":
-        out_type = DataType.from_numpy(kwargs.get("dtype", arrays[0].dtype))
-        expected = testing.reference(op, [a.copy() for a in arrays], out_type)
+        out_type = native_type(kwargs.get("dtype", values[0].dtype))
+        expected = testing.reference(op, [v.copy() for v in values], out_type)
     try:
         result = getattr(dmlgpu, op.short)(*arrays, out=out, **kwargs)
     except ValidationError as error:
@@ -798,7 +873,10 @@ def check_front_end_case(case: FrontEndCase):
             assert same_bytes(owner, before), "a rejected call changed an array"
         return
     assert verdict != "reject", "accepted a call the oracle rejects"
-    assert testing.same_bits(result, expected), f"got {result!r}, expected {expected!r}"
+    got = np.asarray(result)
+    assert got.dtype.isnative or result is out, "a new result in non-native byte order"
+    got = got.astype(got.dtype.newbyteorder("="))  # a big-endian `out` holds the same values
+    assert testing.same_bits(got, expected), f"got {result!r}, expected {expected!r}"
     untouched = [np.ones(owner.shape, bool) for owner in owners]
     if out is not None:
         assert result is out
@@ -825,6 +903,208 @@ def test_front_end_property_with_a_fault(fault, data):
 @pytest.mark.parametrize("case", load_regressions("front_end_cases.json", FrontEndCase))
 def test_front_end_regression(case):
     check_front_end_case(case)
+
+
+# =============================================================================================
+# Tensor views through the device-resident path
+# =============================================================================================
+@dataclass(frozen=True)
+class ViewCase:
+    """One operand (or `out`) of a Tensor call: a view of a Tensor uploaded from a `base`-shaped
+    array of `dtype` (maybe big-endian: uploaded by value), or a Python scalar.
+
+    key: basic indexing as plain data, one entry per item: ("i", n) an integer, ("s", start,
+    stop, step) a slice, ("n",) None, ("e",) `...`; axes: then transposed so (None: not).
+    kind "python": the Python scalar `value` instead.
+    """
+
+    dtype: str
+    base: tuple
+    key: tuple
+    axes: tuple | None
+    kind: str = "view"
+    value: object = None
+
+    def index(self) -> tuple:
+        return tuple(k[1] if k[0] == "i" else slice(*k[1:]) if k[0] == "s" else None if k[0] == "n" else ...
+                     for k in self.key)
+
+    def build(self, rng, poison=False):
+        """(numpy view, Tensor view, numpy base, Tensor base); scalars: (value, value, None, None)."""
+        if self.kind == "python":
+            return self.value, self.value, None, None
+        dtype = np.dtype(self.dtype)
+        data_type = native_type(dtype)
+        base = poisoned(self.base, data_type.numpy) if poison else testing.sample(data_type, self.base, rng)
+        tensor = Tensor.from_numpy(base.astype(dtype))
+        t = tensor[self.index()]
+        return self.of(base), t if self.axes is None else t.transpose(self.axes), base, tensor
+
+    def of(self, base: np.ndarray) -> np.ndarray:
+        """The same view of a numpy array."""
+        index = self.index()
+        view = base[index if ... in index else index + (...,)]  # `...` keeps a 0-d result an array
+        return view if self.axes is None else view.transpose(self.axes)
+
+
+@dataclass(frozen=True)
+class TensorCallCase:
+    """A call of an operator's front-end function on Tensor views (newest level)."""
+
+    op: str
+    operands: tuple  # ViewCase per input
+    same_operand: bool  # the same Tensor view twice
+    out: str  # "none", "fresh", "view" (out_view), "in_place:<k>"
+    out_view: ViewCase | None
+    out_dtype: str | None  # bit_count's dtype=
+    seed: int
+
+    @property
+    def operator(self):
+        return BY_SHORT[self.op]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TensorCallCase":
+        def view(v):
+            return None if v is None else ViewCase(**{k: _tuples(x) for k, x in v.items()})
+        return cls(data["op"], tuple(view(v) for v in data["operands"]), data["same_operand"], data["out"],
+                   view(data["out_view"]), data["out_dtype"], data["seed"])
+
+
+@st.composite
+def view_cases(draw, dtype, shape):
+    """A view of `shape`: each dimension a slice (start, step) of a longer one, integers over
+    extra dimensions, None for some size-1 dimensions, perhaps `...`, perhaps transposed.
+    Starts and integers land views on and off 16-byte boundaries."""
+    axes = tuple(draw(st.permutations(range(len(shape))))) if len(shape) > 1 and draw(sometimes(30)) else None
+    before = [shape[axes.index(d)] for d in range(len(shape))] if axes else list(shape)
+    key, base, product = [], [], 1
+    for n in before:
+        while draw(sometimes(15)) and product < 1000:
+            m = draw(st.integers(1, 3))
+            i = draw(st.integers(-m, m - 1))
+            key.append(("i", i))
+            base.append(m)
+            product *= m
+        if n == 1 and draw(sometimes(20)):
+            key.append(("n",))
+            continue
+        start, step, extra = draw(st.integers(0, 3)), draw(st.sampled_from([1, 1, 2, 3])), draw(st.integers(0, 2))
+        length = start + (n - 1) * step + 1 + extra if n else start + extra
+        if product * length > 4000:
+            start, step, extra, length = 0, 1, 0, n
+        key.append(("s", start, start + (n - 1) * step + 1 if n else start, step))
+        base.append(length)
+        product *= max(length, 1)
+    if draw(sometimes(15)):
+        key.append(("e",))
+    return ViewCase(maybe_big_endian(draw, dtype), tuple(base), tuple(key), axes)
+
+
+@st.composite
+def tensor_call_cases(draw, op):
+    dtype = draw(st.sampled_from([t.numpy.name for t in op.newest.input_types]))
+    result = draw(shapes(max_dims=4))
+    operands = [result] if len(op.inputs) == 1 else [draw(broadcast_operand(result)) for _ in op.inputs]
+    same_operand = len(operands) == 2 and operands[0] == operands[1] and draw(sometimes(15))
+    views = [draw(view_cases(dtype, shape)) for shape in operands]
+    if len(views) == 2 and not same_operand and draw(sometimes(30)):
+        k = draw(st.integers(0, 1))
+        views[k] = ViewCase(dtype, (), (), None, "python", draw(PYTHON_SCALARS))
+    out_dtype = None if op.same_type else draw(st.sampled_from([t.numpy.name for t in op.newest.output_types]))
+    out = draw(st.sampled_from(["none", "fresh", "view", "view", "in_place"]))
+    candidates = [k for k, v in enumerate(views) if v.kind == "view"]
+    if out == "in_place":
+        out = f"in_place:{draw(st.sampled_from(candidates))}" if candidates else "view"
+    out_view = None
+    if out == "view":
+        full = result_shape([np.empty(s) for s in operands])
+        out_view = draw(view_cases(out_dtype or dtype, full))
+    return TensorCallCase(op.short, tuple(views), same_operand, out, out_view, out_dtype,
+                          draw(st.integers(0, 2**32 - 1)))
+
+
+def view_offset(view: np.ndarray, base: np.ndarray) -> int:
+    """Byte offset of `view`'s first element in `base` (also that of the Tensor view)."""
+    return view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+
+
+def check_tensor_call_case(case: TensorCallCase):
+    tell(f"regression entry: {case.to_json()}")
+    rng = np.random.default_rng(case.seed)
+    built = [v.build(rng) for v in case.operands]
+    if case.same_operand:
+        built[1] = built[0]
+    xs, ts = [b[0] for b in built], [b[1] for b in built]
+    op = case.operator
+    # The oracle, from numpy's own views of the same data.
+    types = [native_type(x.dtype) for x in xs if not is_scalar(x)]
+    values = [scalar_value(x, types[0]) if is_scalar(x) else x.astype(types[0].numpy) for x in xs]
+    shape = result_shape([v for v in values if v is not None])
+    out_type = native_type(case.out_dtype) if case.out_dtype else types[0]
+    out, out_x, out_base, out_tensor = None, None, None, None
+    if case.out == "fresh":
+        out = Tensor.empty(shape, out_type.numpy)
+    elif case.out == "view":
+        out_x, out, out_base, out_tensor = case.out_view.build(rng, poison=True)
+    elif case.out.startswith("in_place:"):
+        k = int(case.out.split(":")[1])
+        out_x, out, out_base, out_tensor = built[k]
+    problem = None
+    if any(v is None for v in values):
+        problem = "a Python scalar numpy rejects"
+    elif out is not None:
+        if out_x is not None and (out_x.shape != shape or native_type(out_x.dtype) != out_type):
+            problem = "out's shape or type"
+        elif case.out.startswith("in_place:") and not op.in_place:
+            problem = "in place not supported"
+        elif out_x is not None and out_x.size and view_offset(out_x, out_base) % 16:
+            problem = "out off a 16-byte boundary"
+    tell(f"oracle: {problem or 'accept'}; operands {[x if is_scalar(x) else (x.shape, x.strides) for x in xs]}",
+         f"oracle: {problem or 'accept'}")
+    owners = [(b[2], b[3]) for b in built if b[2] is not None] + ([(out_base, out_tensor)] if case.out == "view" else [])
+    owners = list({id(t): (b, t) for b, t in owners}.values())
+    expected = None if problem else testing.reference(op, [v.copy() for v in values], out_type)
+    kwargs = {"dtype": np.dtype(case.out_dtype)} if case.out_dtype else {}
+
+    def call():
+        return getattr(dmlgpu, op.short)(*ts, out=out, **kwargs)
+
+    if problem:
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert info.value.operator == op.dml_name, str(info.value)
+        for base, tensor in owners:
+            assert testing.same_bits(tensor.numpy(), base.astype(tensor.dtype)), "a rejected call wrote"
+        return
+    result = call()
+    assert isinstance(result, Tensor) and (out is None or result is out)
+    assert result.dtype.isnative and testing.same_bits(result.numpy(), expected)
+    for base, tensor in owners:  # every element outside `out` keeps its value
+        want = base.copy()
+        if tensor is out_tensor:
+            spec = case.out_view if case.out == "view" else case.operands[int(case.out.split(":")[1])]
+            spec.of(want)[...] = expected
+        assert testing.same_bits(tensor.numpy(), want), "wrong bytes in or around out"
+    if case.out in ("fresh", "view"):  # again through the cache of repeated Tensor calls
+        if out_tensor is not None:
+            out_tensor.buffer.write(np.full(out_tensor.buffer.size_in_bytes, POISON, np.uint8))
+        assert call() is out and testing.same_bits(out.numpy(), expected)
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+@settings(max_examples=examples(12))
+@given(data=st.data())
+def test_tensor_view_property(op, data):
+    check_tensor_call_case(data.draw(tensor_call_cases(op), label="case"))
+
+
+@pytest.mark.parametrize("case", load_regressions("tensor_cases.json", TensorCallCase))
+def test_tensor_view_regression(case):
+    check_tensor_call_case(case)
 
 
 # =============================================================================================

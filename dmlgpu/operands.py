@@ -1,0 +1,88 @@
+"""What the front end takes as an operand besides a Tensor: numpy arrays and Python scalars.
+
+- numpy arrays in any byte order: a non-native one (`'>u4'`, as read from files) is converted to
+  native order on entry, keeping its values, as numpy computes on values; results are native.
+- `numpy.memmap` is a plain ndarray backed by a file. Other ndarray subclasses carry a meaning
+  that an ndarray result would silently drop (a mask, matrix semantics, units), so they are
+  rejected with a `ValidationError` naming the type; `np.asarray(x)` drops it on purpose.
+- Python `int`, `float` and `bool` follow NEP 50: a scalar takes the data type of the array or
+  Tensor it meets when its value fits, and is an error when it does not (numpy raises
+  OverflowError, or overflows a float to inf with a warning; dmlgpu raises `ValidationError`
+  for both, before any work). A float needs a float operand (numpy 2 rejects
+  `np.bitwise_xor(uint8_array, 1.5)`); a bool needs an integer operand (numpy's bitwise ufuncs
+  take bools with integers only). numpy scalars (`np.uint8(3)`) keep their own type, as in numpy.
+  The scalar's value is converted first and DirectML's raw-bit semantics apply to its encoding:
+  `float32_tensor ^ 1` XORs with the bits of 1.0 (0x3F800000).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import DataType
+from .errors import ValidationError
+
+#: ndarray types taken as they are (memmap: file-backed, no semantics of its own).
+PLAIN_ARRAYS = (np.ndarray, np.memmap)
+SUBCLASS_ALLOWED = ("allowed: numpy.ndarray (dmlgpu would drop this subclass's meaning, such as "
+                    "a mask; np.asarray(x) drops it on purpose)")
+
+
+def is_python_scalar(value) -> bool:
+    """A Python int, float or bool (numpy's float64 subclasses float but is a numpy scalar)."""
+    return isinstance(value, (int, float)) and not isinstance(value, np.generic)
+
+
+def host_array(value, operator: str, tensor: str | None, field: str = "type"):
+    """A numpy array or scalar in native byte order, or a ValidationError for a subclass.
+
+    Anything that is not numpy data is returned unchanged for the caller to judge.
+    """
+    if isinstance(value, np.ndarray):
+        if type(value) not in PLAIN_ARRAYS:
+            raise ValidationError(operator, tensor, field, type(value).__name__, SUBCLASS_ALLOWED)
+        if not value.dtype.isnative:
+            return value.astype(value.dtype.newbyteorder("="))
+    elif isinstance(value, np.generic) and not value.dtype.isnative:
+        return value.astype(value.dtype.newbyteorder("="))
+    return value
+
+
+def native_dtype(dtype) -> np.dtype:
+    """`dtype` in native byte order (a dtype argument names values, not bytes)."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
+def python_scalar(value, data_type: DataType, operator: str, tensor: str) -> np.ndarray:
+    """A Python scalar as a 0-d array of `data_type`, by NEP 50's rules (module docstring).
+
+    Raises:
+        ValidationError: a value outside the data type's range, a float with an integer type,
+            a bool with a float type.
+    """
+    dtype = data_type.numpy
+
+    def fail(allowed):
+        raise ValidationError(operator, tensor, "value", value,
+                              f"{allowed} ({data_type.name}, the data type of the other operand; NEP 50)")
+
+    kind = type(value).__name__
+    if isinstance(value, bool):
+        if data_type.is_float:
+            fail("allowed: a Python int or float; a bool only with an integer data type")
+        return np.array(value, dtype)
+    if isinstance(value, int) and not data_type.is_float:
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            fail(f"allowed: a Python int from {info.min} to {info.max}")
+        return np.array(value, dtype)
+    if not data_type.is_float:
+        fail(f"allowed: a Python int; a {kind} only with a float data type")
+    with np.errstate(over="ignore"):
+        try:
+            converted = np.array(value, dtype)
+        except OverflowError:
+            converted = None
+    if converted is None or (np.isinf(converted) and not (isinstance(value, float) and np.isinf(value))):
+        fail(f"allowed: a Python {kind} within +/-{np.finfo(dtype).max} (or +/-inf, nan)")
+    return converted
