@@ -1,4 +1,4 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | shaders (variants|abi)`."""
+"""Command line: `python -m dmlgpu demo | bench | devices | worker | shaders (variants|abi)`."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,8 @@ def main(argv=None) -> int:
     sub.add_parser("devices", help="list Vulkan devices and say which is the default")
     sub.add_parser("bench", help="benchmarks against numpy, PyTorch and CuPy (see benchmarks/NOTES.md)",
                    add_help=False)
+    sub.add_parser("worker", help="dask worker SCHEDULER with one worker process per device (needs .[dask])",
+                   add_help=False)
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")
     shaders.add_argument("what", choices=("variants", "abi"))
     argv = sys.argv[1:] if argv is None else argv
@@ -19,6 +21,10 @@ def main(argv=None) -> int:
         from .bench import main as bench_main
 
         return bench_main(argv[1:])
+    if argv[:1] == ["worker"]:
+        from .dask import worker_main
+
+        return worker_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "shaders":
