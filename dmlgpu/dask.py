@@ -25,6 +25,7 @@ import weakref
 
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 from distributed import LocalCluster, Nanny
 from distributed.cli import dask_worker
 from distributed.worker_memory import parse_memory_limit
@@ -194,8 +195,8 @@ def random_bits(shape, dtype, chunks="auto", seed: int = 0):
     dtype = np.dtype(dtype)
     chunks = da.core.normalize_chunks(chunks, tuple(shape), dtype=dtype)
     return da.map_blocks(functools.partial(_random_block, dtype, seed), chunks=chunks, dtype=dtype,
-                         meta=np.empty((0,) * len(chunks), dtype), name=f"random-bits-{dtype.name}-{seed}"
-                         + "-" + da.core.tokenize(chunks))
+                         meta=np.empty((0,) * len(chunks), dtype),
+                         name=f"random-bits-{dtype.name}-{seed}-{tokenize(chunks)}")
 
 
 # --- Workers and their devices ------------------------------------------------------------------
