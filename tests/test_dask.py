@@ -139,6 +139,9 @@ def test_workers_are_pinned_to_their_devices(local, client):
     assert all(r["index"] == int(r[dd.DEVICE_VARIABLE]) for r in reports.values())
     if physical_device_count() >= 2:
         assert len({r["index"] for r in reports.values()}) == 2  # every worker its own device
+    if dmlgpu.debug_layer.requested():  # workers inherit DMLGPU_VALIDATION=1 and its log
+        for layers in client.run(_environ, "VK_INSTANCE_LAYERS").values():
+            assert dmlgpu.debug_layer.LAYER in layers.split(":")
 
 
 # Calls the client rejects before a graph exists, each with the front end's message.
@@ -229,7 +232,10 @@ def test_worker_restart_and_a_killed_worker(local, client):
     os.kill(pid, signal.SIGKILL)
     assert future.result(timeout=STARTUP_S) == 0  # lost blocks rerun on the other worker
     deadline = time.monotonic() + STARTUP_S
-    while len(client.run(os.getpid)) < 2 or victim in client.run(os.getpid):
+    while True:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        if len(workers) == 2 and victim not in workers:
+            break
         assert time.monotonic() < deadline, "the nanny did not bring the killed worker back"
         time.sleep(0.2)
     reports = client.run(dd.worker_device)
@@ -300,7 +306,7 @@ def test_dask_worker_command_pins_the_kth_worker_to_the_kth_device(tmp_path):
             time.sleep(0.1)
         with distributed.Client(scheduler_file=str(scheduler_file), timeout=STARTUP_S) as client:
             client.wait_for_workers(2, timeout=STARTUP_S)
-            pins = client.run(_pin)
+            pins = client.run(_environ, dd.DEVICE_VARIABLE)
             assert sorted(pins.values()) == sorted(["0", str(count)])
             good = next(w for w, pin in pins.items() if pin == "0")
             bad = next(w for w, pin in pins.items() if pin != "0")
@@ -323,5 +329,5 @@ def test_dask_worker_command_pins_the_kth_worker_to_the_kth_device(tmp_path):
         log.close()
 
 
-def _pin():
-    return os.environ.get(dd.DEVICE_VARIABLE)
+def _environ(name):
+    return os.environ.get(name)
