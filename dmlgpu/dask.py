@@ -95,7 +95,8 @@ def _check(op: Operator, arrays, options: dict) -> np.dtype:
             raise ValidationError(op.dml_name, name, "type", type(x).__name__,
                                   "allowed: dask.array.Array, numpy.ndarray or a numpy scalar")
     types = [_data_type(op, name, x.dtype, row.input_types) for name, x in zip(op.inputs, arrays)]
-    out_type = types[0] if op.same_type else _data_type(op, op.output, options["dtype"], row.output_types)
+    dtype = options.get("dtype")  # as the front end: no output dtype means the first input's
+    out_type = types[0] if dtype is None else _data_type(op, op.output, dtype, row.output_types)
     shapes = [tuple(np.shape(x)) for x in arrays]
     if all(isinstance(n, int) for shape in shapes for n in shape):  # unknown chunks: nan sizes
         try:

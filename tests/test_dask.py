@@ -4,6 +4,7 @@ One cluster for the module (starting workers costs seconds). The workers inherit
 environment, so under DMLGPU_VALIDATION=1 they run under the validation layer too and write to
 the same log, which `conftest.no_validation_messages` reads after every test.
 """
+import inspect
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ import psutil  # noqa: E402  (a dependency of distributed)
 
 import dmlgpu  # noqa: E402
 import dmlgpu.dask as dd  # noqa: E402
+from dmlgpu import numpy_api  # noqa: E402
 from dmlgpu.dtypes import DataType  # noqa: E402
 from dmlgpu.operators import OPERATORS  # noqa: E402
 from dmlgpu.reference import REFERENCES  # noqa: E402
@@ -92,7 +94,8 @@ def _operands(op, dtype, shape, chunks, seed, column_first=False):
 def _cases(op, shape, chunks, dtypes, seed, column_first=False):
     """(id, dmlgpu.dask result, reference result) for `op` over each dtype and output option."""
     row = op.newest
-    out_options = [{}] if op.same_type else [{"dtype": t.numpy} for t in row.output_types]
+    takes_dtype = "dtype" in inspect.signature(getattr(numpy_api, op.short)).parameters
+    out_options = [{"dtype": t.numpy} for t in row.output_types] if takes_dtype else [{}]
     for dtype in dtypes:
         arrays = _operands(op, dtype.numpy, shape, chunks, seed, column_first)
         for options in out_options:
