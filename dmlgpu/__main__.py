@@ -1,4 +1,4 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | table | shaders (variants|abi)`."""
+"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`."""
 from __future__ import annotations
 
 import argparse
@@ -19,11 +19,17 @@ def main(argv=None) -> int:
     sub.add_parser("bench", help="benchmarks against numpy, PyTorch and CuPy (see benchmarks/NOTES.md)",
                    add_help=False)
     sub.add_parser("table", help="README's operator table, printed from the operator table")
+    sub.add_parser("worker", help="dask worker SCHEDULER with one worker process per device (needs .[dask])",
+                   add_help=False)
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")
     shaders.add_argument("what", choices=("variants", "abi"))
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
         return bench_main(argv[1:])
+    if argv[:1] == ["worker"]:
+        from .dask import worker_main
+
+        return worker_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "shaders":

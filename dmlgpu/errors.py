@@ -18,6 +18,12 @@ class ValidationError(ValueError):
         where = f"{tensor}.{field}" if tensor else field
         super().__init__(f"{operator}: {where} is {_show(value)}; {allowed}")
 
+    def __reduce__(self):
+        # BaseException pickles `args` (the message alone), which __init__ cannot take back:
+        # rebuild from the facts, so the error crosses processes (Dask workers) intact.
+        return (type(self), (self.operator, self.tensor, self.field, self.value, self.allowed),
+                self.__dict__)
+
 
 class DeviceError(RuntimeError):
     """No usable Vulkan device, or the device failed while running work."""

@@ -23,7 +23,7 @@ python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :al
 python3 -m pip download -q --disable-pip-version-check --only-binary=:all: \
   --python-version "$pyver" --implementation cp --platform manylinux2014_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 -d "$out/wheels" \
-  "pybind11==2.13.6" "numpy>=1.24" pytest hypothesis setuptools wheel
+  "pybind11==2.13.6" "numpy>=1.24" pytest hypothesis setuptools wheel "dask[array]" distributed
 
 (cd "$out/debs" && apt-get download libvulkan1 libvulkan-dev libfmt9 libfmt-dev glslang-tools \
   spirv-tools patch vulkan-validationlayers >/dev/null)

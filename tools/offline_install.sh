@@ -36,7 +36,7 @@ if [ ! -x "$py" ]; then
     >"$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-host-site.pth"
 fi
 "$py" -m pip install -q --no-index --find-links "$bundle/wheels" "pybind11==2.13.6" setuptools wheel \
-  numpy pytest hypothesis
+  numpy pytest hypothesis "dask[array]" distributed
 if ! "$py" -c "import kp" 2>/dev/null; then
   "$src/tools/build_kp.sh" "$py" "$bundle/kp-wheel" "$(ls "$bundle"/kp-*.tar.gz)"
   "$py" -m pip install -q --no-index --no-deps --force-reinstall "$bundle"/kp-wheel/kp-*.whl

@@ -19,4 +19,6 @@ PIP_PACKAGES=(
   "wheel"
   "pytest>=7.4"
   "hypothesis>=6.100"
+  "dask[array]>=2024.1"  # dmlgpu.dask (the [dask] extra): tests/test_dask.py
+  "distributed>=2024.1"
 )
