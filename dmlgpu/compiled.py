@@ -24,6 +24,7 @@ from .kernels import WORKGROUP_SIZE
 from .runtime import Program
 from .validation import validate
 
+_OUT_OFFSET = kernels.PUSH_FIELDS.index("out_offset")
 #: Binding lists remembered per operator (as prepared dispatches, which hold no memory).
 _MEMO = 64
 
@@ -135,6 +136,12 @@ class CompiledOperator:
     def check(self, inputs, outputs):
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
         return check_bindings(self.op, self._descs, inputs, outputs, self.device)
+
+    def relaunch(self, template, out_buffer, out_bytes: int):
+        """`template` (a launch of this operator) writing a new packed output buffer instead."""
+        push = template.push.copy()
+        push[_OUT_OFFSET] = out_buffer.arena_offset // 4
+        return self.device.relaunch(template, out_buffer, push, out_bytes)
 
     def launch(self, ranges):
         """The runtime's prepared dispatch of this operator over checked `ranges`."""

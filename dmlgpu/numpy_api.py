@@ -23,7 +23,7 @@ from .errors import ValidationError
 from .compiled import coalesce
 from .operators import OPERATORS, Operator, level_texts
 from .tensor_desc import MAX_ELEMENTS, MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
-from .bindings import Binding, BoundRange
+from .bindings import Binding
 from .operands import PLAIN_ARRAYS, SUBCLASS_ALLOWED, host_array, is_python_scalar, native_dtype, python_scalar
 from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
@@ -66,10 +66,9 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
         except (AttributeError, TypeError):
             known = None
         if known is not None and not any(t.buffer.released for t in arrays):
-            compiled, spans, shape, out_type, nbytes, offset = known
+            compiled, template, shape, out_type, nbytes, offset = known
             result = compiled.device.allocate(nbytes, zero_fill=False)
-            ranges = [BoundRange(t.buffer, start, end) for t, (start, end) in zip(arrays, spans)]
-            compiled.device.enqueue(compiled.launch(ranges + [BoundRange(result, 0, nbytes)]))
+            compiled.device.enqueue(compiled.relaunch(template, result, nbytes))
             return Tensor._made(result, shape, out_type, offset)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
@@ -237,8 +236,7 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
             if len(_TENSOR_RESULTS) >= 256:
                 _TENSOR_RESULTS.clear()
             _TENSOR_RESULTS[(*call, tuple(_tensor_key(t) for t in tensors))] = (
-                compiled, [(r.start, r.end) for r in ranges[:-1]], out.shape, out.data_type, ranges[-1].end,
-                out.offset)
+                compiled, launch, out.shape, out.data_type, ranges[-1].end, out.offset)
     return out
 
 

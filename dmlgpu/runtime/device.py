@@ -91,9 +91,9 @@ class Launch:
     buffers weakly: a remembered launch never keeps memory alive.
     """
 
-    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers")
+    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key")
 
-    def __init__(self, device, name, pipeline, push, reads, writes, buffers):
+    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key):
         self.device = device
         self.name = name
         self.pipeline = pipeline
@@ -101,6 +101,7 @@ class Launch:
         self.reads = reads
         self.writes = writes
         self.buffers = tuple(weakref.ref(b) for b in buffers)
+        self.key = key  # (program key, grid, arena ids): what the pipeline was made for
 
     @property
     def valid(self) -> bool:
@@ -147,13 +148,14 @@ class Device:
         self._whole_arenas = debug_layer.requested()
         self._lock = threading.RLock()
         self._pipelines: dict = {}
+        self._programs: dict = {}  # program key -> Program, for pipelines made later
         self._memory = MemoryPool(lambda n: context.memory(n, self.mapped),
                                   min(ARENA_BYTES, self.max_buffer_size), self._drop_pipelines)
         self._staging = None if self.mapped else MemoryPool(
             lambda n: context.memory(n, True), STAGING_ARENA)
         self._stream = Stream(context)
         self._stream.on_complete = self._reclaim
-        self._buffers: weakref.WeakSet = weakref.WeakSet()
+        self._live = 0  # Buffers allocated and not yet released
         self.closed = False
         _DEVICES.add(self)
 
@@ -190,7 +192,7 @@ class Device:
     @property
     def live_buffers(self) -> int:
         """Device buffers allocated and not yet released."""
-        return len(self._buffers)
+        return self._live
 
     def _check_open(self, what="device"):
         if self.closed:
@@ -256,7 +258,7 @@ class Device:
             stats = self._memory.stats()
             stats["staging_reserved_bytes"] = self._staging.stats()["reserved_bytes"] if self._staging else 0
             stats["pipelines"] = len(self._pipelines)
-            stats["live_buffers"] = len(self._buffers)
+            stats["live_buffers"] = self._live
             stats["command_buffers"] = self._stream.command_buffers
             stats["submits"] = self._stream.submits
             stats["barriers"] = self._stream.barriers
@@ -290,10 +292,35 @@ class Device:
             if pipeline is None:
                 pipeline = self._pipelines[key] = self._context.pipeline(
                     program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
+        self._programs[program.key] = program
         return Launch(self, name, pipeline, np.ascontiguousarray(push, np.uint32),
                       [self._span(b._block, s, e) for b, s, e in reads],
                       [self._span(b._block, s, e) for b, s, e in writes],
-                      tuple({id(b): b for b in bindings}.values()))
+                      tuple({id(b): b for b in bindings}.values()), key)
+
+    def relaunch(self, template: Launch, buffer: "Buffer", push, end: int) -> Launch:
+        """`template` writing bytes [0, end) of a new output `buffer` (its last binding)
+        instead, with these push constants: a repeated call with a fresh result."""
+        program_key, grid, arena_ids = template.key
+        arena = buffer._block.arena
+        key = (program_key, grid, arena_ids[:-1] + (arena.id,))
+        pipeline = self._pipelines.get(key)
+        if pipeline is None:
+            with self._lock:
+                program = self._programs[program_key]
+                memories = [a.memory for a in self._arenas_by_id(key[2])]
+                pipeline = self._pipelines[key] = self._context.pipeline(
+                    program.spirv, grid, program.spec, program.push_words, memories)
+        launch = Launch.__new__(Launch)
+        launch.device, launch.name, launch.pipeline, launch.push = self, template.name, pipeline, push
+        launch.reads, launch.writes = template.reads, [self._span(buffer._block, 0, end)]
+        launch.buffers = template.buffers[:-1] + (weakref.ref(buffer),)
+        launch.key = key
+        return launch
+
+    def _arenas_by_id(self, ids):
+        arenas = {a.id: a for pool in (self._memory, self._staging) if pool for a in pool.arenas}
+        return [arenas[i] for i in ids]
 
     def enqueue(self, launch: Launch) -> None:
         """Queue one prepared dispatch behind the work it depends on; returns at once."""
@@ -436,8 +463,6 @@ class Device:
                 self._stream.synchronize()
             except DeviceError:
                 pass
-            for buffer in list(self._buffers):
-                buffer.release()
             self._stream.destroy()
             for pipeline in self._pipelines.values():
                 pipeline.destroy()
@@ -497,7 +522,7 @@ class Buffer:
         self.serial = next(_SERIALS)  # never reused, unlike id(): keys caches of bound ranges
         self._block = block
         self.last_use = 0  # stream position of the last queued work on this buffer
-        device._buffers.add(self)
+        device._live += 1
 
     def __repr__(self):
         state = "released" if self.released else f"{self.size_in_bytes} bytes"
@@ -545,7 +570,7 @@ class Buffer:
             block, self._block = self._block, None
             if block is None or device.closed:
                 return
-            device._buffers.discard(self)
+            device._live -= 1
             device._memory.free(block, self.last_use if self.last_use > device._stream.completed else None)
 
     def __del__(self):
