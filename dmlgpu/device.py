@@ -35,9 +35,10 @@ _SERIALS = itertools.count(1)
 
 def _kp():
     try:
-        import kp
+        from . import _kompute as kp
     except ImportError as exc:
-        raise DeviceError("kp (Kompute 0.9.0) is not installed; run tools/bootstrap.sh setup") from exc
+        raise DeviceError("dmlgpu._kompute (Kompute, built with dmlgpu) is missing: reinstall dmlgpu "
+                          "with pip install . or tools/bootstrap.sh setup") from exc
     return kp
 
 
