@@ -1,37 +1,31 @@
-"""dmlgpu's build backend: scikit-build-core, after checking that cmake is there.
+"""dmlgpu's build backend: scikit-build-core, once cmake is known to be there.
 
 CMake checks everything else the build needs (cmake/prerequisites.cmake) but cannot report its
-own absence, and scikit-build-core would then fetch a cmake wheel or fail with a trace. One line
-naming the Debian package instead, like CMake's own check.
+own absence, where scikit-build-core would stop with a traceback. One line naming the Debian
+package instead, as CMake's check does for the rest. Building an sdist needs no cmake.
 """
+import functools
+import importlib.util
 import shutil
 import sys
 
 from scikit_build_core import build as _skbuild
-from scikit_build_core.build import *  # noqa: F401,F403  (the PEP 517 hooks)
+from scikit_build_core.build import *  # noqa: F401,F403  (every PEP 517 hook; some replaced below)
 
 
-def _require_cmake():
-    if shutil.which("cmake") is None:
-        sys.exit("dmlgpu cannot be built, missing: cmake (Debian package cmake). "
-                 "Install with: apt-get install cmake")
+def _needs_cmake(hook):
+    @functools.wraps(hook)
+    def checked(*args, **kwargs):
+        if shutil.which("cmake") is None and importlib.util.find_spec("cmake") is None:  # PyPI's cmake
+            sys.exit("dmlgpu cannot be built, missing: cmake (Debian package cmake). "
+                     "Install with: apt-get install cmake")
+        return hook(*args, **kwargs)
+    return checked
 
 
-def get_requires_for_build_wheel(config_settings=None):
-    _require_cmake()
-    return _skbuild.get_requires_for_build_wheel(config_settings)
-
-
-def get_requires_for_build_editable(config_settings=None):
-    _require_cmake()
-    return _skbuild.get_requires_for_build_editable(config_settings)
-
-
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    _require_cmake()
-    return _skbuild.build_wheel(wheel_directory, config_settings, metadata_directory)
-
-
-def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    _require_cmake()
-    return _skbuild.build_editable(wheel_directory, config_settings, metadata_directory)
+get_requires_for_build_wheel = _needs_cmake(_skbuild.get_requires_for_build_wheel)
+get_requires_for_build_editable = _needs_cmake(_skbuild.get_requires_for_build_editable)
+prepare_metadata_for_build_wheel = _needs_cmake(_skbuild.prepare_metadata_for_build_wheel)
+prepare_metadata_for_build_editable = _needs_cmake(_skbuild.prepare_metadata_for_build_editable)
+build_wheel = _needs_cmake(_skbuild.build_wheel)
+build_editable = _needs_cmake(_skbuild.build_editable)
