@@ -10,19 +10,22 @@ macro(dmlgpu_missing what package)
   list(APPEND missing_packages ${package})
 endmacro()
 
-# Programs are looked for where the build will run them from: PATH (and CMAKE_PREFIX_PATH), not
-# CMake's own list of system folders. The shaders: compiled with glslang, checked with SPIRV-Tools.
-find_program(GLSLANG_VALIDATOR glslangValidator NO_CMAKE_SYSTEM_PATH)
+# Programs are looked for where the build runs them from, PATH, not in CMake's other places.
+set(path_only NO_CMAKE_PATH NO_CMAKE_ENVIRONMENT_PATH NO_CMAKE_SYSTEM_PATH)
+
+# The shaders: compiled with glslang, checked with SPIRV-Tools.
+find_program(GLSLANG_VALIDATOR glslangValidator ${path_only})
 if(NOT GLSLANG_VALIDATOR)
   dmlgpu_missing(glslangValidator glslang-tools)
 endif()
-find_program(SPIRV_VAL spirv-val NO_CMAKE_SYSTEM_PATH)
+find_program(SPIRV_VAL spirv-val ${path_only})
 if(NOT SPIRV_VAL)
   dmlgpu_missing(spirv-val spirv-tools)
 endif()
 
 if(DMLGPU_BUILD_KOMPUTE)
-  # dmlgpu._kompute: a C++ compiler, patch for our Kompute patches, the Vulkan headers, fmt, the Python headers and pybind11.
+  # dmlgpu._kompute: a C++ compiler, patch for our Kompute patches, the Vulkan headers, fmt, the
+  # Python headers and pybind11.
   if(CMAKE_CXX_COMPILER)
     set(cxx ${CMAKE_CXX_COMPILER})
   elseif(DEFINED ENV{CXX})
@@ -31,12 +34,12 @@ if(DMLGPU_BUILD_KOMPUTE)
   else()
     set(cxx c++ g++ clang++)
   endif()
-  find_program(DMLGPU_CXX NAMES ${cxx} NO_CMAKE_SYSTEM_PATH)
+  find_program(DMLGPU_CXX NAMES ${cxx} ${path_only})
   if(NOT DMLGPU_CXX)
     list(GET cxx 0 cxx)
     dmlgpu_missing("a C++ compiler (${cxx})" g++)
   endif()
-  find_program(DMLGPU_PATCH patch NO_CMAKE_SYSTEM_PATH)
+  find_program(DMLGPU_PATCH patch ${path_only})
   if(NOT DMLGPU_PATCH)
     dmlgpu_missing(patch patch)
   endif()
