@@ -29,6 +29,8 @@ source "$root/tools/versions.sh"
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 stamp() { printf '%s' "$*" | sha256sum | cut -c1-16; }
 pip_quiet=(-q --disable-pip-version-check)
+# Builds without isolation, in a build tree that persists (the editable install rebuilds there).
+pip_build=(--no-build-isolation --no-deps "-Cbuild-dir=build/{wheel_tag}")
 
 # 1. Debian packages.
 missing=()
@@ -66,13 +68,13 @@ if [ -e .venv/.kp ]; then
   rm -f .venv/.kp
 fi
 
-# 3. dmlgpu, editable, with its build tree in build/<wheel tag> (pyproject.toml). Python sources
+# 3. dmlgpu, editable, with its build tree in build/<wheel tag>. Python sources
 #    are read from the tree and a changed shader or patch rebuilds at the next import, so this
 #    only reruns when the packaging itself changed.
-editable_stamp=$(cat pyproject.toml | stamp "$(cat)")
+editable_stamp=$(stamp "$(cat pyproject.toml)" "${pip_build[*]}")
 if [ "$(cat .venv/.dmlgpu 2>/dev/null)" != "$editable_stamp" ] || ! "$py" -c "import dmlgpu._kompute" 2>/dev/null; then
   say "building dmlgpu (CMake: shaders, and Kompute from the kp sdist: a few minutes the first time)"
-  "$py" -m pip install "${pip_quiet[@]}" --no-build-isolation --no-deps \
+  "$py" -m pip install "${pip_quiet[@]}" "${pip_build[@]}" \
     -Ceditable.rebuild=true -Ceditable.verbose=false -e .
   echo "$editable_stamp" >.venv/.dmlgpu
 fi
@@ -88,7 +90,7 @@ case "$job" in
     wheels="$root/.cache/wheel"
     rm -rf "$wheels"
     say "building the dmlgpu wheel"
-    "$py" -m pip wheel "${pip_quiet[@]}" --no-build-isolation --no-deps -w "$wheels" .
+    "$py" -m pip wheel "${pip_quiet[@]}" "${pip_build[@]}" -w "$wheels" .
     venv .cache/test-venv
     tpy="$root/.cache/test-venv/bin/python"
     "$tpy" -m pip install "${pip_quiet[@]}" --no-deps --force-reinstall "$wheels"/dmlgpu-*.whl

@@ -41,7 +41,8 @@ source "$src/tools/versions.sh"
   "${TEST_PIP_PACKAGES[@]}"
 # Quick when nothing changed: the build tree (src/build/<wheel tag>) is kept.
 DMLGPU_KP_SDIST=$(ls "$bundle"/kp-*.tar.gz) \
-  "$py" -m pip install -q --no-index --no-build-isolation --no-deps --force-reinstall "$src"
+  "$py" -m pip install -q --no-index --no-build-isolation --no-deps --force-reinstall \
+  "-Cbuild-dir=build/{wheel_tag}" "$src"
 cd /
 case "$job" in
   demo) exec "$py" -m dmlgpu demo "$@" ;;
