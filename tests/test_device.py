@@ -48,10 +48,11 @@ def test_missing_driver_is_an_error_not_a_crash():
 
 
 def test_installed_package_runs_from_any_directory():
-    result = run_python("import dmlgpu, numpy as np; print(dmlgpu.__file__); "
-                        "print(dmlgpu.bit_not(np.array([1, 2], np.uint8)).tolist())")
+    # Installed from a wheel, or editable (pip install -e: Python from the tree, SPIR-V and
+    # dmlgpu._kompute from the build), never the bare source tree, which has neither.
+    result = run_python("import dmlgpu, numpy as np; print(dmlgpu.bit_not(np.array([1, 2], np.uint8)).tolist())")
     assert result.returncode == 0, result.stderr
-    assert "site-packages" in result.stdout and "[254, 253]" in result.stdout
+    assert "[254, 253]" in result.stdout
 
 
 def test_every_variant_is_installed_and_only_those():

@@ -4,9 +4,11 @@
 #   tools/offline_bundle.sh OUTDIR [PYTHON_VERSION]     # run on a machine with the registries
 #   OUTDIR/offline_install.sh [demo|test|bench]          # run on the offline host
 #
-# OUTDIR gets: the project (src/), the kp sdist, Debian packages with the Vulkan loader and
-# headers, fmt, glslang, SPIRV-Tools and patch (unpacked into a private prefix there, never into
-# /), GLVND packages for hosts that lack them (debs-glvnd/), and wheels of pybind11, pytest, hypothesis and numpy for PYTHON_VERSION (default 3.12).
+# OUTDIR gets: the project (src/), the kp sdist that dmlgpu's build compiles Kompute from,
+# Debian packages with the Vulkan loader and headers, fmt, glslang, SPIRV-Tools and patch
+# (unpacked into a private prefix there, never into /), GLVND packages for hosts that lack them
+# (debs-glvnd/), and wheels for PYTHON_VERSION (default 3.12) of what building dmlgpu needs
+# (scikit-build-core, pybind11, numpy, ninja) and of pytest and hypothesis.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/tools/versions.sh"
@@ -18,12 +20,12 @@ out=$(cd "$out" && pwd)
 # The project as committed plus uncommitted edits, without ignored build products.
 (cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 tar cf - ) | tar xf - -C "$out/src"
 
-python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary kp \
   "kp==$KP_VERSION" -d "$out"
 python3 -m pip download -q --disable-pip-version-check --only-binary=:all: \
   --python-version "$pyver" --implementation cp --platform manylinux2014_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 -d "$out/wheels" \
-  "pybind11==2.13.6" "numpy>=1.24" pytest hypothesis setuptools wheel "dask[array]" distributed
+  "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}"
 
 (cd "$out/debs" && apt-get download libvulkan1 libvulkan-dev libfmt9 libfmt-dev glslang-tools \
   spirv-tools patch vulkan-validationlayers >/dev/null)

@@ -4,8 +4,9 @@
 # unpacked into BUNDLE/prefix and the Python side lives in BUNDLE/src/.venv, which sees the
 # host's own Python packages (numpy, PyTorch, CuPy) behind its own (a .pth file).
 #
-# The host needs python3 (with venv), cmake, g++ and the GPU's Vulkan driver. If the loader
-# finds no driver, point it at the ICD: e.g. for NVIDIA
+# dmlgpu is built as everywhere else (pip install: scikit-build-core, with Kompute from the
+# bundle's kp sdist). The host needs python3 (with venv), cmake, g++ and the GPU's Vulkan
+# driver. If the loader finds no driver, point it at the ICD: e.g. for NVIDIA
 #   export VK_DRIVER_FILES=/usr/share/vulkan/icd.d/nvidia_icd.json
 # If `VK_LOADER_DEBUG=driver` then says "Could not get 'vkCreateInstance' via
 # 'vk_icdGetInstanceProcAddr' for ICD libGLX_nvidia.so.0", the host lacks GLVND, which NVIDIA's
@@ -35,13 +36,13 @@ if [ ! -x "$py" ]; then
   python3 -c 'import site, sys; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' \
     >"$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-host-site.pth"
 fi
-"$py" -m pip install -q --no-index --find-links "$bundle/wheels" "pybind11==2.13.6" setuptools wheel \
-  numpy pytest hypothesis "dask[array]" distributed
-if ! "$py" -c "import kp" 2>/dev/null; then
-  "$src/tools/build_kp.sh" "$py" "$bundle/kp-wheel" "$(ls "$bundle"/kp-*.tar.gz)"
-  "$py" -m pip install -q --no-index --no-deps --force-reinstall "$bundle"/kp-wheel/kp-*.whl
-fi
-(cd "$src" && "$py" -m pip install -q --no-index --no-build-isolation --no-deps --force-reinstall .)
+source "$src/tools/versions.sh"
+"$py" -m pip install -q --no-index --find-links "$bundle/wheels" "${BUILD_PIP_PACKAGES[@]}" \
+  "${TEST_PIP_PACKAGES[@]}"
+# Quick when nothing changed: the build tree (src/build/<wheel tag>) is kept.
+DMLGPU_KP_SDIST=$(ls "$bundle"/kp-*.tar.gz) \
+  "$py" -m pip install -q --no-index --no-build-isolation --no-deps --force-reinstall \
+  "-Cbuild-dir=build/{wheel_tag}" "$src"
 cd /
 case "$job" in
   demo) exec "$py" -m dmlgpu demo "$@" ;;

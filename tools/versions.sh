@@ -2,7 +2,8 @@
 # shellcheck disable=SC2034
 
 # Debian 12 packages: Vulkan loader + headers, lavapipe (mesa-vulkan-drivers), the Khronos
-# validation layer, glslang and SPIRV-Tools for the shaders, and what kp's build needs.
+# validation layer, glslang and SPIRV-Tools for the shaders, and what the Kompute build needs
+# (cmake/prerequisites.cmake names the same packages when one is missing).
 APT_PACKAGES=(
   libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
   glslang-tools spirv-tools
@@ -10,13 +11,19 @@ APT_PACKAGES=(
   python3-venv python3-dev
 )
 
+# The kp sdist that dmlgpu._kompute is built from (third_party/kompute/CMakeLists.txt pins it
+# with its sha256); the offline bundle carries a copy.
 KP_VERSION=0.9.0
+# Python packages for building dmlgpu without build isolation: pyproject.toml's
+# build-system.requires, plus ninja, which scikit-build-core would otherwise fetch itself.
 # pybind11 comes from PyPI, not Debian: Debian 12's pybind11 2.10 cannot build against numpy 2.
-PIP_PACKAGES=(
-  "numpy>=1.24"
+BUILD_PIP_PACKAGES=(
+  "scikit-build-core>=1.1"
   "pybind11==2.13.6"
-  "setuptools>=68"
-  "wheel"
+  "numpy>=1.24"
+  "ninja"
+)
+TEST_PIP_PACKAGES=(
   "pytest>=7.4"
   "hypothesis>=6.100"
   "dask[array]>=2024.1"  # dmlgpu.dask (the [dask] extra): tests/test_dask.py

@@ -1,4 +1,4 @@
-"""The one module that speaks to Kompute (kp): devices, memory, pipelines and command buffers.
+"""The one module that speaks to Kompute (`dmlgpu._kompute`): devices, memory, pipelines and command buffers.
 
 Everything else in dmlgpu sees only the small objects made here. Kompute 0.9.0 is patched
 (third_party/kompute/patches) so that these objects need nothing kp does not offer: storage
@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import DeviceError, DeviceMemoryError
 
 try:
-    import kp as _kp
+    from .. import _kompute as _kp  # Kompute, compiled into dmlgpu by its build
 except ImportError:  # reported when a device is opened, with what to do
     _kp = None
 
@@ -30,8 +30,8 @@ DEVICE_STAGES = COMPUTE_SHADER | TRANSFER
 
 def _module():
     if _kp is None:
-        raise DeviceError("dmlgpu's Kompute module (kp 0.9.0, patched) is not installed; "
-                          "run tools/bootstrap.sh setup")
+        raise DeviceError("dmlgpu._kompute (Kompute, built with dmlgpu) is missing: reinstall dmlgpu "
+                          "with pip install . or tools/bootstrap.sh setup")
     return _kp
 
 

@@ -1,0 +1,64 @@
+"""The package as pip builds it: Kompute is dmlgpu's private extension module (no `kp` anywhere),
+which needs only the Vulkan loader and the C/C++ runtime; and a build that lacks a prerequisite
+stops at once with one message naming it and its Debian package (cmake/prerequisites.cmake)."""
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dmlgpu
+import dmlgpu._kompute
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME_LIBRARIES = {"libvulkan.so.1", "libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libm.so.6",
+                     "ld-linux-x86-64.so.2"}
+
+
+def test_kompute_is_private_to_dmlgpu():
+    assert importlib.util.find_spec("kp") is None
+    assert dmlgpu._kompute.__name__ == "dmlgpu._kompute" and dmlgpu._kompute.__version__ == "0.9.0"
+    assert hasattr(dmlgpu._kompute, "OpMemoryBarrier")  # our patch 0006
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
+def test_extension_needs_only_vulkan_and_the_c_runtime():
+    dynamic = subprocess.run(["readelf", "-d", dmlgpu._kompute.__file__], capture_output=True,
+                             text=True, check=True).stdout
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
+    assert "libvulkan.so.1" in needed and needed <= RUNTIME_LIBRARIES, needed
+
+
+def path_without(program: str, where: Path) -> str:
+    """A PATH of one folder that offers every program of PATH except `program`."""
+    where.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for entry in os.scandir(folder):
+            target = where / entry.name
+            if entry.name != program and not target.exists() and not target.is_symlink():
+                target.symlink_to(entry.path)
+    return str(where)
+
+
+@pytest.mark.build
+def test_a_missing_tool_stops_the_build_with_one_message(tmp_path):
+    assert (ROOT / "pyproject.toml").is_file(), "needs the source tree next to the tests"
+    build = tmp_path / "build"
+    env = {**os.environ, "PATH": path_without("glslangValidator", tmp_path / "bin")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
+         "--disable-pip-version-check", "-w", str(tmp_path / "wheel"), f"-Cbuild-dir={build}", str(ROOT)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    output = " ".join((result.stdout + result.stderr).split())  # CMake wraps its messages
+    assert result.returncode != 0
+    assert ("dmlgpu cannot be built, missing: glslangValidator (Debian package glslang-tools). "
+            "Install with: apt-get install glslang-tools") in output, output
+    assert output.count("CMake Error") == 1 and "Call Stack" not in output, output
+    # It stopped before compiling anything.
+    assert not [p for p in build.rglob("*") if p.suffix in (".o", ".spv", ".so")]
