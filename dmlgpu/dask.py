@@ -39,7 +39,7 @@ from .operators import OPERATORS, Operator
 from .tensor import Tensor
 from .tensor_desc import TensorDesc
 from .validation import resolve_feature_level, support_row, validate
-from .vulkan_probe import physical_device_count
+from .runtime import physical_device_count
 
 #: The variable dmlgpu reads for its default device; each worker process gets its own.
 DEVICE_VARIABLE = "DMLGPU_DEVICE"

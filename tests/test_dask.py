@@ -29,7 +29,7 @@ from dmlgpu import numpy_api  # noqa: E402
 from dmlgpu.dtypes import DataType  # noqa: E402
 from dmlgpu.operators import OPERATORS  # noqa: E402
 from dmlgpu.reference import REFERENCES  # noqa: E402
-from dmlgpu.vulkan_probe import physical_device_count  # noqa: E402
+from dmlgpu.runtime import physical_device_count  # noqa: E402
 
 #: 2048 x 8192 four-byte elements: 64 MiB, in uneven chunks.
 BIG_SHAPE = (2048, 8192)

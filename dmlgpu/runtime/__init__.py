@@ -16,6 +16,7 @@ from .device import (
     open_devices,
 )
 from . import debug_layer
+from .probe import physical_device_count
 
 __all__ = ["DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "choose_device", "current_device",
-           "debug_layer", "devices", "open_devices"]
+           "debug_layer", "devices", "open_devices", "physical_device_count"]
