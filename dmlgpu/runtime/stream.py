@@ -11,7 +11,8 @@ Dependencies are tracked on byte ranges of arenas: an operation that reads or wr
 written since the last barrier, or writes bytes read since then, gets one global barrier before
 it (read-after-write, write-after-read, write-after-write); independent operations get none and
 may overlap on the GPU. The tracked ranges carry over from one submission to the next, because
-queue submission order alone orders nothing in Vulkan.
+queue submission order alone orders nothing in Vulkan; once the host has waited for everything
+submitted, nothing is owed and the tracking starts afresh.
 
 Positions: every operation is queued at `position`, the number of the batch being recorded;
 `completed` is the number of the last batch known to have finished. Frees and host accesses
@@ -182,6 +183,12 @@ class Stream:
             self.flush()
         while self._inflight and self._inflight[0][0] <= position:
             self._retire()
+        if not self._inflight and self._open is None:
+            # Everything submitted has completed and the host has seen its fence: the fence
+            # signal, the host's wait and the next submit order all of it before later work,
+            # so no barrier is owed to it any more.
+            self._reads, self._writes = [], []
+            self._transfers = self._force_barrier = False
         if self.on_complete is not None:
             self.on_complete(self.completed)
 
