@@ -25,6 +25,7 @@ from .operators import OPERATORS, Operator, level_texts
 from .tensor_desc import MAX_ELEMENTS, MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from .bindings import Binding
 from .operands import PLAIN_ARRAYS, SUBCLASS_ALLOWED, host_array, is_python_scalar, native_dtype, python_scalar
+from . import tensor as tensor_module
 from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
 
@@ -492,3 +493,4 @@ def _install_tensor_operators() -> None:
 
 
 _install_tensor_operators()
+tensor_module.install_front_end(_apply)

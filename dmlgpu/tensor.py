@@ -34,6 +34,21 @@ def _data_type(dtype) -> DataType:
     return data_type
 
 
+
+def _no_front_end(*args):
+    raise RuntimeError("dmlgpu.numpy_api is not imported (import dmlgpu)")
+
+
+#: The front end's call (op, operands, out, dtype, level), installed by dmlgpu.numpy_api, which
+#: builds on this module: Tensor methods that run an operator go through it.
+_front_end = _no_front_end
+
+
+def install_front_end(apply) -> None:
+    global _front_end
+    _front_end = apply
+
+
 class Tensor:
     """A strided view of a device Buffer, as a numpy-like array that lives on the device.
 
@@ -194,9 +209,7 @@ class Tensor:
 
     def copy(self) -> "Tensor":
         """A packed copy on the same device (raw bits kept: XOR with zero)."""
-        from .numpy_api import _apply
-
-        return _apply(BIT_XOR, (self, 0), None, None, None)
+        return _front_end(BIT_XOR, (self, 0), None, None, None)
 
     def numpy(self) -> np.ndarray:
         """Download into a new C-ordered numpy array (a view downloads the range it spans)."""
@@ -241,9 +254,7 @@ class Tensor:
             out = out[0]
         if kwargs:
             raise TypeError(f"numpy.{ufunc.__name__} on dmlgpu.Tensor takes no {', '.join(sorted(kwargs))} argument")
-        from .numpy_api import _apply
-
-        return _apply(op, inputs, out, None, None)
+        return _front_end(op, inputs, out, None, None)
 
     def to(self, device) -> "Tensor":
         """This tensor on `device` (itself if it is there already; else a copy through the host)."""
