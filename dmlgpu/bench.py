@@ -30,7 +30,6 @@ import numpy as np
 
 from . import bench_runtime, numpy_api, reference, testing
 from .bindings import Binding
-from .command_list import CommandList
 from .descs import DESC_CLASSES
 from .device import default_device
 from .dtypes import DataType
@@ -341,67 +340,6 @@ class Harness:
                     lambda: torch.bitwise_not(torch.from_numpy(xi).cuda()).cpu().numpy())
             self.records.append(record)
 
-    def latency_records(self):
-        d = self.device
-        desc = TensorDesc(DataType.UINT32, [256])
-        compiled = d.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc))
-        a, b = d.allocate(1024), d.allocate(1024)
-        bind_in, bind_out = [Binding(a, 0, 1024)], [Binding(b, 0, 1024)]
-        t_in, t_out = Tensor.from_numpy(np.arange(256, dtype=np.uint32)), Tensor.empty((256,), np.uint32)
-        record = {"kind": "latency", "op": "bit_not", "size": 1024,
-                  "seconds": wall_seconds(lambda: (compiled.execute(bind_in, bind_out), d.synchronize()),
-                                          repeats=2000),
-                  "tensor_seconds": wall_seconds(lambda: (numpy_api.bit_not(t_in, out=t_out), d.synchronize()),
-                                                 repeats=2000)}
-        if self.peers.torch:
-            torch = self.peers.torch
-            x = torch.zeros(256, dtype=torch.int32, device="cuda")
-            y = torch.empty_like(x)
-
-            def tiny():
-                torch.bitwise_not(x, out=y)
-                torch.cuda.synchronize()
-            record["torch_seconds"] = wall_seconds(tiny, repeats=2000)
-        self.records.append(record)
-
-    def command_list_records(self, count=1000):
-        d = self.device
-        desc = TensorDesc(DataType.UINT32, [256])
-        compiled = d.create_operator(DESC_CLASSES["ELEMENT_WISE_BIT_NOT"](desc, desc))
-        x = testing.sample(DataType.UINT32, (256,), self.rng)
-        buffer = d.upload(x)
-        commands = CommandList(d)
-        for _ in range(count):  # a dependent chain, in place
-            commands.record(compiled, [Binding(buffer, 0, 1024)], [Binding(buffer, 0, 1024)])
-        commands.execute()
-        assert testing.same_bits(buffer.read().view(np.uint32), x if count % 2 == 0 else reference.bit_not(x))
-        record = {"kind": "command_list", "op": "bit_not", "count": count, "barriers": commands.barriers,
-                  "seconds_per_op": wall_seconds(lambda: (commands.execute(), d.synchronize()), repeats=20) / count}
-        commands.release()
-        if self.peers.torch:
-            torch = self.peers.torch
-            y = torch.zeros(256, dtype=torch.int32, device="cuda")
-            stream = torch.cuda.Stream()
-            with torch.cuda.stream(stream):
-                for _ in range(3):
-                    y.bitwise_not_()
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(count):
-                    y.bitwise_not_()
-
-            def replay():
-                graph.replay()
-                torch.cuda.synchronize()
-            record["torch_graph_seconds_per_op"] = wall_seconds(replay, repeats=20) / count
-        self.records.append(record)
-
-
-def _moved(op, n, bits) -> int:
-    """Bytes a same-width operator over n elements reads and writes."""
-    return n * bits // 8 * (len(op.inputs) + 1)
-
 
 def wall_seconds(fn, repeats=None, seconds=0.5) -> float:
     """Median wall-clock seconds of `fn` (after one warm-up call)."""
@@ -445,11 +383,6 @@ def main(argv=None) -> int:
     env["clocks_after_kernels"] = gpu_clocks()
     if not args.skip_kernels:
         harness.peer_kernel_records()
-    # Latency and command lists are timed on a warm GPU, like the kernels.
-    harness.warm_up(0.2 if args.quick else 1.5)
-    harness.latency_records()
-    harness.warm_up(0.2 if args.quick else 1.5)
-    harness.command_list_records(100 if args.quick else 1000)
     harness.front_end_records([64 * KiB] if args.quick else [64 * MiB, 256 * MiB])
     harness.device.empty_cache()  # memory cached by the cases above goes back first
     held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None

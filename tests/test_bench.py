@@ -9,6 +9,6 @@ def test_bench_quick_run_writes_reports(tmp_path):
     assert main(["--quick", "--no-peers", "--out", str(tmp_path), "--repeats", "3"]) == 0
     data = json.loads((tmp_path / "results.json").read_text())
     kinds = {r["kind"] for r in data["records"]}
-    assert {"kernel", "front_end", "latency", "command_list"} <= kinds
+    assert {"kernel", "front_end", "runtime"} <= kinds
     assert all(r["gbps"] > 0 for r in data["records"] if r["kind"] == "kernel")
     assert "## Kernel bandwidth" in (tmp_path / "results.md").read_text()

@@ -70,31 +70,8 @@ class Stream:
         returns the open command buffer. `transfer`: the coming command is a copy or fill, not
         a dispatch (barriers between dispatches alone need not wait for transfers)."""
         pending_w, pending_r = self._writes, self._reads
-        dependent = self._force_barrier
-        if not dependent and (pending_w or pending_r):
-            if len(pending_w) + len(pending_r) > MAX_TRACKED:
-                dependent = True
-            else:
-                for a, s, e in writes:
-                    for pa, ps, pe in pending_w:
-                        if pa == a and s < pe and ps < e:
-                            dependent = True
-                            break
-                    if not dependent:
-                        for pa, ps, pe in pending_r:
-                            if pa == a and s < pe and ps < e:
-                                dependent = True
-                                break
-                    if dependent:
-                        break
-                if not dependent and pending_w:
-                    for a, s, e in reads:
-                        for pa, ps, pe in pending_w:
-                            if pa == a and s < pe and ps < e:
-                                dependent = True
-                                break
-                        if dependent:
-                            break
+        dependent = self._force_barrier or len(pending_w) + len(pending_r) > MAX_TRACKED or \
+            _overlap(writes, pending_w) or _overlap(writes, pending_r) or _overlap(reads, pending_w)
         commands = self._commands()
         if dependent:
             if transfer or self._transfers:
@@ -222,6 +199,15 @@ class Stream:
         self._inflight.clear()
         self._free.clear()
         self._open = None
+
+
+def _overlap(spans, pending) -> bool:
+    """Whether any (arena id, start, end) span shares bytes with any pending one."""
+    for a, s, e in spans:
+        for pa, ps, pe in pending:
+            if pa == a and s < pe and ps < e:
+                return True
+    return False
 
 
 def _describe(names) -> str:
