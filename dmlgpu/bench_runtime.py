@@ -12,6 +12,7 @@ operators, as a real program would, since a runtime's costs may grow with what i
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from . import numpy_api, testing
 from .bindings import Binding
 from .command_list import CommandList
 from .descs import DESC_CLASSES
+from .device import Device, devices
 from .dtypes import DataType
 from .operators import OPERATORS
 from .tensor import Tensor
@@ -186,6 +188,8 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
                 del px, py
     device.empty_cache()
 
+    out.append(two_devices(device, wall_seconds, big))
+
     iterations = 10_000 if quick else 100_000
     with device:
         small = Tensor.from_numpy(x)
@@ -210,3 +214,43 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
                 and after["pipelines"] == before["pipelines"]
                 and after["live_buffers"] == before["live_buffers"] and _rss() - rss < 16 * MiB})
     return out
+
+
+def two_devices(device, wall_seconds, nbytes: int) -> dict:
+    """Two threads, each looping a resident XOR on its own device, against one thread alone.
+
+    On a host with one GPU both devices are that GPU (two Vulkan devices of it): the figure then
+    shows only whether the host side serialises (the GIL or a lock held across GPU waits).
+    """
+    indices = [d["index"] for d in devices() if d["type"] == device.type][:2]
+    others = [Device(i) for i in (indices if len(indices) == 2 else [device.index] * 2)]
+    work = []
+    for d in others:
+        with d:
+            a, b = (Tensor.empty((nbytes // 4,), np.uint32) for _ in range(2))
+        work.append((d, a, b))
+    loops = 20
+
+    def run(d, a, b):
+        for _ in range(loops):
+            numpy_api.bit_xor(a, b, out=a)
+            d.synchronize()
+
+    def one():
+        run(*work[0])
+
+    def both():
+        threads = [threading.Thread(target=run, args=w) for w in work]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    alone, together = wall_seconds(one, repeats=5), wall_seconds(both, repeats=5)
+    for d, a, b in work:
+        del a, b
+        d.close()
+    return {"kind": "runtime", "case": f"2 threads x {loops} resident bit_xor {nbytes >> 20} MiB, "
+            f"each on its own device ({'two GPUs' if len(indices) == 2 else 'one GPU twice'})",
+            "target": ">= 1.9 x one thread (two GPUs)", "one_thread_seconds": alone,
+            "two_threads_seconds": together, "scaling": 2 * alone / together,
+            **({"met": 2 * alone / together >= 1.9} if len(indices) == 2 else {})}
