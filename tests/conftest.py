@@ -1,6 +1,8 @@
 """Shared fixtures. The suite imports the installed dmlgpu (never the source tree) and says which
 Vulkan device it runs on."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -54,3 +56,10 @@ def poisoned(shape, dtype) -> np.ndarray:
 
 def shape_id(shape) -> str:
     return "(" + ",".join(map(str, shape)) + ")"
+
+
+def run_validated(code: str, log) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter from / under the validation layer, logging to `log`."""
+    env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True,
+                          text=True, timeout=120)

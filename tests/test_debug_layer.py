@@ -1,8 +1,6 @@
 """DMLGPU_VALIDATION=1 really reports: a deliberately invalid command must reach the log that
 the suite checks after every test (tests/conftest.py), and a clean run must leave it empty."""
-import os
-import subprocess
-import sys
+from conftest import run_validated
 
 BAD_BARRIER = """
 from dmlgpu.runtime import debug_layer, vulkan
@@ -20,12 +18,6 @@ CLEAN = """
 import numpy as np, dmlgpu
 assert dmlgpu.bit_xor(np.arange(9, dtype=np.uint16), np.uint16(3)).tolist()[:2] == [3, 2]
 """
-
-
-def run_validated(code, log):
-    env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
-    return subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True,
-                          text=True, timeout=120)
 
 
 def test_an_invalid_command_is_reported(tmp_path):

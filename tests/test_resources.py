@@ -1,12 +1,11 @@
 """Resources and faults: a soak of create-execute-release cycles, allocation failure, threads,
 closing a device, and interpreter exit with live objects."""
 import os
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
+from conftest import run_validated
 
 import dmlgpu
 from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
@@ -124,9 +123,7 @@ print("done")
 
 def test_interpreter_exit_with_live_objects_is_clean(tmp_path):
     log = tmp_path / "validation.log"
-    env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
-    result = subprocess.run([sys.executable, "-c", EXIT_WITH_LIVE_OBJECTS], env=env, cwd="/",
-                            capture_output=True, text=True, timeout=120)
+    result = run_validated(EXIT_WITH_LIVE_OBJECTS, log)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done" and result.stderr == ""
     assert not log.exists() or log.read_text() == "", log.read_text()

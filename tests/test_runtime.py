@@ -1,11 +1,8 @@
 """The runtime: pooled memory, stream-ordered frees, queued work with barriers only between
 dependent operations, steady state without new pipelines or command buffers, devices."""
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from conftest import run_validated
 
 import dmlgpu
 from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
@@ -208,9 +205,7 @@ print("done")
 
 def test_interpreter_exit_with_queued_work_is_clean(tmp_path):
     log = tmp_path / "validation.log"
-    env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
-    result = subprocess.run([sys.executable, "-c", QUEUED_AT_EXIT], env=env, cwd="/",
-                            capture_output=True, text=True, timeout=120)
+    result = run_validated(QUEUED_AT_EXIT, log)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done" and result.stderr == ""
     assert not log.exists() or log.read_text() == "", log.read_text()

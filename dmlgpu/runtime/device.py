@@ -20,6 +20,7 @@ import weakref
 import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError, ValidationError
+from ..validation import is_int
 from . import debug_layer, vulkan
 from .memory import MemoryPool
 from .probe import physical_device_count
@@ -37,10 +38,6 @@ STAGING_CHUNK = 16 << 20
 STAGING_ARENA = 64 << 20
 _SERIALS = itertools.count(1)
 _CURRENT = threading.local()
-
-
-def is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def devices() -> list[dict]:

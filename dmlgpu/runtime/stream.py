@@ -179,10 +179,6 @@ class Stream:
         own = sum(1 for entry in self._inflight if entry[2])
         return len(self._free) + own + (self._open is not None)
 
-    @property
-    def idle(self) -> bool:
-        return self._open is None and not self._inflight
-
     def destroy(self) -> None:
         for _, commands, recycle, _ in self._inflight:
             try:
