@@ -99,7 +99,7 @@ def test_barriers_only_where_executions_depend(device, rng):
     data = testing.sample(DataType.UINT32, (256,), rng)
     source = device.upload(data)
     target = device.allocate(size * 4)
-    commands = CommandList(device)
+    commands = CommandList(device, fuse=False)
     for k in range(4):  # four disjoint outputs from one shared input: independent
         commands.record(not_op, [Binding(source, 0, size)], [Binding(target, k * size, size)])
     assert commands.barriers == 0
@@ -118,6 +118,89 @@ def test_barriers_only_where_executions_depend(device, rng):
     assert testing.same_bits(target.read().view(np.uint32), expected_target)
     expected_source = np.concatenate([reference.bit_not(data[64:128]), data[64:]])
     assert testing.same_bits(source.read().view(np.uint32), expected_source)
+
+
+def test_fused_list_is_one_dispatch_with_the_same_results(device, rng):
+    not_op, _, size = _not_and_xor(device, 64)
+    data = testing.sample(DataType.UINT32, (256,), rng)
+    source, target = device.upload(data), device.allocate(size * 4)
+    commands = CommandList(device)
+    for k in range(4):
+        commands.record(not_op, [Binding(source, 0, size)], [Binding(target, k * size, size)])
+    commands.record(not_op, [Binding(source, size, size)], [Binding(source, 0, size)])
+    commands.record(not_op, [Binding(target, 0, size)], [Binding(target, size, size)])
+    commands.record(not_op, [Binding(source, 0, size)], [Binding(target, 0, size)])
+    if source.arena_offset // (256 << 20) == target.arena_offset // (256 << 20):
+        assert commands.gpu_dispatches in (1, 2)  # one chain (two if the buffers' arenas differ)
+    commands.execute()
+    inverted = reference.bit_not(data[:64])
+    assert testing.same_bits(target.read().view(np.uint32), np.concatenate([data[64:128], data[:64], inverted, inverted]))
+    assert testing.same_bits(source.read().view(np.uint32),
+                             np.concatenate([reference.bit_not(data[64:128]), data[64:]]))
+
+
+def _chain_step(code, a, b, out, count=256, arena=1):
+    from dmlgpu.compiled import ChainStep
+    return ChainStep(code, arena, a, b, out, count)
+
+
+def test_chain_admits_only_the_same_bytes_or_disjoint_bytes():
+    from dmlgpu.compiled import Chain
+    chain = Chain(_chain_step(0, 0, 0, 64))  # tensors of 64 words at words 0 and 64
+    assert chain.admits(_chain_step(1, 64, 0, 64))  # the same tensors
+    assert chain.admits(_chain_step(1, 128, 192, 256))  # disjoint ones
+    assert not chain.admits(_chain_step(1, 32, 0, 64))  # a tensor straddling two of the chain's
+    assert not chain.admits(_chain_step(1, 0, 0, 100))  # output straddling
+    assert not chain.admits(_chain_step(1, 0, 0, 64, count=128))  # another size
+    assert not chain.admits(_chain_step(1, 0, 0, 64, arena=2))  # another arena
+    chain.add(_chain_step(1, 128, 192, 256))
+    assert not chain.admits(_chain_step(0, 250, 250, 320))  # straddles a tensor added later
+    assert chain.admits(_chain_step(0, 256, 256, 320))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_chains_give_the_sequential_answer(device, seed):
+    """Random runs of bitwise operators over slots of one buffer, some straddling two slots (never
+    fused) and some shifts (never fused): fused and unfused lists give the host's sequential
+    answer, bit for bit, on every replay."""
+    rng = np.random.default_rng(seed)
+    words, slots = 64, 6
+    desc = TensorDesc(DataType.UINT32, [words])
+    ops = [op for op in OPERATORS if op.same_type and DataType.UINT32 in op.newest.input_types]
+    compiled = {op.short: device.create_operator(dmlgpu.descs.DESC_CLASSES[op.name](
+        *[desc] * (len(op.inputs) + 1))) for op in ops}
+    starts = [k * 4 * words for k in range(slots)] + [4 * words * k + 2 * words for k in range(slots - 1)]
+    steps = []
+    while len(steps) < 40:
+        op = ops[rng.integers(len(ops))]
+        chosen = [int(starts[rng.integers(len(starts) if rng.random() < 0.2 else slots)])
+                  for _ in range(len(op.inputs) + 1)]
+        out = chosen[-1]
+        if any(s != out and abs(s - out) < 4 * words for s in chosen[:-1]):
+            continue  # an output partly over its own input: DirectML rejects it
+        steps.append((op, chosen))
+    data = testing.sample(DataType.UINT32, (slots * words,), rng)
+    expected = data.copy()
+    results = {}
+    for fuse in (True, False):
+        buffer = device.upload(data)
+        commands = CommandList(device, fuse=fuse)
+        for op, chosen in steps:
+            commands.record(compiled[op.short], [Binding(buffer, s, 4 * words) for s in chosen[:-1]],
+                            [Binding(buffer, chosen[-1], 4 * words)])
+        runs = []
+        for _ in range(2):
+            commands.execute()
+            runs.append(buffer.read().view(np.uint32).copy())
+        results[fuse] = (runs, commands.gpu_dispatches)
+        commands.release()
+    for _ in range(2):
+        for op, chosen in steps:
+            args = [expected[s // 4:s // 4 + words].copy() for s in chosen[:-1]]
+            expected[chosen[-1] // 4:chosen[-1] // 4 + words] = REFERENCES[op.short](*args)
+        for fuse in (True, False):
+            assert testing.same_bits(results[fuse][0].pop(0), expected), f"fuse={fuse}"
+    assert results[False][1] == len(steps) and results[True][1] < len(steps)
 
 
 def test_thousand_small_dependent_operations(device, rng):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -99,6 +100,11 @@ class Launch:
         self.writes = writes
         self.buffers = tuple(weakref.ref(b) for b in buffers)
         self.key = key  # (program key, grid, arena ids): what the pipeline was made for
+
+    @property
+    def arena_ids(self) -> tuple:
+        """The arena each binding lies in, in binding order."""
+        return self.key[2]
 
     @property
     def valid(self) -> bool:
@@ -360,6 +366,28 @@ class Device:
                 ref().last_use = self._stream.completed
         seconds = ticks * self.properties["timestamp_period"] * 1e-9
         return seconds[1::2][:repeats] - seconds[0::2][:repeats]
+
+    def submit_floor(self, launch: Launch, repeats: int) -> np.ndarray:
+        """Wall seconds of submitting a command buffer that holds only `launch`, recorded once,
+        and waiting for its fence, `repeats` times: what any Vulkan runtime pays for this work,
+        so the floor under a queued call followed by `synchronize()`."""
+        with self._lock:
+            self.synchronize()
+            commands = self._context.commands()
+            times = []
+            try:
+                commands.dispatch(launch.pipeline.handle, launch.push)
+                commands.host_barrier()
+                for _ in range(repeats + 1):  # the first wakes the queue up
+                    start = time.perf_counter()
+                    commands.submit()
+                    commands.wait()
+                    times.append(time.perf_counter() - start)
+            finally:
+                commands.destroy()
+            for ref in launch.buffers:
+                ref().last_use = self._stream.completed
+        return np.array(times[1:])
 
     def _fill(self, buffer: "Buffer") -> None:
         block = buffer._block
