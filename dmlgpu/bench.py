@@ -341,6 +341,11 @@ class Harness:
             self.records.append(record)
 
 
+def _moved(op, n, bits) -> int:
+    """Bytes a same-width operator over n elements reads and writes."""
+    return n * bits // 8 * (len(op.inputs) + 1)
+
+
 def wall_seconds(fn, repeats=None, seconds=0.5) -> float:
     """Median wall-clock seconds of `fn` (after one warm-up call)."""
     fn()
