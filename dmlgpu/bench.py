@@ -7,6 +7,8 @@ What is measured (benchmarks/NOTES.md says why each way):
 - peers on the same card: PyTorch's and CuPy's own operator (same width), and PyTorch's
   device-to-device copy as the bandwidth ceiling (CUDA events);
 - the numpy front end end to end against numpy and against PyTorch's from_numpy -> cuda -> op -> cpu;
+- against numpy in the same run, 16 MiB of uint32 (issue 12's targets, set for CPU drivers such as
+  lavapipe): a resident NOT on Tensors + synchronize, the numpy front end, `Tensor.from_numpy`;
 - the latency of one small device-resident operation, submit to result, against a tiny PyTorch
   op + synchronize;
 - the per-operation cost of a recorded list of 1,000 small dependent operations, against a CUDA
@@ -43,6 +45,8 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 WIDTH_TYPES = {8: DataType.UINT8, 16: DataType.UINT16, 32: DataType.UINT32, 64: DataType.UINT64}
 LAYOUTS = ("contiguous", "broadcast", "strided")
 ROW = 4 * KiB  # bytes per row in the broadcast and strided layouts
+#: Size of the comparisons with numpy (issue 12: numpy time / dmlgpu time, 16 MiB of uint32).
+NUMPY_TARGET_BYTES = 16 * MiB
 
 
 def _progress(items, label):
@@ -323,6 +327,36 @@ class Harness:
                                              "size": size, "seconds": t, "gbps": _moved(op, n, bits) / t / 1e9})
                     del x, x2, y
 
+    # -- against numpy on the host -------------------------------------------------------
+    def numpy_target_records(self, nbytes=NUMPY_TARGET_BYTES):
+        """dmlgpu against numpy in the same run, `nbytes` of uint32 (issue 12's targets, set for
+        CPU drivers such as lavapipe, where numpy is the peer; measured on every device):
+        resident NOT on Tensors + synchronize, the numpy front end end to end, and an upload."""
+        x = testing.sample(DataType.UINT32, (nbytes // 4,), self.rng)
+        o = np.empty_like(x)
+        with self.device:
+            t, u = Tensor.from_numpy(x), Tensor.empty(x.shape, x.dtype)
+
+        def resident():
+            numpy_api.bit_not(t, out=u)
+            self.device.synchronize()
+        resident()
+        assert testing.same_bits(u.numpy(), reference.bit_not(x)), "resident bit_not"
+        assert testing.same_bits(numpy_api.bit_not(x), reference.bit_not(x)), "front end bit_not"
+        cases = (
+            ("resident bit_not(T, out=O) + synchronize vs np.invert(x, out=o)", 0.5,
+             resident, lambda: np.invert(x, out=o)),
+            ("numpy front end bit_not(x) vs np.invert(x)", 0.3,
+             lambda: numpy_api.bit_not(x), lambda: np.invert(x)),
+            ("Tensor.from_numpy(x) vs x.copy()", 0.3,
+             lambda: Tensor.from_numpy(x, self.device), lambda: x.copy()),
+        )
+        for case, need, ours, peer in cases:
+            ours_s, numpy_s = wall_seconds(ours, repeats=7), wall_seconds(peer, repeats=7)
+            self.records.append({"kind": "numpy_target", "case": case, "size": nbytes, "target": need,
+                                 "seconds": ours_s, "numpy_seconds": numpy_s,
+                                 "ratio": numpy_s / ours_s, "met": numpy_s / ours_s >= need})
+
     # -- end to end, latency, command lists ------------------------------------------------
     def front_end_records(self, sizes):
         p = self.peers
@@ -389,6 +423,7 @@ def main(argv=None) -> int:
     if not args.skip_kernels:
         harness.peer_kernel_records()
     harness.front_end_records([64 * KiB] if args.quick else [64 * MiB, 256 * MiB])
+    harness.numpy_target_records()
     harness.device.empty_cache()  # memory cached by the cases above goes back first
     held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None
                                  else (0.25 if args.quick else 4.0))

@@ -42,6 +42,11 @@ def targets(records) -> list[dict]:
         if r["kind"] == "runtime" and "met" in r:
             value = ", ".join(f"{k}={_fmt(v)}" for k, v in r.items() if k not in ("kind", "case", "target", "met"))
             rows.append({"target": r["target"], "case": r["case"], "value": value, "met": r["met"]})
+        if r["kind"] == "numpy_target":
+            rows.append({"target": f">= {r['target']} x numpy (numpy time / ours)",
+                         "case": f"{r['case']}, uint32 {r['size'] >> 20} MiB",
+                         "value": f"{r['seconds'] * 1e3:.2f} ms vs numpy {r['numpy_seconds'] * 1e3:.2f} ms "
+                                  f"({r['ratio']:.3f} x)", "met": r["met"]})
         if r["kind"] == "front_end" and "torch_seconds" in r:
             rows.append({"target": "numpy front end >= 0.9 x torch from_numpy->cuda->op->cpu",
                          "case": f"bit_not uint32 {r['size'] >> 20} MiB",
@@ -94,7 +99,7 @@ def markdown(env, records) -> str:
                 f"{by_size[s]:.0f}" if s in by_size else "" for s in sizes) + " |")
     lines += ["", "## End to end and the runtime", ""]
     for r in records:
-        if r["kind"] in ("front_end", "runtime"):
+        if r["kind"] in ("front_end", "numpy_target", "runtime"):
             lines.append("- " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.items()))
     return "\n".join(lines) + "\n"
 

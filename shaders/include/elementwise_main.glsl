@@ -114,27 +114,28 @@ void main() {
     uint full = p.count / uint(UNIT_BYTES);  // units whose bytes all belong to the output
     uint tail = p.count % uint(UNIT_BYTES);
     uint n = p.count / (uint(OUT_BITS) / 8u);
-    FOR_EACH_UNIT(u, full + (tail == 0u ? 0u : 1u)) {
-        if (u < full) {
+    FOR_EACH_UNIT(u, full) {
 #ifdef LAYOUT_FLAT
-            STORE_UNIT(u, flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
+        STORE_UNIT(u, flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
 #else
-            STORE_UNIT(u, unit_from_elements(u, n));
+        STORE_UNIT(u, unit_from_elements(u, n));
 #endif
-            continue;
-        }
+    }
+    // The tail unit, by invocation 0 after its loop: a branch inside the loop costs CPU drivers
+    // (lavapipe runs both sides of it under a lane mask) ~25% of a 16 MiB NOT (NOTES, issue 12).
+    if (tail == 0u || first_unit() != 0u) return;
+    uint u = full;
 #if defined(LAYOUT_FLAT) && !defined(CUSTOM_FLAT_UNIT)
-        // Same width in and out: the tail vector lies inside the 16-byte-padded buffers, and the
-        // width-independent variants (raw-bit NOT, XOR, ...) have no element width to go element by element.
-        uvec4 r = UNIT_AS_VEC(flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
+    // Same width in and out: the tail vector lies inside the 16-byte-padded buffers, and the
+    // width-independent variants (raw-bit NOT, XOR, ...) have no element width to go element by element.
+    uvec4 r = UNIT_AS_VEC(flat_unit(p.in_offset0 + u * uint(UNIT_IN_WORDS), p.in_offset1 + u * uint(UNIT_IN_WORDS)));
 #else
-        uvec4 r = UNIT_AS_VEC(unit_from_elements(u, n));
+    uvec4 r = UNIT_AS_VEC(unit_from_elements(u, n));
 #endif
-        uint base = p.out_offset + uint(UNIT_WORDS) * u;
-        [[unroll]] for (uint k = 0u; k < uint(UNIT_WORDS) && 4u * k < tail; ++k) {
-            uint valid = min(tail - 4u * k, 4u);
-            out_w[base + k] = valid == 4u ? r[k] : merge_bits(out_w[base + k], r[k], low_bytes_mask(valid));
-        }
+    uint base = p.out_offset + uint(UNIT_WORDS) * u;
+    [[unroll]] for (uint k = 0u; k < uint(UNIT_WORDS) && 4u * k < tail; ++k) {
+        uint valid = min(tail - 4u * k, 4u);
+        out_w[base + k] = valid == 4u ? r[k] : merge_bits(out_w[base + k], r[k], low_bytes_mask(valid));
     }
 }
 #endif
