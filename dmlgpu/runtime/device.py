@@ -36,10 +36,11 @@ _MAPPED_TYPES = ("CPU", "integrated GPU")
 #: Shared arenas hold at most this much (or the device's maxStorageBufferRange if smaller).
 ARENA_BYTES = 256 << 20
 #: Host transfers through staging memory go in chunks of this size, several in flight: large
-#: enough that a chunk's submit (~15 us) and its hand-out to the copy threads are a few percent
-#: of its copies (~0.4 ms at 40 GB/s), small enough that filling the pipeline (one chunk's host
-#: copy before the first device copy, one device copy after the last host copy) stays short.
-STAGING_CHUNK = 16 << 20
+#: enough that a chunk's submit (~15 us) and its hand-out to the copy threads (1 MiB a thread)
+#: are small against its copies (~0.2 ms at 40 GB/s, and they overlap the next chunk's), small
+#: enough that filling the pipeline (one chunk's host copy before the first device copy, one
+#: device copy after the last host copy) costs ~0.4 ms, a tenth of a 64 MiB call's transfers.
+STAGING_CHUNK = 8 << 20
 #: Staging memory is one pooled arena of this size, kept between transfers (`empty_cache`
 #: gives it back); it holds `STAGING_SLOTS` chunks, the most one transfer uses at once.
 STAGING_ARENA = 64 << 20
