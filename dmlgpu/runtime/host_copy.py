@@ -118,19 +118,28 @@ class Pending:
             self._latch.release()
 
     def wait(self) -> None:
-        """Block until every slice has been copied; re-raises a slice's error."""
+        """Block until every slice has been copied; re-raises a slice's error.
+
+        It returns or raises only once no slice is running, even when interrupted (Ctrl-C is
+        raised after the slices, a few ms at most, have finished): callers free or reuse the
+        memory right after.
+        """
         latch = self._latch
         if latch is not None:
-            latch.acquire()
+            interrupted = None
+            while True:
+                try:
+                    latch.acquire()
+                    break
+                except BaseException as exc:  # KeyboardInterrupt while slices still copy
+                    interrupted = exc
             latch.release()
             self._latch = None
             self._dst = self._src = None
+            if interrupted is not None:
+                raise interrupted
         if self._error is not None:
             raise self._error
-
-    @property
-    def done(self) -> bool:
-        return self._latch is None or not self._latch.locked()
 
 
 class _Done(Pending):
