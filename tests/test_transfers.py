@@ -90,7 +90,7 @@ def test_host_copy_pool_is_made_once():
     a, b = np.ones(4 * P, np.uint8), np.empty(4 * P, np.uint8)
     host_copy.copy(b, a)
     threads, count = host_copy.pool_threads(), threading.active_count()
-    assert threads == (host_copy.THREADS if host_copy.parallel_slices(a.size) > 1 else 0)
+    assert (threads > 0) == (host_copy.parallel_slices(a.size) > 1)
     for _ in range(50):
         host_copy.copy(b, a)
         host_copy.start(b, a).wait()

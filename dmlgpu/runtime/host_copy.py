@@ -25,7 +25,7 @@ import numpy as np
 
 #: Copy threads: one per core this process may run on, up to 8. Past ~8 threads one socket's
 #: memory bandwidth is the limit (a host memcpy reads and writes each byte), and more only contend.
-THREADS = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
+THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 #: Copies smaller than this run in the calling thread. Handing slices to other threads costs
 #: 20-60 us (queue, wake-ups, GIL hand-offs; 55 us median on a busy 2-core host), as much as a
 #: 1 MiB copy from cache, while 4 MiB takes ~400 us at 10 GB/s and ~100 us on 8 threads.
