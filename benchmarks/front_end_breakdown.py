@@ -1,8 +1,8 @@
 """Where the numpy front end's time goes for one large call: the upload (host copy into
-staging or mapped memory, and the device's copy), the download, a host memcpy for scale, and the
-result's first touch.
+staging or mapped memory, and the device's copy), the download, host memcpys for scale (one
+thread, and the runtime's copy threads), and the result's first touch.
 
-    python benchmarks/front_end_breakdown.py [MiB]
+    python benchmarks/front_end_breakdown.py [MiB]      (DMLGPU_STAGING=1: through staging memory)
 """
 import sys
 
@@ -10,6 +10,7 @@ import numpy as np
 
 import dmlgpu
 from dmlgpu.bench import wall_seconds
+from dmlgpu.runtime import host_copy
 
 
 def main():
@@ -18,6 +19,7 @@ def main():
     device = dmlgpu.default_device()
     resident = device.upload(x)
     out = np.empty(x.nbytes, np.uint8)
+    y = np.zeros_like(x)
 
     def upload():
         device.upload(x).release()
@@ -25,11 +27,14 @@ def main():
 
     results = {
         "host memcpy (numpy copyto)": 1e3 * wall_seconds(repeats=5, fn=lambda: np.copyto(out, x.view(np.uint8))),
+        f"host memcpy ({host_copy.parallel_slices(x.nbytes)} copy threads)":
+            1e3 * wall_seconds(repeats=5, fn=lambda: host_copy.copy(out, x.view(np.uint8))),
         "new array, first touch": 1e3 * wall_seconds(repeats=5, fn=lambda: np.empty_like(out).fill(0)),
         "upload (device.upload + wait)": 1e3 * wall_seconds(repeats=5, fn=upload),
         "download (Buffer.read into out)": 1e3 * wall_seconds(repeats=5, fn=lambda: resident.read(out=out)),
         "whole bit_not call": 1e3 * wall_seconds(repeats=5, fn=lambda: dmlgpu.bit_not(x)),
         "whole bit_not call, out=": 1e3 * wall_seconds(repeats=5, fn=lambda: dmlgpu.bit_not(x, out=x)),
+        "whole bit_not call, out= apart": 1e3 * wall_seconds(repeats=5, fn=lambda: dmlgpu.bit_not(x, out=y)),
         "numpy invert": 1e3 * wall_seconds(repeats=5, fn=lambda: np.invert(x)),
     }
     print(f"{device.name}: {mib} MiB")

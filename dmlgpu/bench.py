@@ -6,7 +6,9 @@ What is measured (benchmarks/NOTES.md says why each way):
   has ramped; bytes = bytes each kernel must read and write;
 - peers on the same card: PyTorch's and CuPy's own operator (same width), and PyTorch's
   device-to-device copy as the bandwidth ceiling (CUDA events);
-- the numpy front end end to end against numpy and against PyTorch's from_numpy -> cuda -> op -> cpu;
+- the numpy front end end to end, with and without `out=`, against numpy, PyTorch's
+  from_numpy -> cuda -> op -> cpu and CuPy's asarray -> invert -> asnumpy, next to the floors
+  measured in the same run (host memcpy on 1 and on the runtime's copy threads, PCIe each way);
 - against numpy in the same run, 16 MiB of uint32 (issue 12's targets, set for CPU drivers such as
   lavapipe): a resident NOT on Tensors + synchronize, the numpy front end, `Tensor.from_numpy`;
 - the latency of one small device-resident operation, submit to result, against a tiny PyTorch
@@ -37,6 +39,7 @@ from .device import default_device
 from .dtypes import DataType
 from .operators import OPERATORS
 from .profiling import kernel_seconds
+from .runtime import host_copy
 from .tensor import Tensor
 from .tensor_desc import TensorDesc
 
@@ -359,20 +362,71 @@ class Harness:
 
     # -- end to end, latency, command lists ------------------------------------------------
     def front_end_records(self, sizes):
+        """`bit_not` on uint32 numpy data, end to end, with and without `out=` (a touched array),
+        against numpy, PyTorch and CuPy, with the transfer floors of the same size."""
         p = self.peers
         for size in sizes:
             n = size // 4
             x = testing.sample(DataType.UINT32, (n,), self.rng)
-            ours = wall_seconds(lambda: numpy_api.bit_not(x))
-            assert testing.same_bits(numpy_api.bit_not(x), reference.bit_not(x))
-            record = {"kind": "front_end", "op": "bit_not", "size": size, "seconds": ours,
+            expected = reference.bit_not(x)
+            o = np.zeros_like(x)  # written once: no page faults are timed with out=
+            assert testing.same_bits(numpy_api.bit_not(x), expected)
+            assert testing.same_bits(numpy_api.bit_not(x, out=o), expected)
+            record = {"kind": "front_end", "op": "bit_not", "size": size,
+                      "seconds": wall_seconds(lambda: numpy_api.bit_not(x)),
+                      "out_seconds": wall_seconds(lambda: numpy_api.bit_not(x, out=o)),
                       "numpy_seconds": wall_seconds(lambda: np.invert(x))}
             if p.torch:
                 torch = p.torch
                 xi = x.view(np.int32)
                 record["torch_seconds"] = wall_seconds(
                     lambda: torch.bitwise_not(torch.from_numpy(xi).cuda()).cpu().numpy())
+            if p.cupy:
+                cp = p.cupy
+
+                def cupy_call(out=None):
+                    return cp.asnumpy(cp.invert(cp.asarray(x)), out=out)
+
+                o.fill(0)
+                assert testing.same_bits(cupy_call(), expected) and testing.same_bits(cupy_call(o), expected)
+                record["cupy_seconds"] = wall_seconds(cupy_call)
+                record["cupy_out_seconds"] = wall_seconds(lambda: cupy_call(o))
+            record.update(self.transfer_floors(x.view(np.uint8), o.view(np.uint8)))
             self.records.append(record)
+
+    def transfer_floors(self, src: np.ndarray, dst: np.ndarray) -> dict:
+        """What moving these bytes costs at best, measured now: a host memcpy on one thread and
+        on the runtime's copy threads (into touched memory), PCIe each way (PyTorch's pinned
+        copies, CUDA events), and the runtime's own upload and download (host copies included:
+        without PyTorch, the only device-side figure)."""
+        size = src.size
+        floors = {"memcpy_gbps": size / wall_seconds(lambda: np.copyto(dst, src)) / 1e9,
+                  "memcpy_threads": host_copy.parallel_slices(size),
+                  "memcpy_threads_gbps": size / wall_seconds(lambda: host_copy.copy(dst, src)) / 1e9}
+        device = self.device
+        buffer = device.allocate(size, zero_fill=False)
+
+        def upload():
+            buffer.write(src)
+            device.synchronize()
+
+        floors["upload_gbps"] = size / wall_seconds(upload) / 1e9
+        floors["download_gbps"] = size / wall_seconds(lambda: buffer.read(out=dst)) / 1e9
+        buffer.release()
+        if self.peers.torch:
+            torch = self.peers.torch
+            pinned = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+            on_device = torch.empty(size, dtype=torch.uint8, device="cuda")
+            floors["pcie_h2d_gbps"] = size / self.peers.torch_time(
+                lambda: on_device.copy_(pinned, non_blocking=True)) / 1e9
+            floors["pcie_d2h_gbps"] = size / self.peers.torch_time(
+                lambda: pinned.copy_(on_device, non_blocking=True)) / 1e9
+            floors["pcie_source"] = "torch pinned copies"
+            del pinned, on_device
+        else:
+            floors["pcie_h2d_gbps"], floors["pcie_d2h_gbps"] = floors["upload_gbps"], floors["download_gbps"]
+            floors["pcie_source"] = "dmlgpu upload/download"
+        return floors
 
 
 def _moved(op, n, bits) -> int:
@@ -422,7 +476,7 @@ def main(argv=None) -> int:
     env["clocks_after_kernels"] = gpu_clocks()
     if not args.skip_kernels:
         harness.peer_kernel_records()
-    harness.front_end_records([64 * KiB] if args.quick else [64 * MiB, 256 * MiB])
+    harness.front_end_records([64 * KiB] if args.quick else [1 * MiB, 64 * MiB, 256 * MiB])
     harness.numpy_target_records()
     harness.device.empty_cache()  # memory cached by the cases above goes back first
     held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None

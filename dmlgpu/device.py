@@ -21,13 +21,15 @@ class Device(runtime.Device):
     Args:
         index: Vulkan physical-device index; None picks DMLGPU_DEVICE, else the first GPU,
             else a CPU implementation such as lavapipe.
+        staging: True sends host transfers through staging memory even where the device's
+            memory is host-visible (a test and diagnostic knob); None: DMLGPU_STAGING=1 says.
 
     `with device:` makes it the current device of the calling thread (the numpy front end,
     `Tensor.from_numpy`, `Tensor.empty` and Tensor results use it).
     """
 
-    def __init__(self, index: int | None = None):
-        super().__init__(index)
+    def __init__(self, index: int | None = None, *, staging: bool | None = None):
+        super().__init__(index, staging=staging)
         self._operators: OrderedDict = OrderedDict()
 
     def create_operator(self, operator_desc, feature_level=None) -> CompiledOperator:

@@ -3,7 +3,8 @@
 - Memory: `Buffer`s are blocks of pooled arenas (`memory.MemoryPool`). Where the device's own
   memory is host-visible (CPU drivers such as lavapipe, integrated GPUs), arenas are mapped and
   read and written in place; elsewhere transfers go through pooled host-visible staging memory
-  in chunks, so host copies overlap the device's copies.
+  in chunks, pipelined so that host copies overlap the device's copies. Host copies of a few
+  MiB and more run on several cores (`host_copy`).
 - Work: queued on the device's `Stream` and returned from at once; the host waits only to read
   (`Buffer.read`), to write memory the device may still use, and in `synchronize()`.
 - Pipelines: one per program (a shader variant with its specialization) × grid × the arenas it
@@ -17,12 +18,13 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 
 import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError, ValidationError
 from ..validation import is_int
-from . import debug_layer, vulkan
+from . import debug_layer, host_copy, vulkan
 from .memory import MemoryPool
 from .probe import physical_device_count
 from .stream import Stream
@@ -34,9 +36,22 @@ _PREFERENCE = (2, 1, 3, 0, 4)
 _MAPPED_TYPES = ("CPU", "integrated GPU")
 #: Shared arenas hold at most this much (or the device's maxStorageBufferRange if smaller).
 ARENA_BYTES = 256 << 20
-#: Host transfers through staging memory go in chunks of this size, several in flight.
-STAGING_CHUNK = 16 << 20
+#: Host transfers through staging memory go in chunks of this size, several in flight: large
+#: enough that a chunk's submit (~15 us) and its hand-out to the copy threads (1 MiB a thread)
+#: are small against its copies (~0.2 ms at 40 GB/s, and they overlap the next chunk's), small
+#: enough that filling the pipeline (one chunk's host copy before the first device copy, one
+#: device copy after the last host copy) costs ~0.4 ms, a tenth of a 64 MiB call's transfers.
+STAGING_CHUNK = 8 << 20
+#: Staging memory is one pooled arena of this size, kept between transfers (`empty_cache`
+#: gives it back); it holds `STAGING_SLOTS` chunks, the most one transfer uses at once.
 STAGING_ARENA = 64 << 20
+STAGING_SLOTS = STAGING_ARENA // STAGING_CHUNK
+#: A download keeps this many device copies queued ahead of the chunk whose host copy is
+#: running (which holds the last slot).
+DOWNLOAD_WINDOW = STAGING_SLOTS - 1
+#: An upload chunk at least this large is submitted at once, so the device copies it while the
+#: host fills the next; smaller ones ride with the work that follows.
+SUBMIT_CHUNK_BYTES = 1 << 20
 _SERIALS = itertools.count(1)
 _CURRENT = threading.local()
 
@@ -123,12 +138,16 @@ class Device:
     Args:
         index: Vulkan physical-device index; None picks DMLGPU_DEVICE, else the first GPU,
             else a CPU implementation such as lavapipe.
+        staging: True sends every host transfer through staging memory, with device memory
+            left unmapped, even where the host could map it (lavapipe, integrated GPUs): the
+            path a discrete GPU takes, as a test and diagnostic knob. None (default): on when
+            the environment sets DMLGPU_STAGING=1.
 
     `with device:` makes it the current device of the calling thread: the numpy front end and
     new Tensors use it.
     """
 
-    def __init__(self, index: int | None = None):
+    def __init__(self, index: int | None = None, *, staging: bool | None = None):
         debug_layer.configure()  # DMLGPU_VALIDATION=1: before the process's first instance
         physical_device_count()  # kp aborts the process when there is no driver: ask first
         context = vulkan.Context(0)
@@ -147,7 +166,9 @@ class Device:
         self.name = self.properties["device_name"]
         self.type = DEVICE_TYPES.get(self.properties["device_type"], "unknown")
         self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16
-        self.mapped = self.type in _MAPPED_TYPES
+        if staging is None:
+            staging = os.environ.get("DMLGPU_STAGING", "") == "1"
+        self.mapped = self.type in _MAPPED_TYPES and not staging  # else transfers go through staging
         self._whole_arenas = debug_layer.requested()
         self._lock = threading.RLock()
         self._pipelines: dict = {}
@@ -420,28 +441,68 @@ class Device:
 
     # -- host transfers --------------------------------------------------------------------
     def _write(self, buffer: "Buffer", data: np.ndarray, offset: int, fresh: bool) -> None:
+        """Copy flat uint8 `data` into `buffer` at `offset`, after queued work on those bytes.
+
+        Through staging memory the transfer is a pipeline of `STAGING_CHUNK` pieces: the copy
+        threads fill chunk k + 1 while chunk k's device copy is submitted and runs.
+        """
         block = buffer._block
-        start = block.offset + offset
         memory = block.arena.memory
         stream = self._stream
         if memory.mapped:
             if not fresh and buffer.last_use > stream.completed:
                 stream.wait(buffer.last_use)  # the device may still read or write these bytes
-            memory.view[start:start + data.size] = data
+            start = block.offset + offset
+            host_copy.copy(memory.view[start:start + data.size], data)
             return
-        for lo in range(0, data.size, STAGING_CHUNK):
-            piece = data[lo:lo + STAGING_CHUNK]
-            staging = self._take(self._staging, piece.size)
-            staging.arena.memory.view[staging.offset:staging.offset + piece.size] = piece
-            stream.order((), [self._span(block, offset + lo, offset + lo + piece.size)], transfer=True).copy(
-                staging.arena.memory.handle, memory.handle, staging.offset, start + lo, piece.size)
-            buffer.last_use = stream.position
+        filling = None  # (lo, n, staging block, its host copy): filled, not yet sent
+        try:
+            for lo in range(0, data.size, STAGING_CHUNK):
+                n = min(STAGING_CHUNK, data.size - lo)
+                staging = self._take(self._staging, n)
+                try:
+                    pending = host_copy.start(staging.arena.memory.view[staging.offset:staging.offset + n],
+                                              data[lo:lo + n])
+                except BaseException:
+                    self._staging.free(staging)
+                    raise
+                previous, filling = filling, (lo, n, staging, pending)
+                if previous is not None:
+                    self._send(buffer, offset, previous)
+            previous, filling = filling, None
+            if previous is not None:
+                self._send(buffer, offset, previous)
+        finally:
+            if filling is not None:  # an error left a chunk filling: let it land, then free it
+                try:
+                    filling[3].wait()
+                finally:
+                    self._staging.free(filling[2])
+
+    def _send(self, buffer: "Buffer", offset: int, chunk) -> None:
+        """Queue the device copy of a filled staging chunk into `buffer`, once it has landed."""
+        lo, n, staging, pending = chunk
+        stream = self._stream
+        position = None
+        try:
+            pending.wait()
+            block = buffer._block
+            stream.order((), [self._span(block, offset + lo, offset + lo + n)], transfer=True).copy(
+                staging.arena.memory.handle, block.arena.memory.handle, staging.offset,
+                block.offset + offset + lo, n)
+            position = buffer.last_use = stream.position
             stream.queued("upload")
-            self._staging.free(staging, stream.position)
-            if piece.size >= (1 << 20):
-                stream.flush()  # let the device copy this piece while the host fills the next
+        finally:  # reused once the device has copied it (or at once if nothing was queued)
+            self._staging.free(staging, position)
+        if n >= SUBMIT_CHUNK_BYTES:
+            stream.flush()  # let the device copy this chunk while the host fills the next
 
     def _read(self, buffer: "Buffer", offset: int, size: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Copy `size` bytes of `buffer` from `offset` into `out` (default: a new uint8 array).
+
+        Through staging memory the transfer is a pipeline: up to `DOWNLOAD_WINDOW` device copies
+        run ahead of the chunk the copy threads are landing in `out`.
+        """
         block = buffer._block
         start = block.offset + offset
         memory = block.arena.memory
@@ -450,29 +511,54 @@ class Device:
         if memory.mapped:
             if buffer.last_use > stream.completed:
                 stream.wait(buffer.last_use)
-            result[:] = memory.view[start:start + size]
+            host_copy.copy(result, memory.view[start:start + size])
             return result
-        pending = []
-        window = max(1, STAGING_ARENA // STAGING_CHUNK)
-        for lo in range(0, size, STAGING_CHUNK):
-            n = min(STAGING_CHUNK, size - lo)
-            staging = self._take(self._staging, n)
-            stream.order([self._span(block, offset + lo, offset + lo + n)], (), transfer=True).copy(
-                memory.handle, staging.arena.memory.handle, start + lo, staging.offset, n)
-            stream.queued("download")
-            stream.flush()
-            pending.append((stream.position - 1, lo, n, staging))
-            if len(pending) >= window:
-                self._land(pending.pop(0), result)
-        for item in pending:
-            self._land(item, result)
+        copying: deque = deque()  # (stream position, lo, n, staging block): device copies queued
+        landing = None  # (staging block, its host copy into `result`)
+        try:
+            for lo in range(0, size, STAGING_CHUNK):
+                n = min(STAGING_CHUNK, size - lo)
+                staging = self._take(self._staging, n)
+                try:
+                    stream.order([self._span(block, offset + lo, offset + lo + n)], (), transfer=True).copy(
+                        memory.handle, staging.arena.memory.handle, start + lo, staging.offset, n)
+                    stream.queued("download")
+                    stream.flush()
+                except BaseException:
+                    self._staging.free(staging, stream.position)
+                    raise
+                copying.append((stream.position - 1, lo, n, staging))
+                while len(copying) >= DOWNLOAD_WINDOW or (copying and lo + n == size):
+                    # Queued behind the previous landing, so the copy threads go straight on.
+                    previous, landing = landing, self._land(copying.popleft(), result)
+                    if previous is not None:
+                        self._landed(previous)
+        finally:
+            for position, _, _, staging in copying:  # only after an error
+                self._staging.free(staging, position)
+            if landing is not None:
+                self._landed(landing)
         return result
 
-    def _land(self, item, result) -> None:
-        position, lo, n, staging = item
-        self._stream.wait(position)
-        result[lo:lo + n] = staging.arena.memory.view[staging.offset:staging.offset + n]
-        self._staging.free(staging)
+    def _land(self, chunk, result: np.ndarray):
+        """Wait for `chunk`'s device copy, then start its host copy into `result`; returns
+        (staging block, pending host copy)."""
+        position, lo, n, staging = chunk
+        try:
+            self._stream.wait(position)
+            pending = host_copy.start(result[lo:lo + n], staging.arena.memory.view[staging.offset:staging.offset + n])
+        except BaseException:
+            self._staging.free(staging, position)
+            raise
+        return staging, pending
+
+    def _landed(self, landing) -> None:
+        """Wait until a landing host copy is done and give its staging chunk back."""
+        staging, pending = landing
+        try:
+            pending.wait()
+        finally:
+            self._staging.free(staging)
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:

@@ -1,0 +1,245 @@
+"""Host transfers: the copy threads (`runtime.host_copy`) bit for bit, and every transfer path
+both ways: mapped arenas (lavapipe's own) and staging memory (a discrete GPU's, forced here
+with `Device(staging=True)`)."""
+import multiprocessing
+import subprocess
+import sys
+import threading
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import DataType, Tensor, reference, testing
+from dmlgpu.runtime import device as runtime_device
+from dmlgpu.runtime import host_copy
+
+P = host_copy.PARALLEL_BYTES
+CHUNK = runtime_device.STAGING_CHUNK
+GUARD = 0x5A
+
+
+def _guarded(n, offset):
+    """A uint8 view of n bytes at `offset` into a guard-filled array with guards after it too."""
+    raw = np.full(n + offset + 64, GUARD, np.uint8)
+    return raw, raw[offset:offset + n]
+
+
+# -- the copy threads ---------------------------------------------------------------------------
+@pytest.mark.parametrize("threads", [None, 8], ids=["threads=cores", "threads=8"])
+@pytest.mark.parametrize("n", [0, 1, 4095, P - 1, P, P + 1, P + 4096, 3 * P + 17, 8 * P - 3])
+@pytest.mark.parametrize("how", ["copy", "start"])
+def test_host_copy_is_exact_around_the_threshold(n, threads, how, rng, monkeypatch):
+    if threads:  # more slices than this machine's threads: the pool takes them in turn
+        monkeypatch.setattr(host_copy, "THREADS", threads)
+    data = rng.integers(0, 256, n + 3, dtype=np.uint8)
+    for src_offset, dst_offset in ((0, 0), (3, 1), (1, 7)):
+        src = data[src_offset:src_offset + n]
+        raw, dst = _guarded(n, dst_offset)
+        if how == "copy":
+            host_copy.copy(dst, src)
+        else:
+            host_copy.start(dst, src).wait()
+        assert testing.same_bits(dst, src), (n, src_offset, dst_offset)
+        assert (raw[:dst_offset] == GUARD).all() and (raw[dst_offset + n:] == GUARD).all()
+
+
+def test_host_copy_slices_are_page_aligned_and_cover_everything(monkeypatch):
+    monkeypatch.setattr(host_copy, "THREADS", 8)
+    for n in (P, P + 1, 3 * P + 17, 64 << 20):
+        a, b = np.empty(n, np.uint8), np.empty(n, np.uint8)
+        bounds = host_copy._bounds(a, b)
+        assert bounds[0][0] == 0 and bounds[-1][1] == n
+        assert all(hi == lo for (_, hi), (lo, _) in zip(bounds, bounds[1:]))
+        assert all(lo % host_copy.SLICE_ALIGN == 0 for lo, _ in bounds)
+        assert len(bounds) == host_copy.parallel_slices(n) <= 8
+    assert host_copy._bounds(np.empty(P - 1, np.uint8), np.empty(P - 1, np.uint8)) is None
+
+
+def test_host_copy_strided_overlapping_and_other_shapes_match_numpy(rng):
+    n = 4 * P
+    src = rng.integers(0, 256, 2 * n, dtype=np.uint8)
+    dst = np.zeros(2 * n, np.uint8)
+    host_copy.copy(dst[::2], src[1::2])  # strided 1-D views
+    assert testing.same_bits(dst[::2], src[1::2]) and not dst[1::2].any()
+    overlap = src.copy()
+    expected = overlap.copy()
+    expected[1:] = expected[:-1].copy()
+    host_copy.copy(overlap[1:], overlap[:-1])  # overlapping: numpy copies it whole
+    assert testing.same_bits(overlap, expected)
+    grid = np.zeros((n // 64, 64), np.uint8)
+    host_copy.copy(grid, src[:n].reshape(-1, 64))  # not 1-D: numpy whole
+    assert testing.same_bits(grid.reshape(-1), src[:n])
+    wide = np.zeros(n, np.uint32)
+    host_copy.copy(wide, src[:n])  # as `wide[...] = src`: values, not bytes
+    assert (wide == src[:n]).all()
+
+
+def test_host_copy_errors_reach_the_caller():
+    readonly = np.zeros(4 * P, np.uint8)
+    readonly.flags.writeable = False
+    for copy in (host_copy.copy, lambda d, s: host_copy.start(d, s).wait()):
+        with pytest.raises(ValueError):
+            copy(readonly, np.ones(4 * P, np.uint8))
+    host_copy.copy(np.empty(4 * P, np.uint8), np.ones(4 * P, np.uint8))  # the pool still works
+
+
+def test_host_copy_pool_is_made_once():
+    a, b = np.ones(4 * P, np.uint8), np.empty(4 * P, np.uint8)
+    host_copy.copy(b, a)
+    threads, count = host_copy.pool_threads(), threading.active_count()
+    assert (threads > 0) == (host_copy.parallel_slices(a.size) > 1)
+    for _ in range(50):
+        host_copy.copy(b, a)
+        host_copy.start(b, a).wait()
+    assert host_copy.pool_threads() == threads and threading.active_count() == count
+    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("dmlgpu-host-copy"))
+
+
+def _copy_in_child(queue):
+    a = np.arange(4 * P, dtype=np.uint32).view(np.uint8)
+    b = np.empty_like(a)
+    host_copy.copy(b, a)
+    queue.put(bool((a == b).all()))
+
+
+def test_host_copy_works_in_a_forked_child():
+    host_copy.copy(np.empty(4 * P, np.uint8), np.ones(4 * P, np.uint8))  # the parent's pool exists
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_copy_in_child, args=(queue,))
+    with warnings.catch_warnings():  # forking a process with threads warns (Python 3.12+): on purpose here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("a parallel copy hung in a forked child")
+    assert child.exitcode == 0 and queue.get(timeout=5)
+
+
+def test_interpreter_exit_does_not_wait_for_the_pool():
+    code = ("import numpy as np; from dmlgpu.runtime import host_copy; "
+            f"a = np.ones({4 * P}, np.uint8); b = np.empty_like(a); host_copy.copy(b, a); "
+            "assert host_copy.pool_threads() or host_copy.THREADS == 1; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+# -- transfers, mapped and through staging ------------------------------------------------------
+@pytest.fixture(params=[False, True], ids=["own-path", "staging"])
+def transfer_device(request):
+    """A device of its own whose transfers are the device's own kind, or forced through staging."""
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=request.param)
+    if request.param:
+        assert not device.mapped
+    yield device
+    device.close()
+
+
+SIZES = [1, 3, 4096, 4099, P + 5, CHUNK - 1, CHUNK, CHUNK + 1,
+         runtime_device.STAGING_SLOTS * CHUNK + 13]  # more chunks than staging holds at once
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_upload_and_read_are_exact(transfer_device, n, rng):
+    data = rng.integers(0, 256, n + 7, dtype=np.uint8)[7:]  # an odd address
+    buffer = transfer_device.upload(data)
+    assert buffer.size_in_bytes >= n
+    assert testing.same_bits(buffer.read(0, n), data)
+    raw, out = _guarded(n, 3)
+    assert buffer.read(0, n, out=out) is out
+    assert testing.same_bits(out, data) and (raw[:3] == GUARD).all() and (raw[3 + n:] == GUARD).all()
+    if n > 2:  # ranges at odd offsets
+        assert testing.same_bits(buffer.read(1, n - 2), data[1:-1])
+        patch = rng.integers(0, 256, n - 2, dtype=np.uint8)
+        buffer.write(patch, 1)
+        expected = data.copy()
+        expected[1:-1] = patch
+        assert testing.same_bits(buffer.read(0, n), expected)
+    buffer.release()
+
+
+def test_writes_wait_for_queued_work_on_their_bytes(transfer_device, rng):
+    n = CHUNK + 4096
+    x = testing.sample(DataType.UINT32, (n // 4,), rng)
+    with transfer_device:
+        t = Tensor.from_numpy(x)
+        u = ~t  # queued, reads t
+        t.buffer.write(np.zeros(n, np.uint8))  # must land after the NOT has read t
+        assert testing.same_bits(u.numpy(), reference.bit_not(x))
+        assert not t.numpy().any()
+
+
+@pytest.mark.parametrize("n", [5, P + 3, 2 * CHUNK + 12])
+def test_front_end_and_tensors_through_either_path(transfer_device, n, rng):
+    x = testing.sample(DataType.UINT32, (n // 4 or 1,), rng)
+    with transfer_device:
+        assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
+        out = np.zeros_like(x)
+        assert dmlgpu.bit_not(x, out=out) is out
+        assert testing.same_bits(out, reference.bit_not(x))
+        inplace = x.copy()
+        dmlgpu.bit_not(inplace, out=inplace)
+        assert testing.same_bits(inplace, reference.bit_not(x))
+        t = Tensor.from_numpy(x[::-1])
+        assert testing.same_bits(t.numpy(), x[::-1])
+        assert testing.same_bits(t[1::3].numpy(), x[::-1][1::3])
+
+
+def test_front_end_with_out_allocates_no_host_array(transfer_device, rng):
+    x = testing.sample(DataType.UINT32, ((CHUNK + P) // 4,), rng)
+    out = np.zeros_like(x)
+    with transfer_device:
+        dmlgpu.bit_not(x, out=out)  # warm: the device's arenas and staging exist
+        tracemalloc.start()
+        try:
+            dmlgpu.bit_not(x, out=out)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert testing.same_bits(out, reference.bit_not(x))
+    assert peak < x.nbytes // 16, f"{peak} bytes of host memory allocated for a {x.nbytes}-byte call"
+
+
+def test_staging_is_one_arena_kept_between_transfers_until_empty_cache(rng):
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    data = rng.integers(0, 256, 3 * runtime_device.STAGING_SLOTS * CHUNK // 2, dtype=np.uint8)
+    for _ in range(3):
+        buffer = device.upload(data)
+        assert testing.same_bits(buffer.read(), data)
+        buffer.release()
+        assert device.memory_stats()["staging_reserved_bytes"] == runtime_device.STAGING_ARENA
+    device.empty_cache()
+    assert device.memory_stats()["staging_reserved_bytes"] == 0
+    buffer = device.upload(data[:CHUNK + 1])  # and it comes back when needed
+    assert testing.same_bits(buffer.read(0, CHUNK + 1), data[:CHUNK + 1])
+    assert device.memory_stats()["staging_reserved_bytes"] == runtime_device.STAGING_ARENA
+    device.close()
+
+
+def test_a_failed_read_gives_its_staging_back(rng):
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    data = rng.integers(0, 256, 2 * CHUNK + 8, dtype=np.uint8)
+    buffer = device.upload(data)
+    readonly = np.zeros(data.size, np.uint8)
+    readonly.flags.writeable = False
+    for _ in range(3):
+        with pytest.raises(ValueError):
+            buffer.read(out=readonly)
+    device.synchronize()
+    assert testing.same_bits(buffer.read(), data)
+    assert device.memory_stats()["staging_reserved_bytes"] == runtime_device.STAGING_ARENA
+    device.close()
+
+
+def test_staging_from_the_environment(monkeypatch):
+    monkeypatch.setenv("DMLGPU_STAGING", "1")
+    device = dmlgpu.Device(dmlgpu.default_device().index)
+    assert not device.mapped
+    device.close()
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=False)  # the argument wins
+    assert device.mapped == (device.type in ("CPU", "integrated GPU"))
+    device.close()
