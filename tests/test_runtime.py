@@ -209,3 +209,28 @@ def test_interpreter_exit_with_queued_work_is_clean(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done" and result.stderr == ""
     assert not log.exists() or log.read_text() == "", log.read_text()
+
+
+def test_an_operation_alone_is_replayed_from_a_kept_command_buffer(fresh, rng):
+    """One dispatch queued on an idle stream and waited for is submitted from a command buffer
+    recorded once for it: repeating it makes no new command buffers, and every replay computes
+    afresh (new input data each time), bit for bit."""
+    with fresh:
+        t, o = Tensor.empty((256,), np.uint32), Tensor.empty((256,), np.uint32)
+    for k in range(3):
+        x = testing.sample(DataType.UINT32, (256,), rng)
+        t.buffer.write(x)
+        fresh.synchronize()
+        before = fresh.memory_stats()
+        for _ in range(5):
+            dmlgpu.bit_not(t, out=o)
+            fresh.synchronize()
+        after = fresh.memory_stats()
+        assert after["submits"] - before["submits"] == 5
+        if k:
+            assert after["command_buffers"] == before["command_buffers"]
+        assert testing.same_bits(o.numpy(), reference.bit_not(x))
+    # Held back, then joined by a dependent operation: recorded in order with a barrier.
+    dmlgpu.bit_not(t, out=o)
+    dmlgpu.bit_not(o, out=t)
+    assert testing.same_bits(t.numpy(), x)

@@ -350,11 +350,10 @@ class Device:
         """Queue one prepared dispatch behind the work it depends on; returns at once."""
         with self._lock:
             stream = self._stream
-            stream.order(launch.reads, launch.writes).dispatch(launch.pipeline.handle, launch.push)
             position = stream.position
+            stream.dispatch(launch.pipeline, launch.push, launch.reads, launch.writes, launch.name)
             for ref in launch.buffers:
                 ref().last_use = position
-            stream.queued(launch.name)
 
     def record(self, steps, name: str):
         """Record a list of launches (with None for a barrier) into a reusable command buffer."""

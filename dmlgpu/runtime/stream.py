@@ -14,13 +14,19 @@ may overlap on the GPU. The tracked ranges carry over from one submission to the
 queue submission order alone orders nothing in Vulkan; once the host has waited for everything
 submitted, nothing is owed and the tracking starts afresh.
 
+A dispatch queued while the stream is idle (nothing open, nothing in flight, nothing owed) is
+held back rather than recorded: if it is still alone when the batch is submitted, a command
+buffer holding only it, recorded once and kept (up to `REPLAYS`, keyed by pipeline and push
+constants), is submitted instead. The common "one operation, then wait" then costs what a
+recorded command buffer costs, with no recording, no command-buffer begin/end and no reset.
+
 Positions: every operation is queued at `position`, the number of the batch being recorded;
 `completed` is the number of the last batch known to have finished. Frees and host accesses
 wait for positions, never for the whole device unless asked.
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 
 from ..errors import DeviceError
 
@@ -30,6 +36,8 @@ BATCH_OPS = 64
 MAX_COMMAND_BUFFERS = 4
 #: Past this many tracked ranges a barrier is cheaper than checking them all in Python.
 MAX_TRACKED = 16
+#: Command buffers holding one dispatch each, kept for replay (least recently used dropped).
+REPLAYS = 16
 
 
 class Stream:
@@ -47,6 +55,8 @@ class Stream:
         self._writes: list = []
         self._force_barrier = False
         self._transfers = False  # a copy or fill since the last barrier
+        self._solo = None  # (pipeline, push, name): a dispatch held back on an idle stream
+        self._replays: OrderedDict = OrderedDict()  # (pipeline id, push bytes) -> (pipeline, commands)
         self.barriers = 0
         self.submits = 0
         self.on_complete = None  # called with `completed` after waits (reclaims memory)
@@ -63,7 +73,24 @@ class Stream:
                     self.on_complete(self.completed)
             self._open = self._free.pop() if self._free else self._context.commands()
             self._count = 0
+            if self._solo is not None:  # no longer alone: record it first, as queued
+                pipeline, push, _ = self._solo
+                self._solo = None
+                self._open.dispatch(pipeline.handle, push)
+                self._count = 1
         return self._open
+
+    def dispatch(self, pipeline, push, reads, writes, name: str) -> None:
+        """Queue a dispatch of `pipeline` (a vulkan.Pipeline) that reads and writes these spans."""
+        if self._open is None and self._solo is None and not self._inflight and not self._force_barrier \
+                and not self._reads and not self._writes:
+            self._solo = (pipeline, push, name)  # idle: nothing to order it after
+            self._reads, self._writes = list(reads), list(writes)
+            self._transfers = False
+            self._names.append(name)
+            return
+        self.order(reads, writes).dispatch(pipeline.handle, push)
+        self.queued(name)
 
     def order(self, reads, writes, transfer: bool = False):
         """Record a barrier first if these (arena id, start, end) accesses depend on earlier ones;
@@ -99,6 +126,9 @@ class Stream:
 
     def flush(self) -> None:
         """Submit the open batch (if any) without waiting."""
+        if self._solo is not None:
+            self._submit_solo()
+            return
         commands = self._open
         if commands is None:
             return
@@ -112,6 +142,34 @@ class Stream:
             raise DeviceError(f"submitting {_describe(self._names)} failed: {exc}") from exc
         self._inflight.append((self.position, commands, True, self._names))
         self._open, self._names = None, []
+        self.position += 1
+        self.submits += 1
+
+    def _submit_solo(self) -> None:
+        """Submit the held-back dispatch alone, from a command buffer recorded once for it."""
+        pipeline, push, _ = self._solo
+        self._solo = None
+        key = (id(pipeline), push.tobytes())
+        entry = self._replays.get(key)
+        if entry is not None and entry[0].handle is not None:
+            self._replays.move_to_end(key)
+            commands = entry[1]
+        else:
+            if entry is not None:  # its pipeline was destroyed with an arena
+                entry[1].destroy()
+            commands = self._context.commands()
+            commands.dispatch(pipeline.handle, push)
+            commands.host_barrier()
+            self._replays[key] = (pipeline, commands)  # holding `pipeline` keeps its id unique
+            if len(self._replays) > REPLAYS:  # nothing is in flight while a dispatch is held back
+                self._replays.popitem(last=False)[1][1].destroy()
+        try:
+            commands.submit()
+        except Exception as exc:
+            names, self._names = self._names, []
+            raise DeviceError(f"submitting {_describe(names)} failed: {exc}") from exc
+        self._inflight.append((self.position, commands, False, self._names))
+        self._names = []
         self.position += 1
         self.submits += 1
 
@@ -156,11 +214,11 @@ class Stream:
 
     def wait(self, position: int) -> None:
         """Wait until every batch up to `position` has completed (submitting it if open)."""
-        if position >= self.position and self._open is not None:
+        if position >= self.position and (self._open is not None or self._solo is not None):
             self.flush()
         while self._inflight and self._inflight[0][0] <= position:
             self._retire()
-        if not self._inflight and self._open is None:
+        if not self._inflight and self._open is None and self._solo is None:
             # Everything submitted has completed and the host has seen its fence: the fence
             # signal, the host's wait and the next submit order all of it before later work,
             # so no barrier is owed to it any more.
@@ -177,7 +235,7 @@ class Stream:
     def command_buffers(self) -> int:
         """Command buffers this stream owns (recycled, never made per operation)."""
         own = sum(1 for entry in self._inflight if entry[2])
-        return len(self._free) + own + (self._open is not None)
+        return len(self._free) + own + (self._open is not None) + len(self._replays)
 
     def destroy(self) -> None:
         for _, commands, recycle, _ in self._inflight:
@@ -187,6 +245,10 @@ class Stream:
                 pass
         for commands in self._free:
             commands.destroy()
+        for _, commands in self._replays.values():
+            commands.destroy()
+        self._replays.clear()
+        self._solo = None
         if self._open is not None:
             self._open.destroy()
         for _, commands, recycle, _ in self._inflight:
