@@ -144,6 +144,11 @@ def abi_glsl() -> str:
     return "\n".join(lines)
 
 
+def module_names() -> list[str]:
+    """Every SPIR-V module the build makes: each variant, then the command lists' chain."""
+    return [v.name for v in all_variants()] + [CHAIN_VARIANT]
+
+
 def variant_lines() -> str:
     lines = []
     for v in all_variants():
