@@ -234,3 +234,18 @@ def test_an_operation_alone_is_replayed_from_a_kept_command_buffer(fresh, rng):
     dmlgpu.bit_not(t, out=o)
     dmlgpu.bit_not(o, out=t)
     assert testing.same_bits(t.numpy(), x)
+
+
+def test_operations_alone_on_ever_new_data_make_no_command_buffers(fresh):
+    """Kept replays are bounded and re-recorded, never made per call: operations queued alone on
+    a hundred different outputs leave at most the rotation plus the kept replays."""
+    from dmlgpu.runtime.stream import REPLAYS
+    with fresh:
+        t = Tensor.from_numpy(np.arange(64, dtype=np.uint32))
+        outs = [Tensor.empty((64,), np.uint32) for _ in range(100)]
+    for _ in range(2):
+        for o in outs:
+            dmlgpu.bit_not(t, out=o)
+            fresh.synchronize()
+    assert fresh.memory_stats()["command_buffers"] <= MAX_COMMAND_BUFFERS + REPLAYS
+    assert all(testing.same_bits(o.numpy(), ~np.arange(64, dtype=np.uint32)) for o in outs[::17])

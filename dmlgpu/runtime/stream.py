@@ -15,9 +15,10 @@ queue submission order alone orders nothing in Vulkan; once the host has waited 
 submitted, nothing is owed and the tracking starts afresh.
 
 A dispatch queued while the stream is idle (nothing open, nothing in flight, nothing owed) is
-held back rather than recorded: if it is still alone when the batch is submitted, a command
-buffer holding only it, recorded once and kept (up to `REPLAYS`, keyed by pipeline and push
-constants), is submitted instead. The common "one operation, then wait" then costs what a
+held back rather than recorded: if it is still alone when the batch is submitted and was alone
+before, a command buffer holding only it, recorded once and kept (`REPLAYS` of them, keyed by
+pipeline and push constants, made once and re-recorded for other dispatches), is submitted
+instead. The common "one operation, then wait" then costs what a
 recorded command buffer costs, with no recording, no command-buffer begin/end and no reset.
 
 Positions: every operation is queued at `position`, the number of the batch being recorded;
@@ -57,6 +58,7 @@ class Stream:
         self._transfers = False  # a copy or fill since the last barrier
         self._solo = None  # (pipeline, push, name): a dispatch held back on an idle stream
         self._replays: OrderedDict = OrderedDict()  # (pipeline id, push bytes) -> (pipeline, commands)
+        self._seen: OrderedDict = OrderedDict()  # keys of dispatches lately submitted alone
         self.barriers = 0
         self.submits = 0
         self.on_complete = None  # called with `completed` after waits (reclaims memory)
@@ -127,8 +129,11 @@ class Stream:
     def flush(self) -> None:
         """Submit the open batch (if any) without waiting."""
         if self._solo is not None:
-            self._submit_solo()
-            return
+            replay = self._replay(*self._solo[:2])
+            if replay is not None:
+                self._submit_solo(replay)
+                return
+            self._commands()  # records it into a command buffer of the rotation
         commands = self._open
         if commands is None:
             return
@@ -145,24 +150,38 @@ class Stream:
         self.position += 1
         self.submits += 1
 
-    def _submit_solo(self) -> None:
-        """Submit the held-back dispatch alone, from a command buffer recorded once for it."""
-        pipeline, push, _ = self._solo
-        self._solo = None
+    def _replay(self, pipeline, push):
+        """The kept command buffer holding only this dispatch, or None: kept from the second
+        time a dispatch is submitted alone, in one of `REPLAYS` command buffers made once and
+        re-recorded when the least recently used is given to another dispatch (nothing is in
+        flight while a dispatch is held back, so none of them is)."""
         key = (id(pipeline), push.tobytes())
         entry = self._replays.get(key)
         if entry is not None and entry[0].handle is not None:
             self._replays.move_to_end(key)
+            return entry[1]
+        if entry is None and key not in self._seen:  # first time alone: the open buffer takes it
+            self._seen[key] = None
+            if len(self._seen) > 4 * REPLAYS:
+                self._seen.popitem(last=False)
+            return None
+        if entry is not None:  # its pipeline went with an arena: record it again
+            del self._replays[key]
             commands = entry[1]
-        else:
-            if entry is not None:  # its pipeline was destroyed with an arena
-                entry[1].destroy()
+            commands.reset()
+        elif len(self._replays) < REPLAYS:
             commands = self._context.commands()
-            commands.dispatch(pipeline.handle, push)
-            commands.host_barrier()
-            self._replays[key] = (pipeline, commands)  # holding `pipeline` keeps its id unique
-            if len(self._replays) > REPLAYS:  # nothing is in flight while a dispatch is held back
-                self._replays.popitem(last=False)[1][1].destroy()
+        else:
+            commands = self._replays.popitem(last=False)[1][1]
+            commands.reset()
+        commands.dispatch(pipeline.handle, push)
+        commands.host_barrier()
+        self._replays[key] = (pipeline, commands)  # holding `pipeline` keeps its id unique
+        return commands
+
+    def _submit_solo(self, commands) -> None:
+        """Submit the held-back dispatch from its kept command buffer."""
+        self._solo = None
         try:
             commands.submit()
         except Exception as exc:
