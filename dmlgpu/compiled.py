@@ -26,7 +26,7 @@ from .kernels import WORKGROUP_SIZE
 from .runtime import Program
 from .validation import validate
 
-_OUT_OFFSET = kernels.PUSH_FIELDS.index("out_offset")
+_PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 
 #: Binding lists remembered per operator (as prepared dispatches, which hold no memory).
 _MEMO = 64
@@ -145,7 +145,7 @@ class CompiledOperator:
     def relaunch(self, template, out_buffer, out_bytes: int):
         """`template` (a launch of this operator) writing a new packed output buffer instead."""
         push = template.push.copy()
-        push[_OUT_OFFSET] = out_buffer.arena_offset // 4
+        push[_PUSH["out_offset"]] = out_buffer.arena_offset // 4
         return self.device.relaunch(template, out_buffer, push, out_bytes)
 
     def chain_step(self, launch) -> ChainStep | None:
@@ -154,7 +154,7 @@ class CompiledOperator:
         not a whole number of 16-byte units or that lie in different arenas."""
         if self._chain_code is None or len(set(launch.arena_ids)) != 1:
             return None
-        a, b, out, count = (int(v) for v in launch.push)
+        a, b, out, count = (int(launch.push[_PUSH[f]]) for f in ("in_offset0", "in_offset1", "out_offset", "count"))
         if len(self.op.inputs) == 1:
             b = a  # read, never used: keeps the unused operand inside the arena
         words = count // 4
@@ -227,7 +227,10 @@ class Chain:
         words = np.array([(s.code, s.a, s.b, s.out) for s in self.steps], dtype=np.uint32)
         program = device.upload(words)
         count = self.steps[0].count
-        push = np.array([program.arena_offset // 4, len(self.steps), 0, count], dtype=np.uint32)
+        push = np.zeros(len(kernels.PUSH_FIELDS), dtype=np.uint32)
+        push[_PUSH[kernels.CHAIN_PROGRAM_FIELD]] = program.arena_offset // 4
+        push[_PUSH[kernels.CHAIN_STEPS_FIELD]] = len(self.steps)
+        push[_PUSH["count"]] = count
         chain = Program(kernels.CHAIN_VARIANT, spirv.load(kernels.CHAIN_VARIANT),
                         np.array([WORKGROUP_SIZE], dtype=np.uint32), len(kernels.PUSH_FIELDS))
         launch = device.launch(chain, kernels.grid(count // 16), [anchor, program], push,

@@ -24,6 +24,9 @@ LAYOUTS = (FLAT, ROWS, GATHER, STRIDED)
 CHAIN_FAMILY = "bitwise"
 CHAIN_OPS = tuple(op for op in OPERATORS if op.shader == CHAIN_FAMILY and not op.flat_facts)
 CHAIN_VARIANT = f"{CHAIN_FAMILY}-chain"
+#: The chain's push constants reuse the block's fields: in_offset0 is the program's word offset
+#: and in_offset1 its step count (chain_main.glsl).
+CHAIN_PROGRAM_FIELD, CHAIN_STEPS_FIELD = "in_offset0", "in_offset1"
 #: A chain step in its program buffer: (op code = index in CHAIN_OPS, a, b, output) as word
 #: offsets into the one arena the chain binds.
 CHAIN_STEP_WORDS = 4
@@ -138,21 +141,36 @@ def abi_glsl() -> str:
     # The chain's operator switch: CHAIN_APPLY(code, a, b) applies member `code` of CHAIN_OPS.
     apply = "".join(f"(code) == {k}u ? {op.short}(a, b) : " for k, op in enumerate(CHAIN_OPS[:-1]))
     lines.append(f"#define CHAIN_APPLY(code, a, b) ({apply}{CHAIN_OPS[-1].short}(a, b))")
+    lines.append(f"#define CHAIN_PROGRAM p.{CHAIN_PROGRAM_FIELD}")
+    lines.append(f"#define CHAIN_STEPS p.{CHAIN_STEPS_FIELD}")
     lines.append("layout(push_constant) uniform Params {")
     lines += [f"    uint {name};" for name in PUSH_FIELDS]
     lines += ["} p;", "#endif", ""]
     return "\n".join(lines)
 
 
-def module_names() -> list[str]:
+@dataclass(frozen=True)
+class Module:
+    """A SPIR-V module as the build makes it: name, family source and defines."""
+
+    name: str
+    source: str
+    defines: dict
+
+
+def modules() -> list[Module]:
     """Every SPIR-V module the build makes: each variant, then the command lists' chain."""
-    return [v.name for v in all_variants()] + [CHAIN_VARIANT]
+    found = [Module(v.name, v.source, v.defines) for v in all_variants()]
+    return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2})]
+
+
+def module_names() -> list[str]:
+    return [m.name for m in modules()]
 
 
 def variant_lines() -> str:
     lines = []
-    for v in all_variants():
-        defines = "|".join(f"{k}={val}" for k, val in v.defines.items())
-        lines.append(f"{v.name}|{v.source}|{defines}\n")
-    lines.append(f"{CHAIN_VARIANT}|{CHAIN_FAMILY}.comp|LAYOUT_CHAIN=1|ARITY=2\n")
+    for m in modules():
+        defines = "|".join(f"{k}={val}" for k, val in m.defines.items())
+        lines.append(f"{m.name}|{m.source}|{defines}\n")
     return "".join(lines)
