@@ -63,3 +63,12 @@ def run_validated(code: str, log) -> subprocess.CompletedProcess:
     env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}
     return subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True,
                           text=True, timeout=120)
+
+
+def assert_clean_exit(code: str, tmp_path) -> None:
+    """`code` (which prints "done") exits with status 0, no stderr and no validation message."""
+    log = tmp_path / "validation.log"
+    result = run_validated(code, log)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done" and result.stderr == ""
+    assert not log.exists() or log.read_text() == "", log.read_text()

@@ -170,6 +170,17 @@ def footprint(data_type: int, sizes, strides) -> int:
 # =============================================================================================
 # Low level: descriptors and bindings
 # =============================================================================================
+class _Case:
+    """What every case class has: its operator's row and its JSON (the regression corpus)."""
+
+    @property
+    def operator(self):
+        return BY_SHORT[self.op]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class TensorCase:
     """One tensor's descriptor fields and its binding."""
@@ -196,7 +207,7 @@ class TensorCase:
 
 
 @dataclass(frozen=True)
-class DescriptorCase:
+class DescriptorCase(_Case):
     """One operator descriptor with its bindings, buffers and data: everything a run needs."""
 
     op: str  # operator short name
@@ -205,19 +216,12 @@ class DescriptorCase:
     buffer_sizes: tuple
     seed: int  # input values and guard bytes
 
-    @property
-    def operator(self):
-        return BY_SHORT[self.op]
-
     def feature_level(self):
         return FeatureLevel(self.level) if self.level in LEVEL_VALUES else self.level
 
     def range(self, t: TensorCase) -> tuple[int, int]:
         """The byte range [start, end) a tensor's binding covers."""
         return t.offset, self.buffer_sizes[t.buffer] if t.size is None else t.offset + t.size
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, data: dict) -> "DescriptorCase":
@@ -598,7 +602,7 @@ class ArrayCase:
 
 
 @dataclass(frozen=True)
-class FrontEndCase:
+class FrontEndCase(_Case):
     """One call of a numpy front-end function: operands, `out`, dtype and feature level."""
 
     op: str
@@ -609,13 +613,6 @@ class FrontEndCase:
     out_dtype: str | None  # bit_count's dtype= (and its out's dtype), or out's dtype; None = default
     out_shape: tuple | None  # a wrong shape for `out`; None = the result's shape
     seed: int
-
-    @property
-    def operator(self):
-        return BY_SHORT[self.op]
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, data: dict) -> "FrontEndCase":
@@ -948,7 +945,7 @@ class ViewCase:
 
 
 @dataclass(frozen=True)
-class TensorCallCase:
+class TensorCallCase(_Case):
     """A call of an operator's front-end function on Tensor views (newest level)."""
 
     op: str
@@ -958,13 +955,6 @@ class TensorCallCase:
     out_view: ViewCase | None
     out_dtype: str | None  # bit_count's dtype=
     seed: int
-
-    @property
-    def operator(self):
-        return BY_SHORT[self.op]
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, data: dict) -> "TensorCallCase":

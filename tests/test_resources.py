@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import run_validated
+from conftest import assert_clean_exit
 
 import dmlgpu
 from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
@@ -122,8 +122,4 @@ print("done")
 
 
 def test_interpreter_exit_with_live_objects_is_clean(tmp_path):
-    log = tmp_path / "validation.log"
-    result = run_validated(EXIT_WITH_LIVE_OBJECTS, log)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "done" and result.stderr == ""
-    assert not log.exists() or log.read_text() == "", log.read_text()
+    assert_clean_exit(EXIT_WITH_LIVE_OBJECTS, tmp_path)

@@ -2,7 +2,7 @@
 dependent operations, steady state without new pipelines or command buffers, devices."""
 import numpy as np
 import pytest
-from conftest import run_validated
+from conftest import assert_clean_exit
 
 import dmlgpu
 from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
@@ -204,11 +204,7 @@ print("done")
 
 
 def test_interpreter_exit_with_queued_work_is_clean(tmp_path):
-    log = tmp_path / "validation.log"
-    result = run_validated(QUEUED_AT_EXIT, log)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "done" and result.stderr == ""
-    assert not log.exists() or log.read_text() == "", log.read_text()
+    assert_clean_exit(QUEUED_AT_EXIT, tmp_path)
 
 
 def test_an_operation_alone_is_replayed_from_a_kept_command_buffer(fresh, rng):
