@@ -52,12 +52,17 @@ def coalesce(sizes, strides_per_tensor):
 
 
 def _binding_key(inputs, outputs):
-    """A hashable identity of a binding list (Buffer serials are never reused), or None."""
+    """A hashable identity of a binding list by the memory it binds, or None.
+
+    Live buffers never share a block, so the same blocks, buffer sizes, offsets and sizes pass
+    the same checks and make the same dispatch: fresh Buffers of every call (the numpy front
+    end's) that the pool puts in the same blocks find it too. A released buffer has no block.
+    """
     try:
-        return tuple((b.buffer.serial, type(b.offset), b.offset, type(b.size_in_bytes), b.size_in_bytes)
-                     for b in (*inputs, *outputs))
+        return tuple((b.buffer.block_key, b.buffer.size_in_bytes, type(b.offset), b.offset,
+                      type(b.size_in_bytes), b.size_in_bytes) for b in (*inputs, *outputs))
     except (AttributeError, TypeError):
-        return None  # malformed: check_bindings explains
+        return None  # malformed or released: check_bindings explains
 
 
 def _rows_fit(sizes, input_strides, in_size, out_size) -> bool:
@@ -127,6 +132,11 @@ class CompiledOperator:
         """
         key = _binding_key(inputs, outputs)
         launch = self._launches.get(key) if key is not None else None
+        if launch is not None and not launch.valid and launch.pipeline.handle is not None:
+            # The same blocks, now of other live Buffers of this device (the key's blocks).
+            if all(b.buffer.device is self.device for b in (*inputs, *outputs)):
+                launch = self._launches[key] = self.device.rebind(
+                    launch, [b.buffer for b in (*inputs, *outputs)])
         if launch is None or not launch.valid:
             if self.device.closed:
                 raise ValidationError(self.op.dml_name, None, "device", "closed",

@@ -144,3 +144,29 @@ def test_foreign_device_buffer_rejected(device):
     foreign = other_device.allocate(64)
     with pytest.raises(ValidationError, match="operator's device"):
         compiled.execute([Binding(foreign)], [Binding(device.allocate(64))])
+
+
+def test_fresh_buffers_in_the_same_blocks_reuse_the_dispatch(device, rng):
+    """Buffers made and released every call land in the same pool blocks: the operator's
+    remembered dispatch serves them (rebound to the new buffers), results stay right, and a
+    released buffer is still rejected though its block now holds another."""
+    compiled, desc = _not_u8(device)
+    device.synchronize()  # blocks freed by earlier work come back now, not between the calls
+    checks = []
+    check = compiled.check
+    compiled.check = lambda *bindings: checks.append(1) or check(*bindings)
+    for _ in range(3):
+        data = rng.integers(0, 256, 64, dtype=np.uint8)
+        source, out = device.upload(data), device.allocate(64)
+        keys = (source.block_key, out.block_key)
+        compiled.execute([Binding(source)], [Binding(out)])
+        assert (out.read() == ~data).all()
+        out.release()  # newest first, as the numpy front end frees: the next pair gets these blocks
+        source.release()
+    assert len(checks) == 1, "each call's fresh buffers were checked and prepared again"
+    stale = device.upload(np.zeros(64, np.uint8))
+    stale.release()
+    reused, out = device.allocate(64), device.allocate(64)
+    assert (reused.block_key, out.block_key) == keys  # the pool hands the same blocks out again
+    with pytest.raises(ValidationError, match="released buffer"):
+        compiled.execute([Binding(stale)], [Binding(out)])

@@ -213,3 +213,44 @@ def test_two_gigaelements_and_more_than_four_gib_on_a_gpu(device, rng):
     del x
     y = np.frombuffer(rng.bytes(2**32 + 4096), np.int32)
     assert testing.same_bits(dmlgpu.sign(y), reference.sign(y))
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+def test_repeated_calls_skip_validation_and_stay_right(monkeypatch, rng, op):
+    """A call on numpy arrays of an earlier call's dtypes and shapes is not validated again
+    (the first call's operator serves it), with new data each time, with and without `out`;
+    what the memo cannot vouch for (`out` read-only, overlapping or in place) still meets the
+    full checks."""
+    function = FUNCTIONS[op.short]
+    data_type = op.newest.input_types[0]
+    shape = (3, 5, 7)
+
+    def operands():
+        return [testing.sample(data_type, shape, rng) for _ in op.inputs]
+
+    out_type = op.default_output.numpy if not op.same_type else data_type.numpy
+    first = operands()
+    function(*first)
+    function(*first, out=poisoned(shape, out_type))
+    from dmlgpu import numpy_api
+    monkeypatch.setattr(numpy_api, "resolve_feature_level",
+                        lambda *args: pytest.fail("a repeated call was validated again"))
+    for _ in range(2):
+        arrays = operands()
+        expected = REFERENCES[op.short](*arrays)
+        assert testing.same_bits(function(*arrays), expected)
+        out = poisoned(shape, out_type)
+        assert function(*arrays, out=out) is out and testing.same_bits(out, expected)
+    monkeypatch.undo()
+    arrays = operands()
+    frozen = poisoned(shape, out_type)
+    frozen.flags.writeable = False
+    with pytest.raises(ValidationError, match="read-only"):
+        function(*arrays, out=frozen)
+    if out_type == arrays[0].dtype:
+        expected = REFERENCES[op.short](*arrays)
+        if op.in_place:
+            assert function(*arrays, out=arrays[0]) is arrays[0] and testing.same_bits(arrays[0], expected)
+        else:
+            with pytest.raises(ValidationError, match="does not support in-place"):
+                function(*arrays, out=arrays[0])

@@ -342,6 +342,15 @@ class Device:
         launch.key = key
         return launch
 
+    def rebind(self, launch: Launch, buffers) -> Launch:
+        """`launch` for other live `buffers` (in binding order) in the very blocks its own
+        buffers had: the same pipeline, push constants and ranges."""
+        rebound = Launch.__new__(Launch)
+        rebound.device, rebound.name, rebound.pipeline, rebound.push = self, launch.name, launch.pipeline, launch.push
+        rebound.reads, rebound.writes, rebound.key = launch.reads, launch.writes, launch.key
+        rebound.buffers = tuple(weakref.ref(b) for b in {id(b): b for b in buffers}.values())
+        return rebound
+
     def _arenas_by_id(self, ids):
         arenas = {a.id: a for pool in (self._memory, self._staging) if pool for a in pool.arenas}
         return [arenas[i] for i in ids]
@@ -641,6 +650,13 @@ class Buffer:
     @property
     def released(self) -> bool:
         return self._block is None or self.device.closed
+
+    @property
+    def block_key(self) -> tuple:
+        """(arena id, offset) of its memory: the same for no two live buffers (AttributeError
+        once released)."""
+        block = self._block
+        return block.arena.id, block.offset
 
     @property
     def arena_offset(self) -> int:
