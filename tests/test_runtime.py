@@ -218,18 +218,31 @@ def test_an_operation_alone_is_replayed_from_a_kept_command_buffer(fresh, rng):
         t.buffer.write(x)
         fresh.synchronize()
         before = fresh.memory_stats()
-        for _ in range(5):
+        for i in range(5):
+            submits = fresh.memory_stats()["submits"]
             dmlgpu.bit_not(t, out=o)
+            if k or i >= 2:  # kept (from its second time alone): submitted at the call
+                assert fresh.memory_stats()["submits"] == submits + 1
             fresh.synchronize()
         after = fresh.memory_stats()
         assert after["submits"] - before["submits"] == 5
         if k:
             assert after["command_buffers"] == before["command_buffers"]
         assert testing.same_bits(o.numpy(), reference.bit_not(x))
-    # Held back, then joined by a dependent operation: recorded in order with a barrier.
+    # Kept, so submitted at once, then a dependent operation: ordered after it by a barrier.
     dmlgpu.bit_not(t, out=o)
     dmlgpu.bit_not(o, out=t)
     assert testing.same_bits(t.numpy(), x)
+    # Alone for the first time, so held back, then joined by a dependent operation: recorded
+    # in order into one batch, with a barrier.
+    with fresh:
+        u = Tensor.empty((256,), np.uint32)
+    fresh.synchronize()
+    before = fresh.memory_stats()["submits"]
+    dmlgpu.bit_not(t, out=u)
+    dmlgpu.bit_not(u, out=t)
+    assert testing.same_bits(t.numpy(), x) and testing.same_bits(u.numpy(), reference.bit_not(x))
+    assert fresh.memory_stats()["submits"] - before == 1
 
 
 def test_operations_alone_on_ever_new_data_make_no_command_buffers(fresh):

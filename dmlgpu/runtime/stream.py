@@ -15,11 +15,13 @@ queue submission order alone orders nothing in Vulkan; once the host has waited 
 submitted, nothing is owed and the tracking starts afresh.
 
 A dispatch queued while the stream is idle (nothing open, nothing in flight, nothing owed) is
-held back rather than recorded: if it is still alone when the batch is submitted and was alone
-before, a command buffer holding only it, recorded once and kept (`REPLAYS` of them, keyed by
-pipeline and push constants, made once and re-recorded for other dispatches), is submitted
-instead. The common "one operation, then wait" then costs what a
-recorded command buffer costs, with no recording, no command-buffer begin/end and no reset.
+not recorded: a dispatch that was alone before has a command buffer holding only it, recorded
+once and kept (`REPLAYS` of them, keyed by pipeline and push constants, made once and
+re-recorded for other dispatches), and that is submitted at once, so the device runs it while
+the caller goes on to its wait; one alone for the first time is held back, and recorded into
+the open batch if other work joins it, or kept at the submit if none does. The common "one
+operation, then wait" then costs what a recorded command buffer costs, with no recording, no
+command-buffer begin/end and no reset, and its submit overlaps the caller's way to the wait.
 
 Positions: every operation is queued at `position`, the number of the batch being recorded;
 `completed` is the number of the last batch known to have finished. Frees and host accesses
@@ -85,11 +87,17 @@ class Stream:
     def dispatch(self, pipeline, push, reads, writes, name: str) -> None:
         """Queue a dispatch of `pipeline` (a vulkan.Pipeline) that reads and writes these spans."""
         if self._open is None and self._solo is None and not self._inflight and not self._force_barrier \
-                and not self._reads and not self._writes:
-            self._solo = (pipeline, push, name)  # idle: nothing to order it after
+                and not self._reads and not self._writes:  # idle: nothing to order it after
             self._reads, self._writes = list(reads), list(writes)
             self._transfers = False
             self._names.append(name)
+            key = (id(pipeline), push.tobytes())
+            entry = self._replays.get(key)
+            if entry is not None and pipeline.handle is not None:
+                self._replays.move_to_end(key)
+                self._submit_solo(entry[1])  # alone before: its kept command buffer, now
+            else:
+                self._solo = (pipeline, push, name)
             return
         self.order(reads, writes).dispatch(pipeline.handle, push)
         self.queued(name)
