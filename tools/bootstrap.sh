@@ -32,17 +32,40 @@ pip_quiet=(-q --disable-pip-version-check)
 # Builds without isolation, in a build tree that persists (the editable install rebuilds there).
 pip_build=(--no-build-isolation --no-deps "-Cbuild-dir=build/{wheel_tag}")
 
-# 1. Debian packages.
+# 1. Debian packages; on Debian 12, lavapipe from its backports (versions.sh says why).
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  installed "$pkg" || missing+=("$pkg")
 done
-if ((${#missing[@]})); then
+backports=()
+if grep -qx 'VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
+  version=$(dpkg-query -W -f='${Version}' "$LAVAPIPE_PACKAGE" 2>/dev/null || true)
+  if ! installed "$LAVAPIPE_PACKAGE" || dpkg --compare-versions "$version" lt "$LAVAPIPE_MIN_VERSION"; then
+    backports=("$LAVAPIPE_PACKAGE")
+  fi
+elif ! installed "$LAVAPIPE_PACKAGE"; then
+  missing+=("$LAVAPIPE_PACKAGE")
+fi
+if ((${#missing[@]} + ${#backports[@]})); then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
-  say "installing Debian packages: ${missing[*]}"
+  if ((${#backports[@]})); then
+    list=/etc/apt/sources.list.d/$LAVAPIPE_SUITE.list
+    if ! grep -rqs "^[^#]*$LAVAPIPE_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      say "adding Debian's $LAVAPIPE_SUITE to apt's sources ($list)"
+      echo "deb http://deb.debian.org/debian $LAVAPIPE_SUITE main" | $sudo tee "$list" >/dev/null
+    fi
+  fi
+  say "installing Debian packages: ${missing[*]:+${missing[*]} }${backports[*]:+${backports[*]} (from $LAVAPIPE_SUITE)}"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ((${#missing[@]})); then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if ((${#backports[@]})); then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+      -t "$LAVAPIPE_SUITE" "${backports[@]}" >/dev/null
+  fi
 fi
 
 # 2. A virtual environment with the build and test requirements (.venv, and the test's own).

@@ -1,15 +1,23 @@
 # What dmlgpu's set-up installs; sourced by bootstrap.sh and the offline bundle scripts.
 # shellcheck disable=SC2034
 
-# Debian 12 packages: Vulkan loader + headers, lavapipe (mesa-vulkan-drivers), the Khronos
-# validation layer, glslang and SPIRV-Tools for the shaders, and what the Kompute build needs
-# (cmake/prerequisites.cmake names the same packages when one is missing).
+# Debian 12 packages: Vulkan loader + headers, the Khronos validation layer, glslang and
+# SPIRV-Tools for the shaders, and what the Kompute build needs (cmake/prerequisites.cmake names
+# the same packages when one is missing).
 APT_PACKAGES=(
-  libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
+  libvulkan1 libvulkan-dev vulkan-validationlayers
   glslang-tools spirv-tools
   libfmt-dev cmake make g++ patch
   python3-venv python3-dev
 )
+
+# lavapipe (Mesa's Vulkan driver on the CPU), from Debian 12's backports: Mesa 25's llvmpipe
+# loads storage buffers 4.6x faster than Debian 12's own Mesa 22.3, which loads them lane by
+# lane, and every kernel reads memory (benchmarks/NOTES.md, lavapipe L12). Elsewhere than
+# Debian 12 the distribution's own package is installed.
+LAVAPIPE_PACKAGE=mesa-vulkan-drivers
+LAVAPIPE_SUITE=bookworm-backports
+LAVAPIPE_MIN_VERSION=25
 
 # The kp sdist that dmlgpu._kompute is built from (third_party/kompute/CMakeLists.txt pins it
 # with its sha256); the offline bundle carries a copy.
