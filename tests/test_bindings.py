@@ -165,6 +165,7 @@ def test_fresh_buffers_in_the_same_blocks_reuse_the_dispatch(device, rng):
         source.release()
     assert len(checks) == 1, "each call's fresh buffers were checked and prepared again"
     stale = device.upload(np.zeros(64, np.uint8))
+    device.synchronize()  # its upload done: released now, not once the device is done with it
     stale.release()
     reused, out = device.allocate(64), device.allocate(64)
     assert (reused.block_key, out.block_key) == keys  # the pool hands the same blocks out again
