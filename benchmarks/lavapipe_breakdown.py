@@ -90,8 +90,12 @@ def main():
 
     print("  kernels (device timestamps, median of 5):")
     flat = spirv.load("bit_not-flat")
-    print(f"    dmlgpu flat NOT, workgroup {kernels.WORKGROUP_SIZE}, grid {kernels.grid(units)}: "
-          f"{kernel_ms('flat', flat, kernels.WORKGROUP_SIZE, kernels.grid(units), True):.2f} ms")
+    ours = kernels.grid(units, kernels.CPU_UNITS_PER_INVOCATION if device.is_cpu else 1)
+    print(f"    dmlgpu flat NOT, workgroup {kernels.WORKGROUP_SIZE}, grid {ours} (what dmlgpu runs): "
+          f"{kernel_ms('flat', flat, kernels.WORKGROUP_SIZE, ours, True):.2f} ms")
+    for groups in (64, 256, 1024, 4096):  # the grid-stride loop over fewer groups (L13)
+        print(f"    dmlgpu flat NOT, workgroup {kernels.WORKGROUP_SIZE}, grid ({groups}, 1, 1): "
+              f"{kernel_ms('flat', flat, kernels.WORKGROUP_SIZE, (groups, 1, 1), True):.2f} ms")
     with tempfile.TemporaryDirectory() as folder:
         modules = compile_kernels(folder)
     for name, module in modules.items():

@@ -65,6 +65,10 @@ def _binding_key(inputs, outputs):
         return None  # malformed or released: check_bindings explains
 
 
+def _units_per_invocation(device) -> int:
+    return kernels.CPU_UNITS_PER_INVOCATION if device.is_cpu else 1
+
+
 def _rows_fit(sizes, input_strides, in_size, out_size) -> bool:
     """Whether the ROWS layout applies: every input contiguous along the innermost dimension,
     rows a whole number of 16-byte units in and out, and every input row 16-byte aligned."""
@@ -110,7 +114,7 @@ class CompiledOperator:
             self._units = math.ceil(self._count / self.variant.unit_bytes)
         self._program = Program(self.variant.name, spirv.load(self.variant.name),
                                 np.array(spec, dtype=np.uint32), len(kernels.PUSH_FIELDS))
-        self._grid = kernels.grid(self._units)
+        self._grid = kernels.grid(self._units, _units_per_invocation(device))
         self._launches: dict = {}  # binding key -> prepared dispatch
         fusable = layout == kernels.FLAT and self.op in kernels.CHAIN_OPS and self._count % 16 == 0
         self._chain_code = kernels.CHAIN_OPS.index(self.op) if fusable else None
@@ -243,7 +247,7 @@ class Chain:
         push[_PUSH["count"]] = count
         chain = Program(kernels.CHAIN_VARIANT, spirv.load(kernels.CHAIN_VARIANT),
                         np.array([WORKGROUP_SIZE], dtype=np.uint32), len(kernels.PUSH_FIELDS))
-        launch = device.launch(chain, kernels.grid(count // 16), [anchor, program], push,
+        launch = device.launch(chain, kernels.grid(count // 16, _units_per_invocation(device)), [anchor, program], push,
                                reads=[*reads, (program, 0, words.nbytes)], writes=writes,
                                name=f"a fused chain of {len(self.steps)} executions")
         return launch, program
