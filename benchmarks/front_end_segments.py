@@ -15,7 +15,7 @@ from dmlgpu import compiled, numpy_api
 from dmlgpu.runtime import device, host_copy, stream
 
 SECONDS = collections.defaultdict(float)
-PIECES = ((numpy_api, "_run_pieces"), (device.Device, "upload"), (device.Device, "allocate"),
+PIECES = ((numpy_api, "_run_host_call"), (device.HostCall, "run"), (numpy_api, "_run_pieces"), (device.Device, "upload"), (device.Device, "allocate"),
           (compiled.CompiledOperator, "execute"), (compiled.CompiledOperator, "check"),
           (device.Buffer, "read"), (device.Buffer, "release"), (device.Device, "_land"),
           (stream.Stream, "flush"), (stream.Stream, "wait"), (stream.Stream, "_retire"))

@@ -243,3 +243,66 @@ def test_staging_from_the_environment(monkeypatch):
     device = dmlgpu.Device(dmlgpu.default_device().index, staging=False)  # the argument wins
     assert device.mapped == (device.type in ("CPU", "integrated GPU"))
     device.close()
+
+
+# -- calls on host data recorded once ---------------------------------------------------------
+def test_a_repeated_small_call_runs_from_its_kept_host_call(transfer_device, rng):
+    """From its second time, a call on numpy data of at most HOST_CALL_BYTES runs from memory and
+    a command buffer kept for it: one submit per call, no buffer taken or freed, new data each
+    time bit for bit, the same array as both operands, and `empty_cache()` gives it all back."""
+    shape = (3, 1000)
+    with transfer_device:
+        for k in range(4):
+            a, b = (testing.sample(DataType.UINT16, shape, rng) for _ in range(2))
+            before = transfer_device.memory_stats()
+            out = np.zeros(shape, np.uint16)
+            assert dmlgpu.bit_xor(a, b, out=out) is out
+            assert testing.same_bits(out, reference.bit_xor(a, b))
+            assert testing.same_bits(dmlgpu.bit_xor(a, a), np.zeros(shape, np.uint16))
+            after = transfer_device.memory_stats()
+            if k >= 2:  # both calls' host calls exist since the second round
+                assert after["submits"] - before["submits"] == 2
+                assert after["host_calls"] == before["host_calls"] == 2
+                assert after["live_buffers"] == before["live_buffers"]
+        transfer_device.empty_cache()
+        stats = transfer_device.memory_stats()
+        assert stats["host_calls"] == 0 and stats["live_buffers"] == 0 and stats["reserved_bytes"] == 0
+        a = testing.sample(DataType.UINT16, shape, rng)
+        assert testing.same_bits(dmlgpu.bit_not(a), reference.bit_not(a))  # and it starts again
+
+
+def test_host_calls_are_bounded_and_large_calls_take_the_transfers(transfer_device, rng):
+    with transfer_device:
+        for n in range(1, runtime_device.HOST_CALLS + 6):  # more kinds of call than are kept
+            x = testing.sample(DataType.UINT8, (n,), rng)
+            for _ in range(3):
+                assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
+        assert transfer_device.memory_stats()["host_calls"] == runtime_device.HOST_CALLS
+        transfer_device.empty_cache()
+        big = testing.sample(DataType.UINT32, (runtime_device.HOST_CALL_BYTES // 8 + 4,), rng)
+        for _ in range(3):
+            assert testing.same_bits(dmlgpu.bit_not(big), reference.bit_not(big))
+        assert transfer_device.memory_stats()["host_calls"] == 0
+
+
+def test_threads_sharing_a_host_call(transfer_device, rng):
+    """Threads making the same call at once: one runs the kept host call, the others take the
+    general path; every answer is right."""
+    inputs = [testing.sample(DataType.UINT32, (2048,), rng) for _ in range(4)]
+    errors = []
+
+    def work(x):
+        try:
+            with transfer_device:
+                for _ in range(50):
+                    assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in inputs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[0]
+    assert transfer_device.memory_stats()["host_calls"] == 1
