@@ -53,14 +53,13 @@ DOWNLOAD_WINDOW = STAGING_SLOTS - 1
 #: host fills the next; smaller ones ride with the work that follows.
 SUBMIT_CHUNK_BYTES = 1 << 20
 #: A call on host data of at most this many bytes (inputs and output together), repeated, keeps
-#: its memory (mapped: staging memory on discrete GPUs, bound to the kernel as it is) and one
-#: command buffer recorded for it (`Device.host_call`):
+#: its device and staging memory and one command buffer recorded for it (`Device.host_call`):
 #: at 1 MiB a call's fixed Python (blocks taken and freed, copies and the dispatch recorded,
 #: three submits) was ~60-80 us on the H100's host, more than its device time. Larger calls
 #: are dominated by their copies and go through the pipelined transfers.
 HOST_CALL_BYTES = 4 << 20
 #: Host calls a device keeps (the least recently used is closed first): at most
-#: HOST_CALLS x HOST_CALL_BYTES of memory.
+#: HOST_CALLS x HOST_CALL_BYTES of device memory and as much staging.
 HOST_CALLS = 16
 _SERIALS = itertools.count(1)
 _CURRENT = threading.local()
@@ -185,8 +184,8 @@ class Device:
         self._programs: dict = {}  # program key -> Program, for pipelines made later
         self._memory = MemoryPool(lambda n: context.memory(n, self.mapped),
                                   min(ARENA_BYTES, self.max_buffer_size), self._drop_pipelines)
-        self._staging = None if self.mapped else MemoryPool(  # host calls bind it too
-            lambda n: context.memory(n, True), STAGING_ARENA, self._drop_pipelines)
+        self._staging = None if self.mapped else MemoryPool(
+            lambda n: context.memory(n, True), STAGING_ARENA)
         self._stream = Stream(context)
         self._stream.on_complete = self._reclaim
         self._live = 0  # Buffers allocated and not yet released
@@ -463,9 +462,8 @@ class Device:
     # -- calls on host data ----------------------------------------------------------------
     def host_call(self, key, input_sizes, output_size: int, make_launch) -> "HostCall | None":
         """The kept `HostCall` for `key` (any hashable naming the call), made on first use with
-        host-mapped buffers of `input_sizes` and `output_size` bytes; `make_launch(inputs,
-        output)` returns the dispatch over those buffers. None for calls larger than
-        HOST_CALL_BYTES."""
+        device buffers of `input_sizes` and `output_size` bytes; `make_launch(inputs, output)`
+        returns the dispatch over those buffers. None for calls larger than HOST_CALL_BYTES."""
         if sum(input_sizes) + output_size > HOST_CALL_BYTES:
             return None
         with self._lock:
@@ -638,10 +636,9 @@ class Device:
 
 
 class HostCall:
-    """A call on host data recorded once: its own buffers in memory the host can map (the
-    device's own where it is mapped, else staging memory, which the kernel then reads and
-    writes across the bus: no device copies, no barriers for them), and one command buffer
-    holding the dispatch.
+    """A call on host data recorded once: its own device buffers, staging memory where the
+    device's memory is not mapped, and one command buffer holding the uploads, the dispatch and
+    the download, with the barriers between them.
 
     `run` copies the inputs in, submits that command buffer on the stream (after queued work),
     waits for it and copies the output out: no block is taken or freed and nothing is recorded
@@ -651,19 +648,22 @@ class HostCall:
 
     def __init__(self, device: Device, input_sizes, output_size: int):
         self.device = device
-        self.inputs, self.output, self._views = [], None, []
+        self.inputs, self.output, self._staging, self._views = [], None, [], []
         self._commands = self._launch = None
         self._busy = threading.Lock()
         self._closed = self._freed = False
-        pool = device._memory if device.mapped else device._staging
         try:
-            for n in (*input_sizes, output_size):
-                buffer = Buffer(device, n, device._take(pool, n), pool)
+            self.inputs = [device.allocate(n, zero_fill=False) for n in input_sizes]
+            self.output = device.allocate(output_size, zero_fill=False)
+            # What the host writes (inputs) and reads (the output, last).
+            for buffer in (*self.inputs, self.output):
                 block = buffer._block
-                # What the host writes (inputs) and reads (the output, last).
-                self._views.append(block.arena.memory.view[block.offset:block.offset + n])
-                self.inputs.append(buffer)
-            self.output = self.inputs.pop()
+                if block.arena.memory.mapped:
+                    self._views.append(block.arena.memory.view[block.offset:block.offset + buffer.size_in_bytes])
+                    continue
+                staging = device._take(device._staging, buffer.size_in_bytes)
+                self._staging.append((staging, buffer))
+                self._views.append(staging.arena.memory.view[staging.offset:staging.offset + buffer.size_in_bytes])
             for view in self._views[:-1]:
                 view[:] = 0  # padding past the data reads as zeros, as after `upload`
         except BaseException:
@@ -671,9 +671,21 @@ class HostCall:
             raise
 
     def record(self, launch: Launch) -> None:
-        commands = self.device._context.commands()
+        device = self.device
+        commands = device._context.commands()
         commands.barrier()  # earlier work in the stream -> this call
+        copies = [(staging, buffer) for staging, buffer in self._staging if buffer is not self.output]
+        for staging, buffer in copies:
+            commands.copy(staging.arena.memory.handle, buffer._block.arena.memory.handle,
+                          staging.offset, buffer._block.offset, buffer.size_in_bytes)
+        if copies:
+            commands.barrier()
         commands.dispatch(launch.pipeline.handle, launch.push)
+        for staging, buffer in self._staging:
+            if buffer is self.output:
+                commands.barrier()
+                commands.copy(buffer._block.arena.memory.handle, staging.arena.memory.handle,
+                              buffer._block.offset, staging.offset, buffer.size_in_bytes)
         commands.host_barrier()
         self._commands = commands
         self._launch = launch  # its pipeline lives as long as the call
@@ -719,6 +731,9 @@ class HostCall:
                 if self._commands is not None and not device.closed:
                     device._stream.synchronize()
                     self._commands.destroy()
+                for staging, _ in self._staging:
+                    if not device.closed:
+                        device._staging.free(staging)
                 for buffer in (*self.inputs, self.output):
                     if buffer is not None:
                         buffer.release()
@@ -768,9 +783,8 @@ class Buffer:
     are queued behind that work (or wait for it, where the device's memory is mapped).
     """
 
-    def __init__(self, device: Device, size_in_bytes: int, block, pool: MemoryPool | None = None):
+    def __init__(self, device: Device, size_in_bytes: int, block):
         self.device = device
-        self._pool = device._memory if pool is None else pool  # where the block goes back
         self.size_in_bytes = size_in_bytes
         self.serial = next(_SERIALS)  # never reused, unlike id(): keys caches of bound ranges
         self._block = block
@@ -831,7 +845,7 @@ class Buffer:
             if block is None or device.closed:
                 return
             device._live -= 1
-            self._pool.free(block, self.last_use if self.last_use > device._stream.completed else None)
+            device._memory.free(block, self.last_use if self.last_use > device._stream.completed else None)
 
     def __del__(self):
         try:
