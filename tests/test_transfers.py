@@ -306,3 +306,16 @@ def test_threads_sharing_a_host_call(transfer_device, rng):
         thread.join()
     assert not errors, errors[0]
     assert transfer_device.memory_stats()["host_calls"] == 1
+
+
+def test_read_into_out_checks_out(transfer_device):
+    buffer = transfer_device.upload(np.arange(64, dtype=np.uint8))
+    bad = [np.zeros(64, np.uint16)[:32], np.zeros(63, np.uint8), np.zeros((8, 8), np.uint8),
+           np.zeros(128, np.uint8)[::2], bytearray(64)]
+    frozen = np.zeros(64, np.uint8)
+    frozen.flags.writeable = False
+    for out in (*bad, frozen):
+        with pytest.raises(dmlgpu.ValidationError, match="out"):
+            buffer.read(0, 64, out=out)
+    out = np.zeros(64, np.uint8)
+    assert buffer.read(out=out) is out and testing.same_bits(out, np.arange(64, dtype=np.uint8))

@@ -820,10 +820,18 @@ class Buffer:
                                   f"allowed: a range inside the buffer's {self.size_in_bytes} bytes")
 
     def read(self, offset: int = 0, size: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
-        """Copy `size` bytes from `offset` (default: to the end) into a new uint8 array (or `out`)."""
+        """Copy `size` bytes from `offset` (default: to the end) into a new uint8 array, or into
+        `out`: a writeable, contiguous 1-D uint8 array of exactly `size` bytes."""
         with self.device._lock:
             size = self.size_in_bytes - offset if size is None and is_int(offset) else size
             self._check_range(offset, size, "read range")
+            if out is not None and not (isinstance(out, np.ndarray) and out.dtype == np.uint8
+                                        and out.shape == (size,) and out.flags.c_contiguous
+                                        and out.flags.writeable):
+                given = (f"{type(out).__name__} {out.dtype} {out.shape}" if isinstance(out, np.ndarray)
+                         else type(out).__name__)
+                raise ValidationError("dmlgpu", None, "out", given,
+                                      f"allowed: a writeable, contiguous 1-D uint8 array of {size} bytes")
             return self.device._read(self, int(offset), int(size), out)
 
     def write(self, array, offset: int = 0) -> None:
