@@ -267,16 +267,22 @@ def _host_key(call, arrays, out):
     Such a call is decided by its arrays' dtypes and shapes (and which operands are the same
     array): the same validated operator and pieces serve every call with that key."""
     parts = []
-    for i, x in enumerate(arrays):
+    for x, first in zip(arrays, _firsts(arrays)):
         if type(x) is not np.ndarray or not x.flags.c_contiguous or not x.dtype.isnative:
             return None
-        parts.append((x.dtype, x.shape, next(j for j in range(i + 1) if arrays[j] is x)))
+        parts.append((x.dtype, x.shape, first))
     if out is not None:
         if type(out) is not np.ndarray or not out.flags.c_contiguous or not out.dtype.isnative:
             return None
         parts.append((out.dtype, out.shape))
     device = default_device()  # its buffer limit decides the pieces
     return (*call, device, device.max_buffer_size, *parts)
+
+
+def _firsts(arrays) -> list[int]:
+    """For each operand, the index of the first operand that is the very same array (its own
+    index unless it repeats one): the same array passed twice is uploaded once."""
+    return [next(j for j in range(i + 1) if arrays[j] is x) for i, x in enumerate(arrays)]
 
 
 def _separate(arrays, out) -> bool:
@@ -402,10 +408,9 @@ def _run_pieces(pieces, flat_in, arrays, result, in_place) -> None:
     for compiled, nbytes, in_starts, out_start, extent in pieces:
         device = compiled.device
         buffers = []
-        for i, data in enumerate(flat_in):
-            same = next((j for j in range(i) if arrays[j] is arrays[i]), None)
-            if same is not None:
-                buffers.append(buffers[same])
+        for i, (data, first) in enumerate(zip(flat_in, _firsts(arrays))):
+            if first != i:
+                buffers.append(buffers[first])
                 continue
             start = in_starts[i]
             buffers.append(device.upload(data[start:start + nbytes[i]]))
@@ -423,15 +428,14 @@ def _run_host_call(device, key, pieces, flat_in, arrays, result) -> bool:
     if len(pieces) != 1:
         return False
     compiled, nbytes, in_starts, out_start, extent = pieces[0]
-    unique = [i for i, x in enumerate(arrays) if all(arrays[j] is not x for j in range(i))]
-    slot = [next(unique.index(j) for j in unique if arrays[j] is x) for x in arrays]
+    firsts = _firsts(arrays)
+    unique = [i for i, first in enumerate(firsts) if first == i]
 
     def make_launch(inputs, output):
-        bindings = [Binding(inputs[k]) for k in slot]
+        bindings = [Binding(inputs[unique.index(first)]) for first in firsts]
         return compiled.launch(compiled.check(bindings, [Binding(output)]))
 
-    sizes = [max(4, -(-nbytes[i] // 4) * 4) for i in unique]
-    call = device.host_call(key, sizes, nbytes[-1], make_launch)
+    call = device.host_call(key, [nbytes[i] for i in unique], nbytes[-1], make_launch)
     if call is None:
         return False
     data = [flat_in[i][in_starts[i]:in_starts[i] + nbytes[i]] for i in unique]

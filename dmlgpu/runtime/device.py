@@ -125,6 +125,14 @@ class Launch:
         self.buffers = tuple(weakref.ref(b) for b in buffers)
         self.key = key  # (program key, grid, arena ids): what the pipeline was made for
 
+    def derived(self, pipeline, push, reads, writes, buffer_refs, key) -> "Launch":
+        """A launch of the same device and name from parts already made (no checks, no copies):
+        a fresh result's (`Device.relaunch`) or other buffers' in the same blocks (`rebind`)."""
+        launch = Launch.__new__(Launch)
+        launch.device, launch.name, launch.pipeline, launch.push = self.device, self.name, pipeline, push
+        launch.reads, launch.writes, launch.buffers, launch.key = reads, writes, buffer_refs, key
+        return launch
+
     @property
     def arena_ids(self) -> tuple:
         """The arena each binding lies in, in binding order."""
@@ -253,7 +261,7 @@ class Device:
         tensor's data uploaded this way can be bound as that tensor.
         """
         data = as_bytes(array)
-        size = max(4, -(-data.size // 4) * 4)
+        size = _bound_size(data.size)
         with self._lock:
             buffer = self.allocate(size, zero_fill=False)
             if size > data.size:  # the padding bytes are defined: zero
@@ -347,21 +355,14 @@ class Device:
                 memories = [a.memory for a in self._arenas_by_id(key[2])]
                 pipeline = self._pipelines[key] = self._context.pipeline(
                     program.spirv, grid, program.spec, program.push_words, memories)
-        launch = Launch.__new__(Launch)
-        launch.device, launch.name, launch.pipeline, launch.push = self, template.name, pipeline, push
-        launch.reads, launch.writes = template.reads, [self._span(buffer._block, 0, end)]
-        launch.buffers = template.buffers[:-1] + (weakref.ref(buffer),)
-        launch.key = key
-        return launch
+        return template.derived(pipeline, push, template.reads, [self._span(buffer._block, 0, end)],
+                                template.buffers[:-1] + (weakref.ref(buffer),), key)
 
     def rebind(self, launch: Launch, buffers) -> Launch:
         """`launch` for other live `buffers` (in binding order) in the very blocks its own
         buffers had: the same pipeline, push constants and ranges."""
-        rebound = Launch.__new__(Launch)
-        rebound.device, rebound.name, rebound.pipeline, rebound.push = self, launch.name, launch.pipeline, launch.push
-        rebound.reads, rebound.writes, rebound.key = launch.reads, launch.writes, launch.key
-        rebound.buffers = tuple(weakref.ref(b) for b in {id(b): b for b in buffers}.values())
-        return rebound
+        return launch.derived(launch.pipeline, launch.push, launch.reads, launch.writes,
+                              tuple(weakref.ref(b) for b in {id(b): b for b in buffers}.values()), launch.key)
 
     def _arenas_by_id(self, ids):
         arenas = {a.id: a for pool in (self._memory, self._staging) if pool for a in pool.arenas}
@@ -462,8 +463,9 @@ class Device:
     # -- calls on host data ----------------------------------------------------------------
     def host_call(self, key, input_sizes, output_size: int, make_launch) -> "HostCall | None":
         """The kept `HostCall` for `key` (any hashable naming the call), made on first use with
-        device buffers of `input_sizes` and `output_size` bytes; `make_launch(inputs, output)`
-        returns the dispatch over those buffers. None for calls larger than HOST_CALL_BYTES."""
+        device buffers for `input_sizes` bytes of data each (padded as `upload` pads) and an
+        `output_size`-byte output; `make_launch(inputs, output)` returns the dispatch over those
+        buffers. None for calls larger than HOST_CALL_BYTES."""
         if sum(input_sizes) + output_size > HOST_CALL_BYTES:
             return None
         with self._lock:
@@ -649,11 +651,11 @@ class HostCall:
     def __init__(self, device: Device, input_sizes, output_size: int):
         self.device = device
         self.inputs, self.output, self._staging, self._views = [], None, [], []
-        self._commands = self._launch = None
+        self._recorded = self._launch = None
         self._busy = threading.Lock()
         self._closed = self._freed = False
         try:
-            self.inputs = [device.allocate(n, zero_fill=False) for n in input_sizes]
+            self.inputs = [device.allocate(_bound_size(n), zero_fill=False) for n in input_sizes]
             self.output = device.allocate(output_size, zero_fill=False)
             # What the host writes (inputs) and reads (the output, last).
             for buffer in (*self.inputs, self.output):
@@ -687,7 +689,7 @@ class HostCall:
                 commands.copy(buffer._block.arena.memory.handle, staging.arena.memory.handle,
                               buffer._block.offset, staging.offset, buffer.size_in_bytes)
         commands.host_barrier()
-        self._commands = commands
+        self._recorded = Recorded(device, commands, "a call on host data")
         self._launch = launch  # its pipeline lives as long as the call
 
     def run(self, inputs, out: np.ndarray) -> bool:
@@ -704,12 +706,7 @@ class HostCall:
             with device._lock:
                 if device.closed:
                     return False
-                stream = device._stream
-                stream.submit_recorded(self._commands, "a call on host data")
-                position = stream.position - 1
-                for buffer in (*self.inputs, self.output):
-                    buffer.last_use = position
-                stream.wait(position)
+                device._stream.wait(self._recorded.submit((*self.inputs, self.output)))
             host_copy.copy(out, self._views[-1][:out.size])
             return True
         finally:
@@ -728,9 +725,8 @@ class HostCall:
                 if self._freed:
                     return
                 self._freed = True
-                if self._commands is not None and not device.closed:
-                    device._stream.synchronize()
-                    self._commands.destroy()
+                if self._recorded is not None:
+                    self._recorded.destroy()
                 for staging, _ in self._staging:
                     if not device.closed:
                         device._staging.free(staging)
@@ -750,13 +746,16 @@ class Recorded:
         self._commands = commands
         self.name = name
 
-    def submit(self, buffers) -> None:
+    def submit(self, buffers) -> int:
+        """Queue it after everything queued; `buffers` (what it uses) are in use until it ends.
+        Returns its stream position."""
         device = self.device
         with device._lock:
             device._stream.submit_recorded(self._commands, self.name)
             position = device._stream.position - 1
             for buffer in buffers:
                 buffer.last_use = position
+            return position
 
     def destroy(self) -> None:
         device = self.device
@@ -765,6 +764,12 @@ class Recorded:
                 return
             device._stream.synchronize()
             self._commands.destroy()
+
+
+def _bound_size(nbytes: int) -> int:
+    """The size of a buffer that holds `nbytes` of data and can be bound: a multiple of 4, as
+    DirectML requires of bound buffers, and never empty."""
+    return max(4, -(-nbytes // 4) * 4)
 
 
 def as_bytes(array) -> np.ndarray:

@@ -91,11 +91,9 @@ class Stream:
             self._reads, self._writes = list(reads), list(writes)
             self._transfers = False
             self._names.append(name)
-            key = (id(pipeline), push.tobytes())
-            entry = self._replays.get(key)
-            if entry is not None and pipeline.handle is not None:
-                self._replays.move_to_end(key)
-                self._submit_solo(entry[1])  # alone before: its kept command buffer, now
+            kept = self._kept(pipeline, push)
+            if kept is not None:
+                self._submit_solo(kept)  # alone before: its kept command buffer, now
             else:
                 self._solo = (pipeline, push, name)
             return
@@ -158,16 +156,26 @@ class Stream:
         self.position += 1
         self.submits += 1
 
+    def _kept(self, pipeline, push):
+        """The kept command buffer holding only this dispatch, if there is one (most recently
+        used now), else None."""
+        key = (id(pipeline), push.tobytes())
+        entry = self._replays.get(key)
+        if entry is None or pipeline.handle is None:
+            return None
+        self._replays.move_to_end(key)
+        return entry[1]
+
     def _replay(self, pipeline, push):
         """The kept command buffer holding only this dispatch, or None: kept from the second
         time a dispatch is submitted alone, in one of `REPLAYS` command buffers made once and
         re-recorded when the least recently used is given to another dispatch (nothing is in
         flight while a dispatch is held back, so none of them is)."""
+        kept = self._kept(pipeline, push)
+        if kept is not None:
+            return kept
         key = (id(pipeline), push.tobytes())
         entry = self._replays.get(key)
-        if entry is not None and entry[0].handle is not None:
-            self._replays.move_to_end(key)
-            return entry[1]
         if entry is None and key not in self._seen:  # first time alone: the open buffer takes it
             self._seen[key] = None
             if len(self._seen) > 4 * REPLAYS:
