@@ -156,11 +156,10 @@ class CompiledOperator:
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
         return check_bindings(self.op, self._descs, inputs, outputs, self.device)
 
-    def relaunch(self, template, out_buffer, out_bytes: int):
-        """`template` (a launch of this operator) writing a new packed output buffer instead."""
-        push = template.push.copy()
-        push[_PUSH["out_offset"]] = out_buffer.arena_offset // 4
-        return self.device.relaunch(template, out_buffer, push, out_bytes)
+    def results(self, template, out_bytes: int):
+        """Repeats of `template` (a launch of this operator), each writing a new packed output
+        buffer of `out_bytes`: call it for the next one (`runtime.Results`)."""
+        return self.device.results(template, _PUSH["out_offset"], out_bytes)
 
     def chain_step(self, launch) -> ChainStep | None:
         """`launch` (of this operator) as a step of a fused chain, or None where it cannot be

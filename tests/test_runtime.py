@@ -259,3 +259,31 @@ def test_operations_alone_on_ever_new_data_make_no_command_buffers(fresh):
             fresh.synchronize()
     assert fresh.memory_stats()["command_buffers"] <= MAX_COMMAND_BUFFERS + REPLAYS
     assert all(testing.same_bits(o.numpy(), ~np.arange(64, dtype=np.uint32)) for o in outs[::17])
+
+
+def test_repeated_new_results_across_blocks_arenas_and_released_arenas(monkeypatch, rng):
+    """`u = ~t` repeated reuses what it remembers per output block; results landing in new
+    blocks, in new arenas and in arenas made again after `empty_cache()` are all right, and
+    an input changed in place between calls is read as it is then."""
+    monkeypatch.setattr(dmlgpu.runtime.device, "ARENA_BYTES", 1 << 20)
+    x = testing.sample(DataType.UINT32, (1 << 14,), rng)  # 64 KiB: 16 results fill an arena
+    key = testing.sample(DataType.UINT32, x.shape, rng)
+    device = dmlgpu.Device(dmlgpu.default_device().index)
+    try:
+        with device:
+            t, k = Tensor.from_numpy(x), Tensor.from_numpy(key)
+            want = x
+            for _ in range(3):
+                kept = [~t for _ in range(80)]  # past the blocks remembered, over 5 arenas
+                assert device.memory_stats()["arenas"] >= 5
+                t ^= k  # queued after the NOTs that read t
+                for u in kept:
+                    assert testing.same_bits(u.numpy(), reference.bit_not(want))
+                want = reference.bit_xor(want, key)
+                del kept, u
+                device.synchronize()
+                device.empty_cache()  # the results' arenas go, with their pipelines
+                assert device.memory_stats()["arenas"] <= 2
+            assert testing.same_bits((~t).numpy(), reference.bit_not(want))
+    finally:
+        device.close()

@@ -127,7 +127,7 @@ class Launch:
 
     def derived(self, pipeline, push, reads, writes, buffer_refs, key) -> "Launch":
         """A launch of the same device and name from parts already made (no checks, no copies):
-        a fresh result's (`Device.relaunch`) or other buffers' in the same blocks (`rebind`)."""
+        other buffers' in the same blocks (`Device.rebind`)."""
         launch = Launch.__new__(Launch)
         launch.device, launch.name, launch.pipeline, launch.push = self.device, self.name, pipeline, push
         launch.reads, launch.writes, launch.buffers, launch.key = reads, writes, buffer_refs, key
@@ -342,21 +342,11 @@ class Device:
                       [self._span(b._block, s, e) for b, s, e in writes],
                       tuple({id(b): b for b in bindings}.values()), key)
 
-    def relaunch(self, template: Launch, buffer: "Buffer", push, end: int) -> Launch:
-        """`template` writing bytes [0, end) of a new output `buffer` (its last binding)
-        instead, with these push constants: a repeated call with a fresh result."""
-        program_key, grid, arena_ids = template.key
-        arena = buffer._block.arena
-        key = (program_key, grid, arena_ids[:-1] + (arena.id,))
-        pipeline = self._pipelines.get(key)
-        if pipeline is None:
-            with self._lock:
-                program = self._programs[program_key]
-                memories = [a.memory for a in self._arenas_by_id(key[2])]
-                pipeline = self._pipelines[key] = self._context.pipeline(
-                    program.spirv, grid, program.spec, program.push_words, memories)
-        return template.derived(pipeline, push, template.reads, [self._span(buffer._block, 0, end)],
-                                template.buffers[:-1] + (weakref.ref(buffer),), key)
+    def results(self, template: Launch, word: int, end: int) -> "Results":
+        """Repeats of `template`, each writing bytes [0, end) of a fresh output buffer (its last
+        binding) whose word offset in its arena goes into push constant `word`: a repeated call
+        that makes a new result."""
+        return Results(self, template, word, end)
 
     def rebind(self, launch: Launch, buffers) -> Launch:
         """`launch` for other live `buffers` (in binding order) in the very blocks its own
@@ -635,6 +625,62 @@ class Device:
                 self._staging.destroy()
             self.closed = True
             self._context.destroy()
+
+
+class Results:
+    """Repeats of one dispatch, each writing a fresh output buffer (`u = ~t` in a loop).
+
+    The pool hands a loop the same few blocks again and again, so the pipeline, push constants
+    and written span are remembered per output block: a call takes a block, makes its Buffer
+    and queues the dispatch, under one hold of the device's lock, and makes no Launch.
+    """
+
+    __slots__ = ("device", "template", "word", "end", "_inputs", "_by_block")
+    #: Output blocks remembered (then forgotten all at once): a loop uses two or three.
+    BLOCKS = 64
+
+    def __init__(self, device: Device, template: Launch, word: int, end: int):
+        self.device = device
+        self.template = template
+        self.word = word
+        self.end = end
+        self._inputs = template.buffers[:-1]  # weak references, as in the template
+        self._by_block: dict = {}  # (arena id, offset) -> (pipeline, push, written spans)
+
+    def __call__(self) -> "Buffer":
+        """A new output buffer with the dispatch writing it queued; its inputs must be live."""
+        device = self.device
+        with device._lock:
+            device._check_open()
+            block = device._take(device._memory, self.end)
+            buffer = Buffer(device, self.end, block)
+            entry = self._by_block.get((block.arena.id, block.offset))
+            if entry is None:  # (arena ids are never reused)
+                entry = self._remember(block)
+            stream = device._stream
+            position = stream.position
+            stream.dispatch(entry[0], entry[1], self.template.reads, entry[2], self.template.name)
+            for ref in self._inputs:
+                ref().last_use = position
+            buffer.last_use = position
+            return buffer
+
+    def _remember(self, block):
+        device, template = self.device, self.template
+        program_key, grid, arena_ids = template.key
+        key = (program_key, grid, arena_ids[:-1] + (block.arena.id,))
+        pipeline = device._pipelines.get(key)
+        if pipeline is None:
+            program = device._programs[program_key]
+            memories = [a.memory for a in device._arenas_by_id(key[2])]
+            pipeline = device._pipelines[key] = device._context.pipeline(
+                program.spirv, grid, program.spec, program.push_words, memories)
+        push = template.push.copy()
+        push[self.word] = block.offset // 4
+        if len(self._by_block) >= self.BLOCKS:
+            self._by_block.clear()
+        entry = self._by_block[block.arena.id, block.offset] = (pipeline, push, [device._span(block, 0, self.end)])
+        return entry
 
 
 class HostCall:
