@@ -17,15 +17,26 @@ def fresh():
     device.close()
 
 
-def test_freed_blocks_are_reused_and_neighbours_merge(fresh):
-    blocks = [fresh.allocate(1000) for _ in range(8)]
+@pytest.fixture
+def small_arenas(monkeypatch):
+    """A device of its own whose arenas hold 16 KiB: sixteen 1 KiB blocks fill one."""
+    monkeypatch.setattr(dmlgpu.runtime.device, "ARENA_BYTES", 16 << 10)
+    device = dmlgpu.Device(dmlgpu.default_device().index)
+    yield device
+    device.close()
+
+
+def test_freed_blocks_are_reused_and_neighbours_merge(small_arenas):
+    fresh = small_arenas
+    blocks = [fresh.allocate(1000) for _ in range(16)]
     offsets = [b.arena_offset for b in blocks]
-    assert len(set(offsets)) == 8 and all(o % 256 == 0 for o in offsets)
-    assert fresh.memory_stats()["in_use_bytes"] == 8 * 1024
-    for b in blocks[1::2]:  # free every other block: four holes of 1 KiB
+    assert len(set(offsets)) == 16 and all(o % 256 == 0 for o in offsets)
+    stats = fresh.memory_stats()
+    assert stats["in_use_bytes"] == 16 * 1024 and stats["arenas"] == 1
+    for b in blocks[1::2]:  # free every other block: eight holes of 1 KiB
         b.release()
     fresh.synchronize()
-    again = fresh.allocate(1000)  # fits a hole
+    again = fresh.allocate(1000)  # a hole, taken back as it is
     assert again.arena_offset in offsets[1::2]
     for b in blocks[0::2]:
         b.release()
@@ -33,9 +44,32 @@ def test_freed_blocks_are_reused_and_neighbours_merge(fresh):
     fresh.synchronize()
     stats = fresh.memory_stats()
     assert stats["in_use_bytes"] == 0 and stats["arenas"] == 1, stats
-    big = fresh.allocate(8 * 1024)  # the merged holes make one block at the arena's start
-    assert big.arena_offset == 0
-    big.release()
+    # Only merged holes fit 8 KiB in this full arena: they merge rather than the pool grow.
+    big = fresh.allocate(8 * 1024)
+    assert big.arena_offset in (0, 8 * 1024) and fresh.memory_stats()["arenas"] == 1
+    more = [fresh.allocate(1000) for _ in range(8)]  # the other half, in 1 KiB blocks again
+    assert fresh.memory_stats()["arenas"] == 1
+    for b in (big, *more):
+        b.release()
+    fresh.empty_cache()
+    assert fresh.memory_stats()["reserved_bytes"] == 0
+
+
+def test_small_blocks_kept_for_reuse_merge_before_the_pool_grows(small_arenas):
+    """Freed small blocks are kept unmerged for reuse at their size, but the pool merges them
+    before it would grow, and `empty_cache()` gives their arenas back."""
+    fresh = small_arenas
+    many = [fresh.allocate(256) for _ in range(4 * 64)]  # four full arenas of 256-byte blocks
+    assert fresh.memory_stats()["arenas"] == 4
+    del many
+    fresh.synchronize()
+    stats = fresh.memory_stats()
+    assert stats["in_use_bytes"] == 0 and stats["arenas"] == 4
+    one = fresh.allocate(256)
+    whole = [fresh.allocate(8 * 1024) for _ in range(7)]  # only merged halves of arenas fit
+    assert fresh.memory_stats()["arenas"] == 4, fresh.memory_stats()
+    del one, whole
+    fresh.synchronize()
     fresh.empty_cache()
     assert fresh.memory_stats()["reserved_bytes"] == 0
 

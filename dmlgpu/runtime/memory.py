@@ -21,6 +21,10 @@ from ..errors import DeviceMemoryError
 #: Every block starts at a multiple of this: Vulkan's largest allowed
 #: minStorageBufferOffsetAlignment, and a multiple of DirectML's 16-byte binding alignment.
 ALIGNMENT = 256
+#: Freed blocks of at most this size are kept unmerged for reuse at their size ...
+QUICK_BYTES = 64 << 10
+#: ... up to this many in all.
+QUICK_BLOCKS = 64
 _IDS = itertools.count(1)
 
 
@@ -73,6 +77,8 @@ class MemoryPool:
         self._bins: dict[int, list[Block]] = {}
         self._dedicated_free: list[Block] = []
         self._parked: list[tuple[int, Block]] = []  # (stream position, block)
+        self._quick: dict[int, list[Block]] = {}  # size -> freed blocks kept unmerged
+        self._quick_count = 0
         self.in_use = 0
         self.peak = 0
 
@@ -84,14 +90,22 @@ class MemoryPool:
         the device has no memory left.
         """
         size = _round(nbytes)
-        if size > self.arena_bytes // 2:  # dedicated memory starts at 0: 16 bytes suffice, and
-            size = -(-nbytes // 16) * 16  # rounding up to 256 could pass the device's limit
-        block = self._take(size)
-        if block is None:
-            if not grow:
-                return None
-            block = self._grow(size)
-        block.free = False
+        kept = self._quick.get(size)
+        if kept:
+            block = kept.pop()
+            self._quick_count -= 1
+        else:
+            if size > self.arena_bytes // 2:  # dedicated memory starts at 0: 16 bytes suffice,
+                size = -(-nbytes // 16) * 16  # and rounding up to 256 could pass the device's limit
+            block = self._take(size)
+            if block is None and self._quick_count:
+                self._merge_quick()  # the space may be in kept blocks
+                block = self._take(size)
+            if block is None:
+                if not grow:
+                    return None
+                block = self._grow(size)
+            block.free = False
         block.arena.used += block.size
         self.in_use += block.size
         self.peak = max(self.peak, self.in_use)
@@ -187,6 +201,24 @@ class MemoryPool:
         arena = block.arena
         arena.used -= block.size
         self.in_use -= block.size
+        if block.size <= QUICK_BYTES and not arena.dedicated:
+            if self._quick_count >= QUICK_BLOCKS:
+                self._merge_quick()
+            self._quick.setdefault(block.size, []).append(block)  # stays marked in use: no
+            self._quick_count += 1  # neighbour merges into it
+            return
+        self._merge(block)
+
+    def _merge_quick(self) -> None:
+        """Return every kept block to the bins, merged with its free neighbours."""
+        kept, self._quick, self._quick_count = self._quick, {}, 0
+        for blocks in kept.values():
+            for block in blocks:
+                self._merge(block)
+
+    def _merge(self, block: Block) -> None:
+        """Put a freed block (already subtracted from the counts) into the bins."""
+        arena = block.arena
         if arena.dedicated:
             block.free = True
             self._dedicated_free.append(block)
@@ -209,6 +241,7 @@ class MemoryPool:
 
     def release_unused(self) -> int:
         """Destroy every arena with no live or parked block; returns the bytes given back."""
+        self._merge_quick()
         freed = 0
         for arena in [a for a in self.arenas if a.used == 0]:
             if arena.dedicated:
@@ -232,6 +265,8 @@ class MemoryPool:
         self._sizes.clear()
         self._dedicated_free.clear()
         self._parked.clear()
+        self._quick.clear()
+        self._quick_count = 0
 
     # -- reporting -------------------------------------------------------------------------
     def stats(self) -> dict:
