@@ -12,6 +12,7 @@ The functions (`FUNCTIONS`, one per row, named after its `short`) and Tensor's P
 """
 from __future__ import annotations
 
+import math
 import textwrap
 
 import numpy as np
@@ -77,10 +78,13 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
             plan = None
         if plan is not None and _separate(arrays, out) and not plan[0].closed:
             device, pieces, shape, out_dtype = plan
-            result = out if out is not None else np.empty(shape, dtype=out_dtype)
             flat_in = [x.reshape(-1).view(np.uint8) for x in arrays]
-            if not _run_host_call(device, key, pieces, flat_in, arrays, result):
-                _run_pieces(pieces, flat_in, arrays, result, None)
+            result = _run_host_call(device, key, pieces, flat_in, arrays, out, shape, out_dtype)
+            if result is None and out is None:
+                result = _new_result(pieces, flat_in, arrays, shape, out_dtype)
+            elif result is None:
+                _run_pieces(pieces, flat_in, arrays, out, None)
+                result = out
             return result if out is not None or result.ndim else result[()]
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
@@ -125,16 +129,17 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     compiled = device.create_operator(desc, level)  # validates the whole call before any work
 
     direct = out is not None and out.flags.c_contiguous and out.dtype.isnative
-    result = out if direct else np.empty(shape, dtype=out_type.numpy)
     pieces = [] if empty else _pieces(compiled)
     key = _host_key(call, given, out)
     if key is not None and in_place is None and _separate(given, out):  # the call can repeat as is
         if len(_HOST_CALLS) >= 256:
             _HOST_CALLS.clear()
         _HOST_CALLS[key] = (device, pieces, tuple(shape), out_type.numpy)
-    _run_pieces(pieces, memories, arrays, result, in_place)
     if out is None:
+        result = _new_result(pieces, memories, arrays, tuple(shape), out_type.numpy)
         return result[()] if result.ndim == 0 else result
+    result = out if direct else np.empty(shape, dtype=out_type.numpy)
+    _run_pieces(pieces, memories, arrays, result, in_place)
     if not direct:
         np.copyto(out, result, casting="equiv")
     return out
@@ -403,28 +408,61 @@ def _run_pieces(pieces, flat_in, arrays, result, in_place) -> None:
     queued and read straight into `result`; the runtime overlaps the copies with the work.
     """
     flat_out = result.reshape(-1).view(np.uint8)
-    for compiled, nbytes, in_starts, out_start, extent in pieces:
-        device = compiled.device
-        buffers = []
-        for i, (data, first) in enumerate(zip(flat_in, _firsts(arrays))):
-            if first != i:
-                buffers.append(buffers[first])
-                continue
-            start = in_starts[i]
-            buffers.append(device.upload(data[start:start + nbytes[i]]))
-        out = buffers[in_place] if in_place is not None else device.allocate(nbytes[-1], zero_fill=False)
-        compiled.execute([Binding(b) for b in buffers], [Binding(out)])
+    for piece in pieces:
+        compiled, nbytes, in_starts, out_start, extent = piece
+        buffers, out = _launch_piece(piece, flat_in, arrays, in_place)
         out.read(0, extent, out=flat_out[out_start:out_start + extent])
-        for buffer in reversed({id(b): b for b in (*buffers, out)}.values()):
-            buffer.release()  # newest first: the pool hands the next call the same blocks
+        _release(buffers, out)
 
 
-def _run_host_call(device, key, pieces, flat_in, arrays, result) -> bool:
+def _new_result(pieces, flat_in, arrays, shape, dtype) -> np.ndarray:
+    """Run `pieces` into a new array of `shape` and `dtype`.
+
+    Where the device's memory is the host's (lavapipe, integrated GPUs: `Device.mapped`), a
+    result computed in one piece is the very buffer the kernel wrote, handed over to numpy
+    (`Device.hand_over`): no download and no fresh host pages to fault in.
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    if len(pieces) == 1 and pieces[0][0].device.mapped and pieces[0][3:] == (0, nbytes):
+        buffers, out = _launch_piece(pieces[0], flat_in, arrays, None)
+        _release(buffers, None)
+        return out.device.hand_over(out, nbytes).view(dtype).reshape(shape)
+    result = np.empty(shape, dtype=dtype)
+    _run_pieces(pieces, flat_in, arrays, result, None)
+    return result
+
+
+def _launch_piece(piece, flat_in, arrays, in_place):
+    """Upload one piece's inputs and queue its operator; returns (input buffers, output buffer)."""
+    compiled, nbytes, in_starts, _, _ = piece
+    device = compiled.device
+    buffers = []
+    for i, (data, first) in enumerate(zip(flat_in, _firsts(arrays))):
+        if first != i:
+            buffers.append(buffers[first])
+            continue
+        start = in_starts[i]
+        buffers.append(device.upload(data[start:start + nbytes[i]]))
+    out = buffers[in_place] if in_place is not None else device.allocate(nbytes[-1], zero_fill=False)
+    compiled.execute([Binding(b) for b in buffers], [Binding(out)])
+    return buffers, out
+
+
+def _release(buffers, out) -> None:
+    """Free a piece's buffers (`out` too unless None), newest first: the pool hands the next
+    call the same blocks."""
+    every = (*buffers, out) if out is not None else buffers
+    for buffer in reversed({id(b): b for b in every}.values()):
+        buffer.release()
+
+
+def _run_host_call(device, key, pieces, flat_in, arrays, out, shape, dtype):
     """Run a repeated one-piece call through the device's kept host call for it (its memory
-    and command buffer made once); False where there is none (large or split calls, another
-    thread running it), and the caller takes `_run_pieces`."""
+    and command buffer made once) into `out`, or a new array of `shape` and `dtype` when `out`
+    is None; returns the result, or None where there is no host call (large or split calls,
+    another thread running it) and the caller runs the pieces itself."""
     if len(pieces) != 1:
-        return False
+        return None
     compiled, nbytes, in_starts, out_start, extent = pieces[0]
     firsts = _firsts(arrays)
     unique = [i for i, first in enumerate(firsts) if first == i]
@@ -435,10 +473,11 @@ def _run_host_call(device, key, pieces, flat_in, arrays, result) -> bool:
 
     call = device.host_call(key, [nbytes[i] for i in unique], nbytes[-1], make_launch)
     if call is None:
-        return False
+        return None
     data = [flat_in[i][in_starts[i]:in_starts[i] + nbytes[i]] for i in unique]
+    result = out if out is not None else np.empty(shape, dtype=dtype)
     flat_out = result.reshape(-1).view(np.uint8)
-    return call.run(data, flat_out[out_start:out_start + extent])
+    return result if call.run(data, flat_out[out_start:out_start + extent]) else None
 
 
 def _extent(sizes, strides) -> int:

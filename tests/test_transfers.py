@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import assert_clean_exit
 
 import dmlgpu
 from dmlgpu import DataType, Tensor, reference, testing
@@ -319,3 +320,71 @@ def test_read_into_out_checks_out(transfer_device):
             buffer.read(0, 64, out=out)
     out = np.zeros(64, np.uint8)
     assert buffer.read(out=out) is out and testing.same_bits(out, np.arange(64, dtype=np.uint8))
+
+
+# -- results handed over where the device's memory is the host's ----------------------------------
+def test_a_new_result_on_mapped_memory_is_the_device_buffer_itself(transfer_device, rng):
+    """Mapped (lavapipe's own path): a new result is the buffer the kernel wrote, handed to
+    numpy; it is the caller's alone (writing it, or later calls, change nothing else) and its
+    memory goes back to the pool with the array. Through staging: an ordinary array."""
+    x = testing.sample(DataType.UINT32, ((2 * runtime_device.HOST_CALL_BYTES) // 4,), rng)
+    shaped = x.reshape(64, -1)
+    with transfer_device:
+        transfer_device.synchronize()
+        before = transfer_device.memory_stats()["in_use_bytes"]
+        first = dmlgpu.bit_not(shaped)
+        assert first.shape == shaped.shape and first.dtype == shaped.dtype and first.flags.c_contiguous
+        assert first.flags.writeable and first.flags.aligned
+        held = transfer_device.memory_stats()["in_use_bytes"] - before
+        assert held == (x.nbytes if transfer_device.mapped else 0)
+        second = dmlgpu.bit_xor(shaped, shaped)  # a later call: its own memory
+        assert not np.shares_memory(first, second)
+        first[:] = 7  # the caller's to write
+        assert testing.same_bits(second, np.zeros_like(shaped))
+        assert testing.same_bits(dmlgpu.bit_not(shaped), reference.bit_not(shaped))
+        view = first[3:5]
+        del first, second
+        assert transfer_device.memory_stats()["in_use_bytes"] - before == held  # the view holds it
+        assert (view == 7).all()
+        del view
+        transfer_device.synchronize()
+        assert transfer_device.memory_stats()["in_use_bytes"] == before
+
+
+def test_a_handed_over_result_outlives_its_closed_device(rng):
+    x = testing.sample(DataType.INT16, ((2 * runtime_device.HOST_CALL_BYTES) // 2,), rng)
+    device = dmlgpu.Device(dmlgpu.default_device().index)
+    with device:
+        result = dmlgpu.sign(x)
+    device.close()  # its memory stays while `result` shows it ...
+    assert testing.same_bits(result, reference.sign(x))
+    result[:] = 1
+    assert (result == 1).all()
+    del result  # ... and is destroyed with it
+    with pytest.raises(dmlgpu.ValidationError, match="closed"):
+        device.allocate(16)
+
+
+def test_hand_over_needs_mapped_memory():
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    try:
+        buffer = device.allocate(64)
+        with pytest.raises(dmlgpu.ValidationError, match="not map"):
+            device.hand_over(buffer, 64)
+        with pytest.raises(dmlgpu.ValidationError, match="range"):
+            device.hand_over(buffer, 65)
+    finally:
+        device.close()
+
+
+HANDED_OVER_AT_EXIT = """
+import numpy as np, dmlgpu
+x = np.arange(1 << 22, dtype=np.uint32)
+kept = [dmlgpu.bit_not(x) for _ in range(3)]  # alive when the interpreter exits
+assert (kept[0] == ~x).all()
+print("done")
+"""
+
+
+def test_interpreter_exit_with_handed_over_results_is_clean(tmp_path):
+    assert_clean_exit(HANDED_OVER_AT_EXIT, tmp_path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import time
 import weakref
@@ -198,6 +199,8 @@ class Device:
         self._stream.on_complete = self._reclaim
         self._live = 0  # Buffers allocated and not yet released
         self._host_calls: OrderedDict = OrderedDict()  # key -> HostCall, least recently used first
+        self._handed_over = 0  # live arrays showing device memory (`hand_over`)
+        self._closing = None  # what `close` left for the last of them to destroy
         self.closed = False
         _DEVICES.add(self)
 
@@ -451,6 +454,39 @@ class Device:
             pipeline.handle = None
 
     # -- calls on host data ----------------------------------------------------------------
+    def hand_over(self, buffer: "Buffer", nbytes: int) -> np.ndarray:
+        """A uint8 numpy array that *is* the first `nbytes` bytes of `buffer`, on a device whose
+        memory the host maps (`mapped`): a result computed into `buffer` reaches the caller with
+        no download and no fresh host pages. Waits for queued work on the buffer.
+
+        The array owns the buffer from then on: its memory stays allocated while the array or
+        any view of it lives, and returns to the pool after; the caller must not use `buffer`
+        again. If the device is closed first, its memory is destroyed when the last such
+        array goes.
+        """
+        with self._lock:
+            buffer._check_range(0, nbytes, "hand-over range")
+            block = buffer._block
+            if not block.arena.memory.mapped:
+                raise ValidationError("dmlgpu", None, "buffer", "device memory the host does not map",
+                                      "allowed: a buffer of a device whose memory is mapped")
+            if buffer.last_use > self._stream.completed:
+                self._stream.wait(buffer.last_use)
+            view = block.arena.memory.view[block.offset:block.offset + nbytes]
+            owner = _HandedOver(buffer, view)
+            self._handed_over += 1
+            weakref.finalize(owner, self._handed_back).atexit = False
+            return np.asarray(owner)
+
+    def _handed_back(self) -> None:
+        """A handed-over array died."""
+        with self._lock:
+            self._handed_over -= 1
+            if self._handed_over == 0 and self._closing is not None and not sys.is_finalizing():
+                closing, self._closing = self._closing, None
+                for destroy in closing:
+                    destroy()
+
     def host_call(self, key, input_sizes, output_size: int, make_launch) -> "HostCall | None":
         """The kept `HostCall` for `key` (any hashable naming the call), made on first use with
         device buffers for `input_sizes` bytes of data each (padded as `upload` pads) and an
@@ -620,11 +656,27 @@ class Device:
                 pipeline.destroy()
                 pipeline.handle = None
             self._pipelines.clear()
-            self._memory.destroy()
+            closing = [self._memory.destroy, self._context.destroy]
             if self._staging is not None:
                 self._staging.destroy()
             self.closed = True
-            self._context.destroy()
+            if self._handed_over:  # arrays still show device memory: it goes with the last one
+                self._closing = closing
+            else:
+                for destroy in closing:
+                    destroy()
+
+
+class _HandedOver:
+    """The owner of a handed-over array's memory (`Device.hand_over`): the array's base, it
+    holds the Buffer, so the block stays allocated while the array or a view of it lives."""
+
+    __slots__ = ("buffer", "__array_interface__", "__weakref__")
+
+    def __init__(self, buffer, view: np.ndarray):
+        self.buffer = buffer
+        self.__array_interface__ = {"version": 3, "shape": view.shape, "typestr": "|u1",
+                                    "data": (view.ctypes.data, False)}
 
 
 class Results:
