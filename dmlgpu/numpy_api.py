@@ -300,6 +300,8 @@ def _separate(arrays, out) -> bool:
 #: shapes, out's) ->
 #: (device, pieces, result shape, result dtype): a call on numpy data of a known kind is not validated again.
 _HOST_CALLS: dict = {}
+#: The same keys -> the pieces such a call runs as through the device's host calls.
+_HOST_PARTS: dict = {}
 #: (operator, level as given, dtype as given, tensors) -> the prepared dispatch (holds no memory).
 _TENSOR_CALLS: dict = {}
 #: (operator, level as given, dtype as given, input Tensors) -> (compiled operator, input byte
@@ -379,16 +381,17 @@ def _fit_dimensions(op, row, sizes, strides):
     return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
 
 
-def _pieces(whole) -> list:
+def _pieces(whole, limit: int | None = None) -> list:
     """How compiled operator `whole` runs over numpy data: pieces whose every binding fits one
-    device buffer (one piece, `whole` itself, when the data fits), each as (compiled operator,
-    bytes per binding, byte offset per input, output byte offset, output bytes it lands)."""
+    device buffer, or `limit` bytes (one piece, `whole` itself, when the data fits), each as
+    (compiled operator, bytes per binding, byte offset per input, output byte offset, output
+    bytes it lands)."""
     device, desc = whole.device, whole.desc
     tensors = list(desc.tensor_descs().values())
     itemsizes = [t.data_type.size for t in tensors]
     strides = [t.effective_strides for t in tensors]
     pieces = []
-    for offsets, sizes in _chunks(tensors[-1].sizes, strides, itemsizes, device.max_buffer_size):
+    for offsets, sizes in _chunks(tensors[-1].sizes, strides, itemsizes, limit or device.max_buffer_size):
         if tuple(sizes) == tensors[-1].sizes:
             compiled, sub = whole, tensors
         else:
@@ -457,27 +460,60 @@ def _release(buffers, out) -> None:
 
 
 def _run_host_call(device, key, pieces, flat_in, arrays, out, shape, dtype):
-    """Run a repeated one-piece call through the device's kept host call for it (its memory
-    and command buffer made once) into `out`, or a new array of `shape` and `dtype` when `out`
-    is None; returns the result, or None where there is no host call (large or split calls,
-    another thread running it) and the caller runs the pieces itself."""
+    """Run a repeated one-piece call through the device's kept host calls for it (their
+    memory and command buffers made once; two, overlapped, where the runtime splits the call:
+    `Device.host_call_pieces`) into `out`, or a new array of `shape` and `dtype` when `out` is
+    None; returns the result, or None where there are none (large or split calls, another
+    thread running them) and the caller runs the pieces itself."""
     if len(pieces) != 1:
         return None
-    compiled, nbytes, in_starts, out_start, extent = pieces[0]
+    parts = _HOST_PARTS.get(key)
+    if parts is None:
+        if len(_HOST_PARTS) >= 256:
+            _HOST_PARTS.clear()
+        parts = _HOST_PARTS[key] = _host_parts(device, pieces[0], _firsts(arrays))
+    if not parts:
+        return None
     firsts = _firsts(arrays)
     unique = [i for i, first in enumerate(firsts) if first == i]
+    result = None
+    calls, inputs, outs = [], [], []
+    for index, (compiled, nbytes, in_starts, out_start, extent) in enumerate(parts):
+        call = device.host_call((key, index), [nbytes[i] for i in unique], nbytes[-1],
+                                _launcher(compiled, firsts, unique))
+        if call is None:
+            return None
+        if result is None:
+            result = out if out is not None else np.empty(shape, dtype=dtype)
+            flat_out = result.reshape(-1).view(np.uint8)
+        calls.append(call)
+        inputs.append([flat_in[i][in_starts[i]:in_starts[i] + nbytes[i]] for i in unique])
+        outs.append(flat_out[out_start:out_start + extent])
+    return result if device.run_host_calls(calls, inputs, outs) else None
 
+
+def _host_parts(device, whole, firsts) -> list:
+    """The pieces a one-piece call runs as through host calls: none for a call too large for
+    them, `whole` alone, or its halves where the runtime splits a call of its size (two or
+    three pieces, by its outermost rows)."""
+    _, nbytes, _, _, _ = whole
+    moved = sum(n for i, n in enumerate(nbytes[:-1]) if firsts[i] == i) + nbytes[-1]
+    count = device.host_call_pieces(moved)
+    if count < 2:
+        return [whole] * count
+    try:
+        parts = _pieces(whole[0], -(-max(nbytes) // 2))
+    except ValidationError:  # a half DirectML would not take: the whole, as one call
+        return [whole]
+    return parts if 2 <= len(parts) <= 3 else [whole]
+
+
+def _launcher(compiled, firsts, unique):
+    """`make_launch` for a host call of `compiled`: its dispatch over the call's buffers."""
     def make_launch(inputs, output):
         bindings = [Binding(inputs[unique.index(first)]) for first in firsts]
         return compiled.launch(compiled.check(bindings, [Binding(output)]))
-
-    call = device.host_call(key, [nbytes[i] for i in unique], nbytes[-1], make_launch)
-    if call is None:
-        return None
-    data = [flat_in[i][in_starts[i]:in_starts[i] + nbytes[i]] for i in unique]
-    result = out if out is not None else np.empty(shape, dtype=dtype)
-    flat_out = result.reshape(-1).view(np.uint8)
-    return result if call.run(data, flat_out[out_start:out_start + extent]) else None
+    return make_launch
 
 
 def _extent(sizes, strides) -> int:

@@ -272,6 +272,67 @@ def test_a_repeated_small_call_runs_from_its_kept_host_call(transfer_device, rng
         assert testing.same_bits(dmlgpu.bit_not(a), reference.bit_not(a))  # and it starts again
 
 
+SPLIT = runtime_device.HOST_CALL_SPLIT_BYTES
+SPLIT_CASES = [  # (operator, input data type, shape, broadcast second operand, pieces through staging)
+    ("bit_not", DataType.UINT32, (SPLIT // 4,), False, 2),  # exactly the bytes that split
+    ("bit_xor", DataType.UINT16, (SPLIT // 2 + 3,), False, 2),  # halves of odd element counts
+    ("bit_xor", DataType.UINT8, (96, 4 * 1024 + 1), True, 2),  # rows; a broadcast row
+    ("bit_and", DataType.UINT64, (3, SPLIT // 16), True, 3),  # three rows (not merged: the
+    ("bit_or", DataType.UINT64, (3, SPLIT // 16), False, 2),  # broadcast row): a piece each
+    ("bit_count", DataType.UINT64, (SPLIT // 8,), False, 2),  # 8 bytes in, 1 out
+    ("sign", DataType.FLOAT32, (SPLIT // 8 - 1,), False, 1),  # moves less than SPLIT: whole
+]
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=lambda c: f"{c[0]}-{c[1].name}-{'x'.join(map(str, c[2]))}")
+def test_a_large_host_call_through_staging_runs_as_overlapped_pieces(transfer_device, case, rng):
+    """Through staging a call moving at least HOST_CALL_SPLIT_BYTES runs as kept host calls over
+    its halves (one submit each, the second half copied in while the device does the first);
+    mapped memory runs it whole. New data each time, poisoned outputs, bit for bit."""
+    name, data_type, shape, broadcast, pieces = case
+    op = getattr(dmlgpu, name)
+    expected = getattr(reference, name)
+    with transfer_device:
+        for k in range(4):
+            a = testing.sample(data_type, shape, rng)
+            operands = [a]
+            if name in ("bit_xor", "bit_and", "bit_or"):
+                operands.append(testing.sample(data_type, shape[-1:] if broadcast else shape, rng))
+            want = expected(*operands)
+            out = np.full(want.nbytes, 0xA5, np.uint8).view(want.dtype).reshape(want.shape)  # poison
+            before = transfer_device.memory_stats()
+            assert op(*operands, out=out) is out
+            assert testing.same_bits(out, want), (name, k)
+            assert testing.same_bits(op(*operands), want), (name, k)
+            after = transfer_device.memory_stats()
+            if k >= 2:  # kept since the second round: one submit per piece, nothing allocated
+                kept = pieces if not transfer_device.mapped else 1
+                assert after["submits"] - before["submits"] == 2 * kept
+                assert after["host_calls"] == before["host_calls"] == 2 * kept
+                assert after["live_buffers"] == before["live_buffers"]
+
+
+def test_the_halves_of_a_host_call_are_all_submitted_before_the_first_wait(rng, monkeypatch):
+    """The overlap: each half is copied in and submitted before the first half is waited for."""
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    seen = []
+    finish = runtime_device.HostCall.finish
+
+    def watched(call, position, out):
+        seen.append((device.memory_stats()["submits"], position))
+        return finish(call, position, out)
+    monkeypatch.setattr(runtime_device.HostCall, "finish", watched)
+    try:
+        with device:
+            x = testing.sample(DataType.UINT32, (SPLIT // 4,), rng)
+            for _ in range(3):
+                assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
+        (first, p0), (second, p1) = seen[-2:]
+        assert first == second and p1 == p0 + 1  # two submits, both before either wait
+    finally:
+        device.close()
+
+
 def test_host_calls_are_bounded_and_large_calls_take_the_transfers(transfer_device, rng):
     with transfer_device:
         for n in range(1, runtime_device.HOST_CALLS + 6):  # more kinds of call than are kept
