@@ -1,7 +1,9 @@
 """Where one numpy front-end call's time goes, by the runtime's and the front end's pieces:
 wraps them with timers and runs `bit_not(x, out=o)` on 1 MiB and on 16 bytes of uint32.
 Nested pieces are counted in each enclosing one (`read` holds `_land`, which holds waits).
-Then the 1 MiB call unwrapped, with its host copies on one thread and on 2 and 4, and CuPy's.
+Then the call unwrapped: at 1 MiB with its host copies on one thread and on 2 and 4; at 256 KiB,
+1 MiB and 2 MiB as one kept host call and as two overlapped halves (the default through staging,
+`HOST_CALL_SPLIT_BYTES`); and CuPy's `asnumpy(invert(asarray(x)), out=o)` at each size.
 
     python benchmarks/front_end_segments.py
 """
@@ -15,7 +17,8 @@ from dmlgpu import compiled, numpy_api
 from dmlgpu.runtime import device, host_copy, stream
 
 SECONDS = collections.defaultdict(float)
-PIECES = ((numpy_api, "_run_host_call"), (device.HostCall, "run"), (numpy_api, "_run_pieces"), (device.Device, "upload"), (device.Device, "allocate"),
+PIECES = ((numpy_api, "_run_host_call"), (device.Device, "run_host_calls"), (device.HostCall, "start"),
+          (device.HostCall, "finish"), (numpy_api, "_run_pieces"), (device.Device, "upload"), (device.Device, "allocate"),
           (compiled.CompiledOperator, "execute"), (compiled.CompiledOperator, "check"),
           (device.Buffer, "read"), (device.Buffer, "release"), (device.Device, "_land"),
           (stream.Stream, "flush"), (stream.Stream, "wait"), (stream.Stream, "_retire"))
@@ -41,25 +44,15 @@ def whole_call(x, o, calls=300) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def copy_threads():
-    """The 1 MiB call with its two host copies on one thread (the default below
-    host_copy.PARALLEL_BYTES) and split over 2 and 4 threads, with CuPy's
-    `asnumpy(invert(asarray(x)), out=o)` in the same process when it is there."""
-    x = np.arange(1 << 18, dtype=np.uint32)
-    o = np.empty_like(x)
-    saved = host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES
-    try:
-        for label, threshold, piece in (("one thread", saved[0], saved[1]),
-                                        ("2 slices", 1 << 20, 512 << 10), ("4 slices", 1 << 20, 256 << 10)):
-            host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES = threshold, piece
-            times = [whole_call(x, o) for _ in range(3)]
-            print(f"1 MiB, host copies {label}: {min(times) * 1e6:.1f} us (best of 3 x 300)")
-    finally:
-        host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES = saved
+def best_call(x, o) -> float:
+    return min(whole_call(x, o) for _ in range(3))
+
+
+def cupy_call(x, o) -> float | None:
     try:
         import cupy
     except ImportError:
-        return
+        return None
     for _ in range(50):
         cupy.asnumpy(cupy.invert(cupy.asarray(x)), out=o)
     best = []
@@ -68,7 +61,40 @@ def copy_threads():
         for _ in range(300):
             cupy.asnumpy(cupy.invert(cupy.asarray(x)), out=o)
         best.append((time.perf_counter() - start) / 300)
-    print(f"1 MiB, CuPy asnumpy(invert(asarray(x)), out=o): {min(best) * 1e6:.1f} us")
+    return min(best)
+
+
+def copy_threads_and_halves():
+    """The call with its two host copies on one thread (the default below
+    host_copy.PARALLEL_BYTES) and split over 2 and 4 threads; as one host call and as two
+    overlapped halves; with CuPy in the same process when it is there."""
+    x = np.arange(1 << 18, dtype=np.uint32)
+    o = np.empty_like(x)
+    saved = host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES
+    try:
+        for label, threshold, piece in (("one thread", saved[0], saved[1]),
+                                        ("2 slices", 1 << 20, 512 << 10), ("4 slices", 1 << 20, 256 << 10)):
+            host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES = threshold, piece
+            print(f"1 MiB, host copies {label}: {best_call(x, o) * 1e6:.1f} us (best of 3 x 300)")
+    finally:
+        host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES = saved
+    split = device.HOST_CALL_SPLIT_BYTES
+    try:
+        for size in (256 << 10, 1 << 20, 2 << 20):
+            x = np.arange(size // 4, dtype=np.uint32)
+            o = np.empty_like(x)
+            row = []
+            for label, threshold in (("whole", 1 << 40), ("halves", split)):
+                device.HOST_CALL_SPLIT_BYTES = threshold
+                numpy_api._HOST_PARTS.clear()
+                dmlgpu.default_device().empty_cache()
+                row.append(f"{label} {best_call(x, o) * 1e6:.1f} us")
+            peer = cupy_call(x, o)
+            if peer is not None:
+                row.append(f"CuPy {peer * 1e6:.1f} us")
+            print(f"{size >> 10} KiB `out=`: " + ", ".join(row))
+    finally:
+        device.HOST_CALL_SPLIT_BYTES = split
 
 
 def main():
@@ -89,7 +115,7 @@ def main():
             print(f"   {name:14s} {seconds / calls * 1e6:8.1f} us")
     for owner, name in PIECES:
         setattr(owner, name, getattr(owner, name).__wrapped__)
-    copy_threads()
+    copy_threads_and_halves()
 
 
 if __name__ == "__main__":
