@@ -502,7 +502,7 @@ def _host_parts(device, whole, firsts) -> list:
     if count < 2:
         return [whole] * count
     try:
-        parts = _pieces(whole[0], -(-max(nbytes) // 2))
+        parts = _pieces(whole[0], -(-max(nbytes) // 2) + 16)  # + an element: odd counts halve
     except ValidationError:  # a half DirectML would not take: the whole, as one call
         return [whole]
     return parts if 2 <= len(parts) <= 3 else [whole]

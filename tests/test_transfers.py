@@ -274,12 +274,12 @@ def test_a_repeated_small_call_runs_from_its_kept_host_call(transfer_device, rng
 
 SPLIT = runtime_device.HOST_CALL_SPLIT_BYTES
 SPLIT_CASES = [  # (operator, input data type, shape, broadcast second operand, pieces through staging)
-    ("bit_not", DataType.UINT32, (SPLIT // 4,), False, 2),  # exactly the bytes that split
-    ("bit_xor", DataType.UINT16, (SPLIT // 2 + 3,), False, 2),  # halves of odd element counts
-    ("bit_xor", DataType.UINT8, (96, 4 * 1024 + 1), True, 2),  # rows; a broadcast row
-    ("bit_and", DataType.UINT64, (3, SPLIT // 16), True, 3),  # three rows (not merged: the
-    ("bit_or", DataType.UINT64, (3, SPLIT // 16), False, 2),  # broadcast row): a piece each
-    ("bit_count", DataType.UINT64, (SPLIT // 8,), False, 2),  # 8 bytes in, 1 out
+    ("bit_not", DataType.UINT32, (SPLIT // 8,), False, 2),  # moves exactly the bytes that split
+    ("bit_xor", DataType.UINT16, (SPLIT // 6 + 3,), False, 2),  # halves of odd element counts
+    ("bit_xor", DataType.UINT8, (96, SPLIT // 192 + 1), True, 2),  # rows; a broadcast row
+    ("bit_and", DataType.UINT64, (3, SPLIT // 56 + 1), True, 3),  # three rows (not merged: the
+    ("bit_or", DataType.UINT64, (3, SPLIT // 72 + 1), False, 2),  # broadcast row): a piece each
+    ("bit_count", DataType.UINT64, (SPLIT // 9 + 1,), False, 2),  # 8 bytes in, 1 out
     ("sign", DataType.FLOAT32, (SPLIT // 8 - 1,), False, 1),  # moves less than SPLIT: whole
 ]
 
@@ -324,7 +324,7 @@ def test_the_halves_of_a_host_call_are_all_submitted_before_the_first_wait(rng, 
     monkeypatch.setattr(runtime_device.HostCall, "finish", watched)
     try:
         with device:
-            x = testing.sample(DataType.UINT32, (SPLIT // 4,), rng)
+            x = testing.sample(DataType.UINT32, (SPLIT // 8,), rng)
             for _ in range(3):
                 assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
         (first, p0), (second, p1) = seen[-2:]

@@ -65,9 +65,11 @@ HOST_CALLS = 16
 #: A call on host data through staging memory that moves at least this many bytes (inputs and
 #: output) runs as two host calls over its halves, overlapped (`Device.run_host_calls`): the
 #: second half's host copy in runs while the device copies and computes the first half, and
-#: the first half's copy out while the device does the second. At 1 MiB on an H100 that hides
-#: the device's ~70 us (two DMAs, the kernel and the submit's latency) behind the host's copies.
-HOST_CALL_SPLIT_BYTES = 256 << 10
+#: the first half's copy out while the device does the second. Measured on an H100 (one
+#: process, `benchmarks/front_end_segments.py`): 1 MiB of data (2 MiB moved) 332 -> 324 us,
+#: 2 MiB 610 -> 555 us, but 256 KiB 110 -> 131 us (the second submit and wait cost more than
+#: they hide), so smaller calls run whole.
+HOST_CALL_SPLIT_BYTES = 2 << 20
 _SERIALS = itertools.count(1)
 _CURRENT = threading.local()
 
