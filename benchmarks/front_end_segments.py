@@ -3,7 +3,7 @@ wraps them with timers and runs `bit_not(x, out=o)` on 1 MiB and on 16 bytes of 
 Nested pieces are counted in each enclosing one (`read` holds `_land`, which holds waits).
 Then the call unwrapped: at 1 MiB with its host copies on one thread and on 2 and 4; at 256 KiB,
 1 MiB and 2 MiB as one kept host call and as two overlapped halves (the default through staging,
-`HOST_CALL_SPLIT_BYTES`); and CuPy's `asnumpy(invert(asarray(x)), out=o)` at each size.
+`HOST_CALL_SPLIT_BYTES` and up); and CuPy's `asnumpy(invert(asarray(x)), out=o)` at each size.
 
     python benchmarks/front_end_segments.py
 """
@@ -84,7 +84,7 @@ def copy_threads_and_halves():
             x = np.arange(size // 4, dtype=np.uint32)
             o = np.empty_like(x)
             row = []
-            for label, threshold in (("whole", 1 << 40), ("halves", split)):
+            for label, threshold in (("whole", 1 << 40), ("halves", 0)):
                 device.HOST_CALL_SPLIT_BYTES = threshold
                 numpy_api._HOST_PARTS.clear()
                 dmlgpu.default_device().empty_cache()
