@@ -304,8 +304,8 @@ _HOST_CALLS: dict = {}
 _HOST_PARTS: dict = {}
 #: (operator, level as given, dtype as given, tensors) -> the prepared dispatch (holds no memory).
 _TENSOR_CALLS: dict = {}
-#: (operator, level as given, dtype as given, input Tensors) -> (compiled operator, input byte
-#: ranges, result shape, data type, bytes and offset): a new result needs no validation again.
+#: (operator, level as given, dtype as given, input Tensors) -> (runtime.Results making each new
+#: result, its shape, data type, offset and strides): a new result needs no validation again.
 _TENSOR_RESULTS: dict = {}
 
 
@@ -412,7 +412,7 @@ def _run_pieces(pieces, flat_in, arrays, result, in_place) -> None:
     """
     flat_out = result.reshape(-1).view(np.uint8)
     for piece in pieces:
-        compiled, nbytes, in_starts, out_start, extent = piece
+        *_, out_start, extent = piece
         buffers, out = _launch_piece(piece, flat_in, arrays, in_place)
         out.read(0, extent, out=flat_out[out_start:out_start + extent])
         _release(buffers, out)
