@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -160,6 +161,7 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
     # Quick runs on a CPU driver (lavapipe) use 1 MiB: a 16 MiB case there takes ~60 ms, and
     # ~30 operator x width cases plus the two-device case would hold a smoke run for minutes.
     big = (256 if not quick else 1 if device.is_cpu else 16) * MiB
+    _sustain(device, big, 0.1 if quick else 1.5)  # the tiny cases above let the GPU clock fall
     for op in OPERATORS:
         peer_fn = peer_function(op, torch) if torch else None
         if torch and peer_fn is None:
@@ -225,6 +227,17 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
                 and after["pipelines"] == before["pipelines"]
                 and after["live_buffers"] == before["live_buffers"] and _rss() - rss < 16 * MiB})
     return out
+
+
+def _sustain(device, nbytes: int, seconds: float) -> None:
+    """Resident NOTs of `nbytes` back to back for `seconds`: the GPU clock ramps up (it falls
+    to 345 MHz within seconds of light work, and the first large row would be timed ramping)."""
+    with device:
+        a, b = (Tensor.empty((nbytes // 4,), np.uint32) for _ in range(2))
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        numpy_api.bit_not(a, out=b)
+        device.synchronize()
 
 
 def _submit_floor(device, op_name: str, inputs, output, repeats: int = 50) -> float:
