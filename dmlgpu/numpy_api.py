@@ -300,7 +300,8 @@ def _separate(arrays, out) -> bool:
 #: shapes, out's) ->
 #: (device, pieces, result shape, result dtype): a call on numpy data of a known kind is not validated again.
 _HOST_CALLS: dict = {}
-#: The same keys -> the pieces such a call runs as through the device's host calls.
+#: The same keys -> (the operands uploaded, those not repeating an earlier one; the pieces such
+#: a call runs as through the device's host calls, each with its `make_launch`).
 _HOST_PARTS: dict = {}
 #: (operator, level as given, dtype as given, tensors) -> the prepared dispatch (holds no memory).
 _TENSOR_CALLS: dict = {}
@@ -467,20 +468,21 @@ def _run_host_call(device, key, pieces, flat_in, arrays, out, shape, dtype):
     thread running them) and the caller runs the pieces itself."""
     if len(pieces) != 1:
         return None
-    parts = _HOST_PARTS.get(key)
-    if parts is None:
+    plan = _HOST_PARTS.get(key)
+    if plan is None:
         if len(_HOST_PARTS) >= 256:
             _HOST_PARTS.clear()
-        parts = _HOST_PARTS[key] = _host_parts(device, pieces[0], _firsts(arrays))
+        firsts = _firsts(arrays)  # which operands are the same array: part of `key`
+        unique = [i for i, first in enumerate(firsts) if first == i]
+        plan = _HOST_PARTS[key] = unique, [(part, _launcher(part[0], firsts, unique))
+                                           for part in _host_parts(device, pieces[0], firsts)]
+    unique, parts = plan
     if not parts:
         return None
-    firsts = _firsts(arrays)
-    unique = [i for i, first in enumerate(firsts) if first == i]
     result = None
     calls, inputs, outs = [], [], []
-    for index, (compiled, nbytes, in_starts, out_start, extent) in enumerate(parts):
-        call = device.host_call((key, index), [nbytes[i] for i in unique], nbytes[-1],
-                                _launcher(compiled, firsts, unique))
+    for index, ((_, nbytes, in_starts, out_start, extent), make_launch) in enumerate(parts):
+        call = device.host_call((key, index), [nbytes[i] for i in unique], nbytes[-1], make_launch)
         if call is None:
             return None
         if result is None:

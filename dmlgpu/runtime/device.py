@@ -340,18 +340,24 @@ class Device:
 
         `reads`/`writes` are (Buffer, start, end) byte ranges for dependency tracking.
         """
-        arenas = tuple(b._block.arena for b in bindings)
-        key = (program.key, tuple(grid), tuple(a.id for a in arenas))
-        with self._lock:
-            pipeline = self._pipelines.get(key)
-            if pipeline is None:
-                pipeline = self._pipelines[key] = self._context.pipeline(
-                    program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
         self._programs[program.key] = program
+        key, pipeline = self._pipeline(program.key, tuple(grid), [b._block.arena for b in bindings])
         return Launch(self, name, pipeline, np.ascontiguousarray(push, np.uint32),
                       [self._span(b._block, s, e) for b, s, e in reads],
                       [self._span(b._block, s, e) for b, s, e in writes],
                       tuple({id(b): b for b in bindings}.values()), key)
+
+    def _pipeline(self, program_key, grid: tuple, arenas):
+        """(key, pipeline) of a known program over `grid` binding `arenas` in order: made once
+        per program, grid and arenas (kept until one of them is released)."""
+        key = (program_key, grid, tuple(a.id for a in arenas))
+        with self._lock:
+            pipeline = self._pipelines.get(key)
+            if pipeline is None:
+                program = self._programs[program_key]
+                pipeline = self._pipelines[key] = self._context.pipeline(
+                    program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
+        return key, pipeline
 
     def results(self, template: Launch, word: int, end: int) -> "Results":
         """Repeats of `template`, each writing bytes [0, end) of a fresh output buffer (its last
@@ -757,13 +763,7 @@ class Results:
     def _remember(self, block):
         device, template = self.device, self.template
         program_key, grid, arena_ids = template.key
-        key = (program_key, grid, arena_ids[:-1] + (block.arena.id,))
-        pipeline = device._pipelines.get(key)
-        if pipeline is None:
-            program = device._programs[program_key]
-            memories = [a.memory for a in device._arenas_by_id(key[2])]
-            pipeline = device._pipelines[key] = device._context.pipeline(
-                program.spirv, grid, program.spec, program.push_words, memories)
+        _, pipeline = device._pipeline(program_key, grid, device._arenas_by_id(arena_ids[:-1]) + [block.arena])
         push = template.push.copy()
         push[self.word] = block.offset // 4
         if len(self._by_block) >= self.BLOCKS:
