@@ -162,6 +162,8 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
     # ~30 operator x width cases plus the two-device case would hold a smoke run for minutes.
     big = (256 if not quick else 1 if device.is_cpu else 16) * MiB
     _sustain(device, big, 0.1 if quick else 1.5)  # the tiny cases above let the GPU clock fall
+    # Random bits, not zeros (which can run faster than real data), the same for both sides.
+    data = np.random.default_rng(2).integers(0, 256, size=big * 2, dtype=np.uint8)
     for op in OPERATORS:
         peer_fn = peer_function(op, torch) if torch else None
         if torch and peer_fn is None:
@@ -171,8 +173,9 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
             if data_type is None:
                 continue
             count_el = big // data_type.size
+            host = [data[k * big:(k + 1) * big].view(data_type.numpy) for k in range(len(op.inputs))]
             with device:
-                inputs = [Tensor.empty((count_el,), data_type.numpy) for _ in op.inputs]
+                inputs = [Tensor.from_numpy(h) for h in host]
                 result = Tensor.empty((count_el,), data_type.numpy if op.same_type
                                       else op.default_output.numpy)
             fn = getattr(numpy_api, op.short)
@@ -180,23 +183,25 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
             def ours_big():
                 fn(*inputs, out=result)
                 sync()
-            peer_big = None
+            launch = _floor_launch(device, op.name, inputs, result)
+
+            def floor_big(repeats):
+                return device.submit_floor(launch, repeats)
+            peer_big_fn = None
             if torch:
                 dt = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[bits]
-                px = [torch.zeros(count_el, dtype=dt, device="cuda") for _ in op.inputs]
+                px = [torch.from_numpy(h.view(np.uint8)).cuda().view(dt) for h in host]
                 py = torch.empty_like(px[0])
 
                 def peer_big_fn():
                     peer_fn(*px, out=py)
                     tsync()
-                peer_big = wall_seconds(peer_big_fn, repeats=20)
-            ours = wall_seconds(ours_big, repeats=20)
-            floor = _submit_floor(device, op.name, inputs, result)
+            ours, peer_big, floor = _interleaved(ours_big, peer_big_fn, floor_big)
             record = _row(f"{op.short} {big >> 20} MiB {data_type.name} resident + synchronize",
                           ">= 0.95 x torch speed", ours, peer_big, limit=1 / 0.95, bytes=big,
                           floor_seconds=floor, floor_ratio=ours / floor)
             out.append(record)
-            del inputs, result
+            del inputs, result, launch
             if torch:
                 del px, py
     device.empty_cache()
@@ -240,14 +245,41 @@ def _sustain(device, nbytes: int, seconds: float) -> None:
         device.synchronize()
 
 
-def _submit_floor(device, op_name: str, inputs, output, repeats: int = 50) -> float:
-    """Median seconds of the same operation recorded once, submitted and waited for: the floor
-    under a queued call + synchronize on this device (the runtime's `submit_floor`)."""
+def _floor_launch(device, op_name: str, inputs, output):
+    """A launch of the operation over whole buffers, for the runtime's `submit_floor`: the same
+    command buffer recorded once, submitted and waited for, is the floor under a queued call +
+    synchronize on this device."""
     descs = [TensorDesc(t.data_type, list(t.shape)) for t in (*inputs, output)]
     compiled = device.create_operator(DESC_CLASSES[op_name](*descs))
     ranges = compiled.check([Binding(t.buffer, 0, t.buffer.size_in_bytes) for t in inputs],
                             [Binding(output.buffer, 0, output.buffer.size_in_bytes)])
-    return float(np.median(device.submit_floor(compiled.launch(ranges), repeats)))
+    return compiled.launch(ranges)
+
+
+def _submit_floor(device, op_name: str, inputs, output, repeats: int = 50) -> float:
+    """Median seconds of `_floor_launch`'s command buffer submitted and waited for."""
+    return float(np.median(device.submit_floor(_floor_launch(device, op_name, inputs, output), repeats)))
+
+
+def _interleaved(ours, peer, floor, rounds: int = 5, repeats: int = 6):
+    """Median seconds of `ours()`, `peer()` (None: not measured) and the floor (`floor(n)`
+    returns n times), measured in `rounds` alternating rounds of `repeats` each after one
+    warm-up call, so that a drift of the GPU's clock between them weighs on all three alike."""
+    ours()
+    if peer is not None:
+        peer()
+    times = {"ours": [], "peer": [], "floor": []}
+    for _ in range(rounds):
+        for name, fn in (("peer", peer), ("ours", ours)):
+            if fn is None:
+                continue
+            for _ in range(repeats):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+        times["floor"].extend(floor(repeats))
+    peer_seconds = float(np.median(times["peer"])) if peer is not None else None
+    return float(np.median(times["ours"])), peer_seconds, float(np.median(times["floor"]))
 
 
 def two_devices(device, wall_seconds, nbytes: int) -> dict:

@@ -150,7 +150,14 @@ class CompiledOperator:
                 if len(self._launches) >= _MEMO:
                     self._launches.clear()
                 self._launches[key] = launch
-        self.device.enqueue(launch)
+        self.enqueue(launch)
+
+    def enqueue(self, launch) -> None:
+        """Queue `launch` (made by `launch`); ValidationError if another thread released one of
+        its buffers (or closed the device) since it was checked."""
+        if not self.device.enqueue(launch):
+            raise ValidationError(self.op.dml_name, None, "bindings", "a buffer released while queuing",
+                                  "allowed: live buffers of an open device")
 
     def check(self, inputs, outputs):
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""

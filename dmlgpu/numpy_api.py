@@ -46,25 +46,20 @@ def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
     return data_type
 
 
-def _tensor_key(t):
-    return t.buffer.serial, t.offset, t.shape, t.strides, t.data_type
-
-
 def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     """One call of `op`: `arrays` are its operands (numpy data, Tensors, Python scalars);
     `out_dtype` is None for "the input's type" (same-type operators) or "not given"."""
     call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
     if isinstance(out, Tensor):  # hot path: the same Tensors as an earlier call
         try:
-            launch = _TENSOR_CALLS.get((*call, tuple(map(_tensor_key, (*arrays, out)))))
+            launch = _TENSOR_CALLS.get((*call, (*[t.key for t in arrays], out.key)))
         except (AttributeError, TypeError):
             launch = None
-        if launch is not None and launch.valid:
-            launch.device.enqueue(launch)
+        if launch is not None and launch.device.enqueue(launch):
             return out
     elif out is None and arrays and all(isinstance(x, Tensor) for x in arrays):
         try:  # hot path: a new result of an earlier call's shape from the same Tensors
-            known = _TENSOR_RESULTS.get((*call, tuple(map(_tensor_key, arrays))))
+            known = _TENSOR_RESULTS.get((*call, tuple([t.key for t in arrays])))
         except (AttributeError, TypeError):
             known = None
         if known is not None and not any(t.buffer.released for t in arrays):
@@ -250,15 +245,15 @@ def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
                 [Binding(out.buffer, out_start, descs[-1].total_size)])
     ranges = compiled.check(*bindings)  # hazards are checked on the bindings
     launch = compiled.launch(ranges)
-    device.enqueue(launch)
+    compiled.enqueue(launch)
     if all(x is t for x, t in zip(arrays, tensors)):  # Tensors only: the call can repeat as is
         if len(_TENSOR_CALLS) >= 256:
             _TENSOR_CALLS.clear()
-        _TENSOR_CALLS[(*call, tuple(_tensor_key(t) for t in (*tensors, out)))] = launch
+        _TENSOR_CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
         if not given and ranges[-1].start == 0:
             if len(_TENSOR_RESULTS) >= 256:
                 _TENSOR_RESULTS.clear()
-            _TENSOR_RESULTS[(*call, tuple(_tensor_key(t) for t in tensors))] = (
+            _TENSOR_RESULTS[(*call, tuple(t.key for t in tensors))] = (
                 compiled.results(launch, ranges[-1].end), out.shape, out.data_type, out.offset, out.strides)
     return out
 

@@ -66,39 +66,82 @@ class Tensor:
     `out` given, such an input is first copied), but not as `out`: an output must start where
     DirectML can bind it.
 
+    A Tensor's fields are fixed once it is made (a view is a value, as a torch tensor's shape
+    is): a new view is a new Tensor. That is what lets the front end find a repeated call by
+    its Tensors' `key`s.
+
     Raises:
         ValidationError: a bad shape, strides or offset, or a view reaching past `buffer`.
     """
 
+    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key")
+
     def __init__(self, buffer, shape, data_type: DataType, offset: int = 0, strides=None):
-        self.buffer = buffer
-        self.shape = views.check_shape(shape)
-        self.data_type = DataType(data_type)
-        itemsize = self.data_type.size
+        shape = views.check_shape(shape)
+        data_type = DataType(data_type)
+        itemsize = data_type.size
         if strides is None:
-            strides = packed_strides(self.shape)
+            strides = packed_strides(shape)
         strides = tuple(strides)
-        if len(strides) != len(self.shape) or not all(views.is_index(s) and s >= 0 for s in strides):
+        if len(strides) != len(shape) or not all(views.is_index(s) and s >= 0 for s in strides):
             raise ValidationError("dmlgpu", None, "strides", strides,
-                                  f"allowed: {len(self.shape)} non-negative element counts")
-        self.strides = tuple(int(s) for s in strides)
+                                  f"allowed: {len(shape)} non-negative element counts")
+        strides = tuple(int(s) for s in strides)
         if not views.is_index(offset) or offset < 0 or offset % itemsize:
             raise ValidationError("dmlgpu", None, "offset", offset,
                                   f"allowed: a non-negative multiple of the element size ({itemsize})")
-        self.offset = int(offset)
-        end = self.offset + views.extent(self.shape, self.strides) * itemsize
+        offset = int(offset)
+        end = offset + views.extent(shape, strides) * itemsize
         if end > buffer.size_in_bytes:
-            raise ValidationError("dmlgpu", None, "shape", self.shape,
+            raise ValidationError("dmlgpu", None, "shape", shape,
                                   f"the view ends at byte {end}, past its buffer's {buffer.size_in_bytes}")
+        self._buffer, self._shape, self._data_type, self._offset, self._strides = \
+            buffer, shape, data_type, offset, strides
+        self._key = None
 
     @classmethod
     def _made(cls, buffer, shape: tuple, data_type: DataType, offset: int = 0, strides: tuple | None = None):
         """A Tensor from fields dmlgpu computed itself (a view of a valid Tensor, a fresh
         result): no checks, for hot paths."""
         tensor = object.__new__(cls)
-        tensor.buffer, tensor.shape, tensor.data_type, tensor.offset = buffer, shape, data_type, offset
-        tensor.strides = packed_strides(shape) if strides is None else strides
+        tensor._buffer, tensor._shape, tensor._data_type, tensor._offset = buffer, shape, data_type, offset
+        tensor._strides = packed_strides(shape) if strides is None else strides
+        tensor._key = None
         return tensor
+
+    # -- the view's fields (read-only) -------------------------------------------------------
+    @property
+    def buffer(self):
+        """The `dmlgpu.Buffer` holding the elements."""
+        return self._buffer
+
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def data_type(self) -> DataType:
+        return self._data_type
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of the first element in `buffer`."""
+        return self._offset
+
+    @property
+    def strides(self) -> tuple:
+        """Elements between neighbours per dimension (DirectML's convention, not numpy's bytes)."""
+        return self._strides
+
+    @property
+    def key(self) -> tuple:
+        """(buffer serial, offset, shape, strides, data type): equal for two Tensors exactly
+        when they view the same elements of the same live-or-dead buffer the same way (serials
+        are never reused); the front end finds a repeated call by its operands' keys."""
+        key = self._key
+        if key is None:
+            key = self._key = (self._buffer.serial, self._offset, self._shape, self._strides, self._data_type)
+        return key
 
     @classmethod
     def from_numpy(cls, array, device=None) -> "Tensor":

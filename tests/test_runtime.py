@@ -280,6 +280,32 @@ def test_an_operation_alone_is_replayed_from_a_kept_command_buffer(fresh, rng):
     assert testing.same_bits(t.numpy(), x) and testing.same_bits(u.numpy(), reference.bit_not(x))
 
 
+def test_a_launch_whose_buffer_was_released_queues_nothing(fresh, rng):
+    """The repeated-call path checks its launch under the device's lock: once a buffer it
+    binds is released, `enqueue` refuses it (nothing queued) and the call is validated afresh,
+    which names the released buffer."""
+    x = testing.sample(DataType.UINT32, (256,), rng)
+    with fresh:
+        t, o = Tensor.from_numpy(x), Tensor.empty((256,), np.uint32)
+    dmlgpu.bit_not(t, out=o)
+    dmlgpu.bit_not(t, out=o)  # now remembered
+    assert testing.same_bits(o.numpy(), reference.bit_not(x))
+    compiled = fresh.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(
+        TensorDesc(DataType.UINT32, (256,)), TensorDesc(DataType.UINT32, (256,))))
+    launch = compiled.launch(compiled.check([Binding(t.buffer)], [Binding(o.buffer)]))
+    assert fresh.enqueue(launch)
+    fresh.synchronize()
+    o.buffer.release()
+    submits = fresh.memory_stats()["submits"]
+    assert not fresh.enqueue(launch)
+    with pytest.raises(ValidationError, match="released"):
+        dmlgpu.bit_not(t, out=o)
+    with pytest.raises(ValidationError, match="released"):
+        compiled.execute([Binding(t.buffer)], [Binding(o.buffer)])
+    fresh.synchronize()
+    assert fresh.memory_stats()["submits"] == submits
+
+
 def test_operations_alone_on_ever_new_data_make_no_command_buffers(fresh):
     """Kept replays are bounded and re-recorded, never made per call: operations queued alone on
     a hundred different outputs leave at most the rotation plus the kept replays."""

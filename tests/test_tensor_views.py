@@ -76,6 +76,20 @@ def test_properties_and_len(rng):
     assert "strides (30, 12, 1) at byte 120" in repr(view)
 
 
+def test_fields_are_read_only_and_keys_tell_views_apart(rng):
+    """The front end finds repeated calls by Tensor keys: a view is fixed once made, and two
+    Tensors share a key exactly when they view the same elements of one buffer the same way."""
+    t = Tensor.from_numpy(testing.sample(DataType.UINT32, BASE, rng))
+    for field, value in (("shape", (120,)), ("strides", (1, 1, 1)), ("offset", 4),
+                         ("data_type", DataType.INT32), ("buffer", t.buffer), ("key", None)):
+        with pytest.raises(AttributeError):
+            setattr(t, field, value)
+    assert Tensor(t.buffer, BASE, DataType.UINT32).key == t.key == t[...].key
+    other = Tensor.from_numpy(t.numpy())
+    assert len({t.key, t.T.key, t[1:].key, t.reshape(120).key, other.key,
+                Tensor(t.buffer, BASE, DataType.INT32).key}) == 6
+
+
 def test_indexing_errors_are_clear():
     t = Tensor.from_numpy(np.zeros(BASE, np.uint8))
     for key in (np.s_[::-1], np.s_[:, 3:0:-1]):

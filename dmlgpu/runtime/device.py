@@ -28,7 +28,7 @@ from ..validation import is_int
 from . import debug_layer, host_copy, vulkan
 from .memory import MemoryPool
 from .probe import physical_device_count
-from .stream import Stream
+from .stream import Stream, replay_key
 
 #: VkPhysicalDeviceType, and the order in which the default device is chosen.
 DEVICE_TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
@@ -122,7 +122,7 @@ class Launch:
     buffers weakly: a remembered launch never keeps memory alive.
     """
 
-    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key")
+    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key", "replay_key")
 
     def __init__(self, device, name, pipeline, push, reads, writes, buffers, key):
         self.device = device
@@ -133,6 +133,7 @@ class Launch:
         self.writes = writes
         self.buffers = tuple(weakref.ref(b) for b in buffers)
         self.key = key  # (program key, grid, arena ids): what the pipeline was made for
+        self.replay_key = replay_key(pipeline, push)  # the stream's kept command buffer for it
 
     def derived(self, pipeline, push, reads, writes, buffer_refs, key) -> "Launch":
         """A launch of the same device and name from parts already made (no checks, no copies):
@@ -140,6 +141,7 @@ class Launch:
         launch = Launch.__new__(Launch)
         launch.device, launch.name, launch.pipeline, launch.push = self.device, self.name, pipeline, push
         launch.reads, launch.writes, launch.buffers, launch.key = reads, writes, buffer_refs, key
+        launch.replay_key = replay_key(pipeline, push)
         return launch
 
     @property
@@ -331,9 +333,13 @@ class Device:
     # -- work ------------------------------------------------------------------------------
     def synchronize(self) -> None:
         """Wait until all queued work has finished."""
-        with self._lock:
+        lock = self._lock  # acquire/release: half the cost of `with` on this hot path
+        lock.acquire()
+        try:
             if not self.closed:
                 self._stream.synchronize()
+        finally:
+            lock.release()
 
     def launch(self, program: Program, grid, bindings, push, reads, writes, name: str) -> Launch:
         """Prepare a dispatch of `program` over `grid` binding `bindings` (Buffers, in order).
@@ -375,14 +381,33 @@ class Device:
         arenas = {a.id: a for pool in (self._memory, self._staging) if pool for a in pool.arenas}
         return [arenas[i] for i in ids]
 
-    def enqueue(self, launch: Launch) -> None:
-        """Queue one prepared dispatch behind the work it depends on; returns at once."""
-        with self._lock:
+    def enqueue(self, launch: Launch) -> bool:
+        """Queue one prepared dispatch behind the work it depends on; returns at once.
+
+        Returns False, queuing nothing, when the launch is no longer valid (a buffer of it was
+        released, or its pipeline went with an arena): checked under the lock, so no other
+        thread can release one in between.
+        """
+        lock = self._lock  # acquire/release: half the cost of `with` on this hot path
+        lock.acquire()
+        try:
+            if launch.pipeline.handle is None:
+                return False
+            buffers = []
+            for ref in launch.buffers:
+                buffer = ref()
+                if buffer is None or buffer._block is None or self.closed:
+                    return False
+                buffers.append(buffer)
             stream = self._stream
             position = stream.position
-            stream.dispatch(launch.pipeline, launch.push, launch.reads, launch.writes, launch.name)
-            for ref in launch.buffers:
-                ref().last_use = position
+            stream.dispatch(launch.pipeline, launch.push, launch.reads, launch.writes, launch.name,
+                            launch.replay_key)
+            for buffer in buffers:
+                buffer.last_use = position
+            return True
+        finally:
+            lock.release()
 
     def record(self, steps, name: str):
         """Record a list of launches (with None for a barrier) into a reusable command buffer."""
@@ -740,7 +765,7 @@ class Results:
         self.word = word
         self.end = end
         self._inputs = template.buffers[:-1]  # weak references, as in the template
-        self._by_block: dict = {}  # (arena id, offset) -> (pipeline, push, written spans)
+        self._by_block: dict = {}  # (arena id, offset) -> (pipeline, push, written spans, replay key)
 
     def __call__(self) -> "Buffer":
         """A new output buffer with the dispatch writing it queued; its inputs must be live."""
@@ -754,7 +779,7 @@ class Results:
                 entry = self._remember(block)
             stream = device._stream
             position = stream.position
-            stream.dispatch(entry[0], entry[1], self.template.reads, entry[2], self.template.name)
+            stream.dispatch(entry[0], entry[1], self.template.reads, entry[2], self.template.name, entry[3])
             for ref in self._inputs:
                 ref().last_use = position
             buffer.last_use = position
@@ -768,7 +793,8 @@ class Results:
         push[self.word] = block.offset // 4
         if len(self._by_block) >= self.BLOCKS:
             self._by_block.clear()
-        entry = self._by_block[block.arena.id, block.offset] = (pipeline, push, [device._span(block, 0, self.end)])
+        entry = self._by_block[block.arena.id, block.offset] = (
+            pipeline, push, [device._span(block, 0, self.end)], replay_key(pipeline, push))
         return entry
 
 

@@ -84,18 +84,20 @@ class Stream:
                 self._count = 1
         return self._open
 
-    def dispatch(self, pipeline, push, reads, writes, name: str) -> None:
-        """Queue a dispatch of `pipeline` (a vulkan.Pipeline) that reads and writes these spans."""
+    def dispatch(self, pipeline, push, reads, writes, name: str, key=None) -> None:
+        """Queue a dispatch of `pipeline` (a vulkan.Pipeline) that reads and writes these spans.
+
+        `key` is `replay_key(pipeline, push)`, made once by callers that repeat a dispatch."""
         if self._open is None and self._solo is None and not self._inflight and not self._force_barrier \
                 and not self._reads and not self._writes:  # idle: nothing to order it after
+            self._names.append(name)
+            kept = self._kept(key or replay_key(pipeline, push), pipeline)
+            if kept is not None:
+                self._submit_solo(kept)  # alone before: its kept command buffer, now; the
+            else:  # bookkeeping below runs while the device works
+                self._solo = (pipeline, push, name)
             self._reads, self._writes = list(reads), list(writes)
             self._transfers = False
-            self._names.append(name)
-            kept = self._kept(pipeline, push)
-            if kept is not None:
-                self._submit_solo(kept)  # alone before: its kept command buffer, now
-            else:
-                self._solo = (pipeline, push, name)
             return
         self.order(reads, writes).dispatch(pipeline.handle, push)
         self.queued(name)
@@ -156,10 +158,9 @@ class Stream:
         self.position += 1
         self.submits += 1
 
-    def _kept(self, pipeline, push):
-        """The kept command buffer holding only this dispatch, if there is one (most recently
-        used now), else None."""
-        key = (id(pipeline), push.tobytes())
+    def _kept(self, key, pipeline):
+        """The kept command buffer holding only this dispatch (`key`), if there is one (most
+        recently used now), else None."""
         entry = self._replays.get(key)
         if entry is None or pipeline.handle is None:
             return None
@@ -171,10 +172,10 @@ class Stream:
         time a dispatch is submitted alone, in one of `REPLAYS` command buffers made once and
         re-recorded when the least recently used is given to another dispatch (nothing is in
         flight while a dispatch is held back, so none of them is)."""
-        kept = self._kept(pipeline, push)
+        key = replay_key(pipeline, push)
+        kept = self._kept(key, pipeline)
         if kept is not None:
             return kept
-        key = (id(pipeline), push.tobytes())
         entry = self._replays.get(key)
         if entry is None and key not in self._seen:  # first time alone: the open buffer takes it
             self._seen[key] = None
@@ -292,6 +293,12 @@ class Stream:
         self._inflight.clear()
         self._free.clear()
         self._open = None
+
+
+def replay_key(pipeline, push) -> tuple:
+    """What a kept command buffer holding one dispatch is found by: its pipeline and push
+    constants (a uint32 array)."""
+    return id(pipeline), push.tobytes()
 
 
 def _overlap(spans, pending) -> bool:
