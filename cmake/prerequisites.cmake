@@ -23,7 +23,7 @@ if(NOT SPIRV_VAL)
   dmlgpu_missing(spirv-val spirv-tools)
 endif()
 
-if(DMLGPU_BUILD_KOMPUTE)
+if(DMLGPU_BUILD_EXTENSIONS)
   # dmlgpu._kompute: a C++ compiler, patch for our Kompute patches, the Vulkan headers, fmt, the
   # Python headers and pybind11.
   if(CMAKE_CXX_COMPILER)

@@ -401,7 +401,7 @@ class Harness:
         without PyTorch, the only device-side figure)."""
         size = src.size
         floors = {"memcpy_gbps": size / wall_seconds(lambda: np.copyto(dst, src)) / 1e9,
-                  "memcpy_threads": host_copy.parallel_slices(size),
+                  "memcpy_threads": host_copy.copy_threads(size),
                   "memcpy_threads_gbps": size / wall_seconds(lambda: host_copy.copy(dst, src)) / 1e9}
         device = self.device
         buffer = device.allocate(size, zero_fill=False)

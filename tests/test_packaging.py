@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import dmlgpu
+import dmlgpu._host_copy
 import dmlgpu._kompute
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,11 +27,12 @@ def test_kompute_is_private_to_dmlgpu():
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
-def test_extension_needs_only_vulkan_and_the_c_runtime():
-    dynamic = subprocess.run(["readelf", "-d", dmlgpu._kompute.__file__], capture_output=True,
-                             text=True, check=True).stdout
-    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
-    assert "libvulkan.so.1" in needed and needed <= RUNTIME_LIBRARIES, needed
+def test_extensions_need_only_vulkan_and_the_c_runtime():
+    for module, vulkan in ((dmlgpu._kompute, True), (dmlgpu._host_copy, False)):
+        dynamic = subprocess.run(["readelf", "-d", module.__file__], capture_output=True,
+                                 text=True, check=True).stdout
+        needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
+        assert ("libvulkan.so.1" in needed) == vulkan and needed <= RUNTIME_LIBRARIES, (module, needed)
 
 
 def path_without(program: str, where: Path) -> str:

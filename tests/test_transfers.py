@@ -18,6 +18,7 @@ from dmlgpu.runtime import device as runtime_device
 from dmlgpu.runtime import host_copy
 
 P = host_copy.PARALLEL_BYTES
+S = host_copy.SPLIT_BYTES
 CHUNK = runtime_device.STAGING_CHUNK
 GUARD = 0x5A
 
@@ -30,7 +31,8 @@ def _guarded(n, offset):
 
 # -- the copy threads ---------------------------------------------------------------------------
 @pytest.mark.parametrize("threads", [None, 8], ids=["threads=cores", "threads=8"])
-@pytest.mark.parametrize("n", [0, 1, 4095, P - 1, P, P + 1, P + 4096, 3 * P + 17, 8 * P - 3])
+@pytest.mark.parametrize("n", [0, 1, 4095, S - 1, S, S + 1, 2 * S + 4097, P - 1, P, P + 1, P + 4096,
+                               3 * P + 17, 8 * P - 3])
 @pytest.mark.parametrize("how", ["copy", "start"])
 def test_host_copy_is_exact_around_the_threshold(n, threads, how, rng, monkeypatch):
     if threads:  # more slices than this machine's threads: the pool takes them in turn
@@ -45,6 +47,31 @@ def test_host_copy_is_exact_around_the_threshold(n, threads, how, rng, monkeypat
             host_copy.start(dst, src).wait()
         assert testing.same_bits(dst, src), (n, src_offset, dst_offset)
         assert (raw[:dst_offset] == GUARD).all() and (raw[dst_offset + n:] == GUARD).all()
+
+
+@pytest.mark.skipif(host_copy.THREADS < 2, reason="one core: nothing to split over")
+def test_split_copies_from_several_threads_at_once_are_exact(rng):
+    """Contiguous copies from SPLIT_BYTES go to the native pool; one thread's copy runs on it
+    while the others copy alone, and every copy lands exactly."""
+    sizes = [S, S + 4097, 3 * S - 5, P + 1]
+    sources = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+    results = [[] for _ in sizes]
+
+    def run(k):
+        for _ in range(20):
+            raw, dst = _guarded(sizes[k], k + 1)
+            host_copy.copy(dst, sources[k])
+            results[k].append(testing.same_bits(dst, sources[k]) and (raw[:k + 1] == GUARD).all()
+                              and (raw[k + 1 + sizes[k]:] == GUARD).all())
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(sizes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(all(r) and len(r) == 20 for r in results)
+    assert host_copy._native.pool_threads() >= 1
+    assert host_copy.copy_threads(S - 1) == 1
+    assert host_copy.copy_threads(S) == min(host_copy.THREADS, S // host_copy.SPLIT_SLICE_BYTES) >= 2
 
 
 def test_host_copy_slices_are_page_aligned_and_cover_everything(monkeypatch):

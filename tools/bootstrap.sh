@@ -95,7 +95,7 @@ fi
 #    are read from the tree and a changed shader or patch rebuilds at the next import, so this
 #    only reruns when the packaging itself changed.
 editable_stamp=$(stamp "$(cat pyproject.toml)" "${pip_build[*]}")
-if [ "$(cat .venv/.dmlgpu 2>/dev/null)" != "$editable_stamp" ] || ! "$py" -c "import dmlgpu._kompute" 2>/dev/null; then
+if [ "$(cat .venv/.dmlgpu 2>/dev/null)" != "$editable_stamp" ] || ! "$py" -c "import dmlgpu._kompute, dmlgpu._host_copy" 2>/dev/null; then
   say "building dmlgpu (CMake: shaders, and Kompute from the kp sdist: a few minutes the first time)"
   "$py" -m pip install "${pip_quiet[@]}" "${pip_build[@]}" \
     -Ceditable.rebuild=true -Ceditable.verbose=false -e .

@@ -1,19 +1,21 @@
-"""Host memcpys on several cores: one process-wide pool of copy threads.
+"""Host memcpys on several cores.
 
 A single thread copies host memory at ~10 GB/s on the NVIDIA VMs we measure on, a quarter of
 what PCIe moves (~46 GB/s each way), so the two host copies of a front-end call (user array ->
-staging, staging -> user array) cost more than the device's copies. numpy releases the GIL
-while it copies plain dtypes, so `np.copyto` on disjoint slices runs on several cores at once.
+staging, staging -> user array) cost more than the device's copies.
 
-- `copy(dst, src)`: copy now; large copies are split into contiguous slices, one per thread
-  (the caller copies one itself).
-- `start(dst, src)`: queue the copy on the pool and return a `Pending` to `wait()` on, so a
-  caller can queue the next piece of a pipelined transfer before the last one has landed and
+- `copy(dst, src)`: copy now. A contiguous copy of `SPLIT_BYTES` or more is split over threads
+  of the native pool (`dmlgpu._host_copy`: threads that spin briefly for work, so a split costs
+  no thread wake-up or GIL hand-off, and pays from 256 KiB); other large 1-D copies over the
+  Python pool below.
+- `start(dst, src)`: queue the copy on a pool of Python threads (numpy releases the GIL while
+  it copies, so slices run on several cores at once) and return a `Pending` to `wait()` on, so
+  a caller can queue the next piece of a pipelined transfer before the last one has landed and
   the threads never idle between pieces.
 
-The threads are daemons made once, on the first copy large enough to use them; a forked child
-makes its own on first use (threads do not survive `fork`), and interpreter exit never waits
-for them (every caller waits for its own copies before it returns).
+The threads of both pools are daemons made once, on the first copy large enough to use them; a
+forked child makes its own on first use (threads do not survive `fork`), and interpreter exit
+never waits for them (every caller waits for its own copies before it returns).
 """
 from __future__ import annotations
 
@@ -22,6 +24,13 @@ import queue
 import threading
 
 import numpy as np
+
+from ..errors import DeviceError
+
+try:
+    from .. import _host_copy as _native  # built with dmlgpu (native/host_copy.cpp)
+except ImportError:  # reported at the first copy that needs it, with what to do
+    _native = None
 
 #: Copy threads: one per core this process may run on, up to 8. Past ~8 threads one socket's
 #: memory bandwidth is the limit (a host memcpy reads and writes each byte), and more only contend.
@@ -34,6 +43,12 @@ PARALLEL_BYTES = 4 << 20
 MIN_SLICE_BYTES = 512 << 10
 #: Slice bounds fall on page boundaries: no two threads write (or first-touch) the same page.
 SLICE_ALIGN = 4096
+#: Contiguous copies from this size are split over the native pool, in slices of at least
+#: SPLIT_SLICE_BYTES. On an H100 host a 512 KiB copy into or out of memory the GPU's DMA had
+#: just touched took 49 us on one thread (19 us from cache); handing slices to Python threads
+#: made a 1 MiB front-end call 1.5-2x slower (benchmarks/NOTES.md, changes 30 and 38).
+SPLIT_BYTES = 256 << 10
+SPLIT_SLICE_BYTES = 128 << 10
 
 _pool = None
 _pool_lock = threading.Lock()
@@ -41,6 +56,14 @@ _pool_lock = threading.Lock()
 
 def copy(dst: np.ndarray, src: np.ndarray) -> None:
     """Copy `src` into `dst` (as `dst[...] = src`), on several threads when it is large."""
+    if dst.nbytes >= SPLIT_BYTES and THREADS > 1 and dst.dtype == src.dtype and dst.ndim == 1 \
+            and src.shape == dst.shape and dst.flags.c_contiguous and src.flags.c_contiguous \
+            and dst.flags.writeable:
+        if _native is None:
+            raise DeviceError("dmlgpu._host_copy (built with dmlgpu) is missing: reinstall dmlgpu "
+                              "with pip install . or tools/bootstrap.sh setup")
+        _native.copy(dst, src, THREADS, SPLIT_SLICE_BYTES)  # overlapping arrays: one memmove
+        return
     bounds = _bounds(dst, src)
     if bounds is None:
         np.copyto(dst, src, casting="unsafe")
@@ -64,6 +87,13 @@ def start(dst: np.ndarray, src: np.ndarray) -> "Pending":
     job = Pending(dst, src, len(bounds))
     _threads().put_all(job, bounds)
     return job
+
+
+def copy_threads(nbytes: int) -> int:
+    """How many threads `copy` runs a contiguous copy of `nbytes` on (the caller among them)."""
+    if nbytes < SPLIT_BYTES or THREADS == 1:
+        return 1
+    return max(1, min(THREADS, nbytes // SPLIT_SLICE_BYTES))
 
 
 def parallel_slices(nbytes: int) -> int:
@@ -185,9 +215,9 @@ def _threads() -> _Pool:
 
 
 def pool_threads() -> int:
-    """Threads the pool has started (0 before the first parallel copy)."""
+    """Threads the two pools have started (0 before the first parallel copy)."""
     pool = _pool
-    return len(pool.threads) if pool is not None else 0
+    return (len(pool.threads) if pool is not None else 0) + (_native.pool_threads() if _native else 0)
 
 
 def _forget_pool_after_fork() -> None:
