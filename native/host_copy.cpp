@@ -20,8 +20,8 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
-#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -59,14 +59,20 @@ struct Job {
 
 class Pool {
   public:
+    // Daemons, never joined and never destroyed (nor is the pool): alive until the process
+    // ends. Where the system refuses a thread the pool keeps those it has (fewer slices).
     explicit Pool(unsigned threads) {
-        for (unsigned i = 0; i < threads; ++i)
-            threads_.emplace_back([this] { work(); });
-        for (auto &thread : threads_)
-            thread.detach();  // daemons: never joined, alive until the process ends
+        for (unsigned i = 0; i < threads; ++i) {
+            try {
+                std::thread([this] { work(); }).detach();
+            } catch (const std::system_error &) {
+                break;
+            }
+            ++threads_;
+        }
     }
 
-    unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
+    unsigned threads() const { return threads_; }
 
     // Copy with the caller and the pool's threads; returns when every slice has landed.
     void copy(char *dst, const char *src, size_t size, size_t slice) {
@@ -115,7 +121,7 @@ class Pool {
         }
     }
 
-    std::vector<std::thread> threads_;
+    unsigned threads_ = 0;
     std::mutex mutex_;
     std::condition_variable wake_;
     std::shared_ptr<Job> current_;
