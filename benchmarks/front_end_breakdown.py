@@ -27,7 +27,7 @@ def main():
 
     results = {
         "host memcpy (numpy copyto)": 1e3 * wall_seconds(repeats=5, fn=lambda: np.copyto(out, x.view(np.uint8))),
-        f"host memcpy ({host_copy.parallel_slices(x.nbytes)} copy threads)":
+        f"host memcpy ({host_copy.copy_threads(x.nbytes)} copy threads)":
             1e3 * wall_seconds(repeats=5, fn=lambda: host_copy.copy(out, x.view(np.uint8))),
         "new array, first touch": 1e3 * wall_seconds(repeats=5, fn=lambda: np.empty_like(out).fill(0)),
         "upload (device.upload + wait)": 1e3 * wall_seconds(repeats=5, fn=upload),

@@ -65,19 +65,18 @@ def cupy_call(x, o) -> float | None:
 
 
 def copy_threads_and_halves():
-    """The call with its two host copies on one thread (the default below
-    host_copy.PARALLEL_BYTES) and split over 2 and 4 threads; as one host call and as two
-    overlapped halves; with CuPy in the same process when it is there."""
+    """The call with its host copies on one thread and split over the pool (the default from
+    host_copy.SPLIT_BYTES); as one host call and as two overlapped halves; with CuPy in the
+    same process when it is there."""
     x = np.arange(1 << 18, dtype=np.uint32)
     o = np.empty_like(x)
-    saved = host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES
+    saved = host_copy.THREADS
     try:
-        for label, threshold, piece in (("one thread", saved[0], saved[1]),
-                                        ("2 slices", 1 << 20, 512 << 10), ("4 slices", 1 << 20, 256 << 10)):
-            host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES = threshold, piece
+        for label, threads in (("one thread", 1), (f"split over {saved} threads", saved)):
+            host_copy.THREADS = threads
             print(f"1 MiB, host copies {label}: {best_call(x, o) * 1e6:.1f} us (best of 3 x 300)")
     finally:
-        host_copy.PARALLEL_BYTES, host_copy.MIN_SLICE_BYTES = saved
+        host_copy.THREADS = saved
     split = device.HOST_CALL_SPLIT_BYTES
     try:
         for size in (256 << 10, 1 << 20, 2 << 20):

@@ -4,10 +4,12 @@
 // staging, in halves). Right after the GPU's DMA has touched that memory they run at DRAM speed
 // on one core (~49 us each on an H100 host, against ~19 us from cache), and handing slices to
 // Python threads costs more than it saves (a futex wake-up and GIL hand-offs per slice: the
-// call grows from 253 to 390 us on 2 threads, 547 us on 4). Here the caller publishes a job and
-// copies a slice itself while threads that were spinning on an atomic take the others: no
-// system call and no GIL on the way. A thread idle for SPIN_MICROSECONDS sleeps on a condition
-// variable, so an idle process costs no CPU; the next copy wakes it.
+// call grows from 253 to 390 us on 2 threads, 547 us on 4). Here a copy is a job of page-aligned
+// slices in a queue that threads spinning on an atomic take from: no system call and no GIL on
+// the way. `copy` publishes a job and copies slices itself; `start` publishes one and returns,
+// and its `wait` copies whatever slices no thread has taken yet, so a copy never waits for a
+// sleeping thread. A thread idle for SPIN_MICROSECONDS sleeps on a condition variable (an idle
+// process costs no CPU); the next job wakes it.
 #include <pybind11/pybind11.h>
 
 #include <pthread.h>
@@ -17,9 +19,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <system_error>
 #include <thread>
 
@@ -45,6 +47,9 @@ struct Job {
     std::atomic<unsigned> next{0};
     std::atomic<unsigned> done{0};
 
+    bool exhausted() const { return next.load(std::memory_order_relaxed) >= slices; }
+
+    // Copy slices until none is left to take.
     void run() {
         for (;;) {
             unsigned i = next.fetch_add(1, std::memory_order_relaxed);
@@ -55,12 +60,19 @@ struct Job {
             done.fetch_add(1, std::memory_order_release);
         }
     }
+
+    // Take what is left, then wait for the slices other threads are copying.
+    void finish() {
+        run();
+        while (done.load(std::memory_order_acquire) < slices)
+            DMLGPU_PAUSE();
+    }
 };
 
 class Pool {
   public:
     // Daemons, never joined and never destroyed (nor is the pool): alive until the process
-    // ends. Where the system refuses a thread the pool keeps those it has (fewer slices).
+    // ends. Where the system refuses a thread the pool keeps those it has.
     explicit Pool(unsigned threads) {
         for (unsigned i = 0; i < threads; ++i) {
             try {
@@ -74,30 +86,37 @@ class Pool {
 
     unsigned threads() const { return threads_; }
 
-    // Copy with the caller and the pool's threads; returns when every slice has landed.
-    void copy(char *dst, const char *src, size_t size, size_t slice) {
-        auto job = std::make_shared<Job>();
-        job->dst = dst;
-        job->src = src;
-        job->size = size;
-        job->slice = slice;
-        job->slices = static_cast<unsigned>((size + slice - 1) / slice);
+    void post(const std::shared_ptr<Job> &job) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            current_ = job;
+            jobs_.push_back(job);
             generation_.fetch_add(1, std::memory_order_release);
         }
         if (sleepers_.load(std::memory_order_acquire) > 0)
             wake_.notify_all();
-        job->run();
-        while (job->done.load(std::memory_order_acquire) < job->slices)
-            DMLGPU_PAUSE();
     }
 
   private:
+    // The oldest job with slices left (dropping those without), or null; under mutex_.
+    std::shared_ptr<Job> next_job() {
+        while (!jobs_.empty() && jobs_.front()->exhausted())
+            jobs_.pop_front();
+        return jobs_.empty() ? nullptr : jobs_.front();
+    }
+
     void work() {
-        uint64_t seen = generation_.load(std::memory_order_acquire);
         for (;;) {
+            uint64_t seen;
+            std::shared_ptr<Job> job;
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                job = next_job();  // held: a job outlives every thread still copying it
+                seen = generation_.load(std::memory_order_acquire);
+            }
+            if (job) {
+                job->run();
+                continue;
+            }
             auto deadline = std::chrono::steady_clock::now() + SPIN_MICROSECONDS;
             unsigned polls = 0;
             while (generation_.load(std::memory_order_acquire) == seen) {
@@ -110,34 +129,66 @@ class Pool {
                     break;
                 }
             }
-            std::shared_ptr<Job> job;
-            {
-                std::lock_guard<std::mutex> lock(mutex_);
-                seen = generation_.load(std::memory_order_acquire);
-                job = current_;  // held: a job outlives every thread still looking at it
-            }
-            if (job)
-                job->run();
         }
     }
 
     unsigned threads_ = 0;
     std::mutex mutex_;
     std::condition_variable wake_;
-    std::shared_ptr<Job> current_;
+    std::deque<std::shared_ptr<Job>> jobs_;
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> sleepers_{0};
 };
 
-Pool *pool = nullptr;  // made on first use; one copy at a time runs on it
-std::mutex pool_lock;
+Pool *pool = nullptr;  // made on the first split copy
+std::mutex *pool_lock = new std::mutex();
 
 // In a forked child the parent's threads do not exist, and its mutexes may be held by them:
-// the child starts from nothing (the parent's pool object is left behind, never touched).
+// the child starts from nothing (the parent's pool is left behind, never touched).
 void forget_pool_in_child() {
     pool = nullptr;
-    new (&pool_lock) std::mutex();
+    pool_lock = new std::mutex();
 }
+
+Pool &the_pool(unsigned threads) {
+    std::lock_guard<std::mutex> lock(*pool_lock);
+    if (pool == nullptr) {
+        static bool registered = false;
+        if (!registered)
+            registered = pthread_atfork(nullptr, nullptr, forget_pool_in_child) == 0;
+        unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+        pool = new Pool(std::min(threads, cores) - 1);  // made once: never more than the cores
+    }
+    return *pool;
+}
+
+// A copy in flight (`start`): `wait` copies what is left and returns once every slice has
+// landed; dropped unwaited, it waits (the buffers may go right after).
+class Pending {
+  public:
+    explicit Pending(std::shared_ptr<Job> job) : job_(std::move(job)) {}
+    Pending(Pending &&) = default;  // moved into Python's object: only that one waits
+    Pending(const Pending &) = delete;
+    ~Pending() {
+        if (job_) {
+            py::gil_scoped_release unlocked;
+            job_->finish();
+        }
+    }
+    void wait() {
+        if (!job_)
+            return;
+        {
+            py::gil_scoped_release unlocked;
+            job_->finish();
+        }
+        job_.reset();
+    }
+    bool done() const { return !job_ || job_->done.load(std::memory_order_acquire) >= job_->slices; }
+
+  private:
+    std::shared_ptr<Job> job_;
+};
 
 py::buffer_info contiguous(const py::buffer &buffer, bool writable, const char *what) {
     py::buffer_info info = buffer.request(writable);
@@ -146,10 +197,9 @@ py::buffer_info contiguous(const py::buffer &buffer, bool writable, const char *
     return info;
 }
 
-// copy(dst, src, threads, slice): copy the bytes of src into dst (the same length) on up to
-// `threads` threads (the caller among them) in slices of at least `slice` bytes; overlapping
-// buffers are moved whole by the caller.
-void copy(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t slice) {
+// The job of copying src's bytes into dst, or null where the caller copies at once (overlapping
+// buffers, moved whole as numpy would; or too small to split); a null job's copy is done.
+std::shared_ptr<Job> prepare(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t slice) {
     py::buffer_info d = contiguous(dst, true, "dst");
     py::buffer_info s = contiguous(src, false, "src");
     size_t size = static_cast<size_t>(d.size * d.itemsize);
@@ -160,31 +210,36 @@ void copy(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t
     slice = std::max<size_t>(slice, 4096);
     unsigned parts = static_cast<unsigned>(std::min<size_t>(threads, size / slice));
     py::gil_scoped_release unlocked;
-    if (to < from + size && from < to + size) {  // overlapping: as numpy, as if through a copy
+    if (to < from + size && from < to + size) {
         std::memmove(to, from, size);
-        return;
+        return nullptr;
     }
+    if (parts >= 2)
+        parts = std::min(parts, the_pool(threads).threads() + 1);
     if (parts < 2) {
         std::memcpy(to, from, size);
-        return;
+        return nullptr;
     }
-    size_t step = ((size + parts - 1) / parts + 4095) / 4096 * 4096;  // page-aligned slices
-    std::unique_lock<std::mutex> lock(pool_lock, std::try_to_lock);
-    if (!lock.owns_lock()) {  // another thread copies on the pool: this one copies alone
-        std::memcpy(to, from, size);
-        return;
+    auto job = std::make_shared<Job>();
+    job->dst = to;
+    job->src = from;
+    job->size = size;
+    job->slice = ((size + parts - 1) / parts + 4095) / 4096 * 4096;  // page-aligned slices
+    job->slices = static_cast<unsigned>((size + job->slice - 1) / job->slice);
+    pool->post(job);
+    return job;
+}
+
+void copy(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t slice) {
+    std::shared_ptr<Job> job = prepare(dst, src, threads, slice);
+    if (job) {
+        py::gil_scoped_release unlocked;
+        job->finish();
     }
-    if (pool == nullptr) {
-        static std::once_flag registered;
-        std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, forget_pool_in_child); });
-        unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-        pool = new Pool(std::min(threads, cores) - 1);  // made once: never more than the cores
-    }
-    if (parts > pool->threads() + 1) {  // a pool made for fewer threads: slices for them
-        parts = pool->threads() + 1;
-        step = ((size + parts - 1) / parts + 4095) / 4096 * 4096;
-    }
-    pool->copy(to, from, size, step);
+}
+
+Pending start(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t slice) {
+    return Pending(prepare(dst, src, threads, slice));
 }
 
 unsigned pool_threads() { return pool == nullptr ? 0 : pool->threads(); }
@@ -193,8 +248,14 @@ unsigned pool_threads() { return pool == nullptr ? 0 : pool->threads(); }
 
 PYBIND11_MODULE(_host_copy, m) {
     m.doc() = "Host memcpys split over cores by threads that spin briefly for work (dmlgpu.runtime.host_copy)";
+    py::class_<Pending>(m, "Pending", "A copy in flight (from start)")
+        .def("wait", &Pending::wait, "Copy what no thread has taken yet and return once every slice has landed")
+        .def_property_readonly("done", &Pending::done);
     m.def("copy", &copy, py::arg("dst"), py::arg("src"), py::arg("threads"), py::arg("slice"),
           "Copy src's bytes into dst (C-contiguous, the same length; overlapping: moved whole) on up to "
           "`threads` threads, the caller among them, in page-aligned slices of at least `slice` bytes");
+    m.def("start", &start, py::arg("dst"), py::arg("src"), py::arg("threads"), py::arg("slice"),
+          "As copy, but returns at once with a Pending whose wait() finishes it (small or overlapping "
+          "copies are done at once); neither buffer may change or go before wait() returns");
     m.def("pool_threads", &pool_threads, "Threads the pool has started (0 before the first split copy)");
 }
