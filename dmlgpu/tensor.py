@@ -74,7 +74,7 @@ class Tensor:
         ValidationError: a bad shape, strides or offset, or a view reaching past `buffer`.
     """
 
-    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key")
+    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "__weakref__")
 
     def __init__(self, buffer, shape, data_type: DataType, offset: int = 0, strides=None):
         shape = views.check_shape(shape)

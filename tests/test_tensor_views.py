@@ -2,6 +2,9 @@
 indexing, transposes and reshapes as zero-copy views, and views as operator inputs and outputs
 (every operator; views starting at and off 16-byte boundaries), compared with the same views of a
 numpy array and bit for bit with `dmlgpu.reference`."""
+import copy
+import weakref
+
 import numpy as np
 import pytest
 
@@ -85,6 +88,7 @@ def test_fields_are_read_only_and_keys_tell_views_apart(rng):
         with pytest.raises(AttributeError):
             setattr(t, field, value)
     assert Tensor(t.buffer, BASE, DataType.UINT32).key == t.key == t[...].key
+    assert weakref.ref(t)() is t and copy.copy(t).key == t.key  # still weakly referable, copyable
     other = Tensor.from_numpy(t.numpy())
     assert len({t.key, t.T.key, t[1:].key, t.reshape(120).key, other.key,
                 Tensor(t.buffer, BASE, DataType.INT32).key}) == 6
