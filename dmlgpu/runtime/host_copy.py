@@ -86,6 +86,8 @@ class Pending:
     """A copy in flight: `wait()` returns once every slice has landed (it copies the slices no
     thread has taken yet; Ctrl-C is raised after it returns). It holds both arrays until then."""
 
+    # Dropped unwaited, the native job's destructor finishes the copy: slots are cleared in
+    # this order, so the arrays outlive it.
     __slots__ = ("_job", "_arrays")
 
     def __init__(self, job, dst, src):
