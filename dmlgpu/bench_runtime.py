@@ -81,7 +81,7 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
     def tiny_new():
         ~t  # noqa: B018
         sync()
-    peer_out = peer_new = None
+    peer_out_fn = peer_new_fn = None
     if torch:
         def peer_out_fn():
             torch.bitwise_not(tx, out=ty)
@@ -90,9 +90,12 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
         def peer_new_fn():
             ~tx  # noqa: B018
             tsync()
-        peer_out, peer_new = wall_seconds(peer_out_fn, repeats=3000), wall_seconds(peer_new_fn, repeats=3000)
-    ours_out, ours_new = wall_seconds(tiny_out, repeats=3000), wall_seconds(tiny_new, repeats=3000)
-    floor = _submit_floor(device, "ELEMENT_WISE_BIT_NOT", [t], o)
+    launch = _floor_launch(device, "ELEMENT_WISE_BIT_NOT", [t], o)
+    tiny = _interleaved({"peer_out": _timed(peer_out_fn), "ours_out": _timed(tiny_out),
+                         "peer_new": _timed(peer_new_fn), "ours_new": _timed(tiny_new),
+                         "floor": lambda n: device.submit_floor(launch, n)}, rounds=10, repeats=300)
+    ours_out, ours_new, peer_out, peer_new, floor = (
+        tiny[k] for k in ("ours_out", "ours_new", "peer_out", "peer_new", "floor"))
     out.append(_row("bit_not(t, out=o) 1 KiB + synchronize", "<= 1.5 x torch", ours_out, peer_out, limit=1.5,
                     floor_seconds=floor, floor_ratio=ours_out / floor))
     out.append(_row("u = ~t 1 KiB + synchronize", "<= 2 x torch", ours_new, peer_new, limit=2.0))
@@ -184,9 +187,6 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
                 fn(*inputs, out=result)
                 sync()
             launch = _floor_launch(device, op.name, inputs, result)
-
-            def floor_big(repeats):
-                return device.submit_floor(launch, repeats)
             peer_big_fn = None
             if torch:
                 dt = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[bits]
@@ -196,7 +196,9 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
                 def peer_big_fn():
                     peer_fn(*px, out=py)
                     tsync()
-            ours, peer_big, floor = _interleaved(ours_big, peer_big_fn, floor_big)
+            big_times = _interleaved({"peer": _timed(peer_big_fn), "ours": _timed(ours_big),
+                                      "floor": lambda n: device.submit_floor(launch, n)}, rounds=5, repeats=6)
+            ours, peer_big, floor = big_times["ours"], big_times["peer"], big_times["floor"]
             record = _row(f"{op.short} {big >> 20} MiB {data_type.name} resident + synchronize",
                           ">= 0.95 x torch speed", ours, peer_big, limit=1 / 0.95, bytes=big,
                           floor_seconds=floor, floor_ratio=ours / floor)
@@ -256,30 +258,33 @@ def _floor_launch(device, op_name: str, inputs, output):
     return compiled.launch(ranges)
 
 
-def _submit_floor(device, op_name: str, inputs, output, repeats: int = 50) -> float:
-    """Median seconds of `_floor_launch`'s command buffer submitted and waited for."""
-    return float(np.median(device.submit_floor(_floor_launch(device, op_name, inputs, output), repeats)))
+def _timed(fn):
+    """`fn` (None: not measured) as `batch(n)`: the wall seconds of n calls."""
+    if fn is None:
+        return None
+
+    def batch(n: int) -> list:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return times
+    return batch
 
 
-def _interleaved(ours, peer, floor, rounds: int = 5, repeats: int = 6):
-    """Median seconds of `ours()`, `peer()` (None: not measured) and the floor (`floor(n)`
-    returns n times), measured in `rounds` alternating rounds of `repeats` each after one
-    warm-up call, so that a drift of the GPU's clock between them weighs on all three alike."""
-    ours()
-    if peer is not None:
-        peer()
-    times = {"ours": [], "peer": [], "floor": []}
+def _interleaved(cases: dict, rounds: int, repeats: int) -> dict:
+    """Median seconds of each case (`name -> batch(n)` returning n times, or None: not
+    measured, median None), measured in `rounds` alternating rounds of `repeats` each after one
+    warm-up call of each, so that a drift of the GPU's clock between them weighs on all alike."""
+    live = {name: batch for name, batch in cases.items() if batch is not None}
+    for batch in live.values():
+        batch(1)
+    times = {name: [] for name in live}
     for _ in range(rounds):
-        for name, fn in (("peer", peer), ("ours", ours)):
-            if fn is None:
-                continue
-            for _ in range(repeats):
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
-        times["floor"].extend(floor(repeats))
-    peer_seconds = float(np.median(times["peer"])) if peer is not None else None
-    return float(np.median(times["ours"])), peer_seconds, float(np.median(times["floor"]))
+        for name, batch in live.items():
+            times[name].extend(batch(repeats))
+    return {name: float(np.median(times[name])) if name in live else None for name in cases}
 
 
 def two_devices(device, wall_seconds, nbytes: int) -> dict:
