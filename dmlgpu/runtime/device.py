@@ -391,12 +391,12 @@ class Device:
         lock = self._lock  # acquire/release: half the cost of `with` on this hot path
         lock.acquire()
         try:
-            if launch.pipeline.handle is None:
+            if launch.pipeline.handle is None or self.closed:
                 return False
             buffers = []
             for ref in launch.buffers:
                 buffer = ref()
-                if buffer is None or buffer._block is None or self.closed:
+                if buffer is None or buffer._block is None:
                     return False
                 buffers.append(buffer)
             stream = self._stream

@@ -53,9 +53,11 @@ class Stream:
         self._count = 0
         self.position = 1  # the batch being recorded (or the next one)
         self.completed = 0
-        # Ranges touched since the last barrier, as (arena id, start, end).
+        # Ranges touched since the last barrier, as (arena id, start, end): the very lists a
+        # caller passed (never changed by it) until `_shared` is False, copied before appending.
         self._reads: list = []
         self._writes: list = []
+        self._shared = False
         self._force_barrier = False
         self._transfers = False  # a copy or fill since the last barrier
         self._solo = None  # (pipeline, push, name): a dispatch held back on an idle stream
@@ -90,13 +92,13 @@ class Stream:
         `key` is `replay_key(pipeline, push)`, made once by callers that repeat a dispatch."""
         if self._open is None and self._solo is None and not self._inflight and not self._force_barrier \
                 and not self._reads and not self._writes:  # idle: nothing to order it after
-            self._names.append(name)
             kept = self._kept(key or replay_key(pipeline, push), pipeline)
             if kept is not None:
-                self._submit_solo(kept)  # alone before: its kept command buffer, now; the
-            else:  # bookkeeping below runs while the device works
+                self._submit_solo(kept, (name,))  # alone before: its kept command buffer, now;
+            else:  # the bookkeeping below runs while the device works
+                self._names.append(name)
                 self._solo = (pipeline, push, name)
-            self._reads, self._writes = list(reads), list(writes)
+            self._reads, self._writes, self._shared = reads, writes, True
             self._transfers = False
             return
         self.order(reads, writes).dispatch(pipeline.handle, push)
@@ -118,9 +120,13 @@ class Stream:
             self.barriers += 1
             self._force_barrier = False
             self._transfers = transfer
-            self._reads, self._writes = list(reads), list(writes)
+            self._reads, self._writes, self._shared = reads, writes, True
         else:
             self._transfers = self._transfers or transfer
+            if self._shared:  # the caller's lists: appended to as copies
+                self._reads = pending_r = list(pending_r)
+                self._writes = pending_w = list(pending_w)
+                self._shared = False
             for span in reads:
                 if span not in pending_r:  # loops read the same ranges again and again
                     pending_r.append(span)
@@ -196,16 +202,17 @@ class Stream:
         self._replays[key] = (pipeline, commands)  # holding `pipeline` keeps its id unique
         return commands
 
-    def _submit_solo(self, commands) -> None:
-        """Submit the held-back dispatch from its kept command buffer."""
+    def _submit_solo(self, commands, names=None) -> None:
+        """Submit the held-back dispatch (named `names`, else the open batch's names) from its
+        kept command buffer."""
         self._solo = None
+        if names is None:
+            names, self._names = self._names, []
         try:
             commands.submit()
         except Exception as exc:
-            names, self._names = self._names, []
             raise DeviceError(f"submitting {_describe(names)} failed: {exc}") from exc
-        self._inflight.append((self.position, commands, False, self._names))
-        self._names = []
+        self._inflight.append((self.position, commands, False, names))
         self.position += 1
         self.submits += 1
 
@@ -264,7 +271,8 @@ class Stream:
             self.on_complete(self.completed)
 
     def synchronize(self) -> None:
-        self.flush()
+        if self._open is not None or self._solo is not None:
+            self.flush()
         self.wait(self.position)
 
     @property
