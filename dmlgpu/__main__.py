@@ -1,12 +1,15 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`."""
+"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`.
+
+`demo` and `bench` live outside the library, in the `dmlgpu_tools` package shipped beside it: they
+are imported only when asked for, so neither `import dmlgpu` nor the build's `shaders` step loads
+them (nor the optional packages they use).
+"""
 from __future__ import annotations
 
 import argparse
 import sys
 
 from . import kernels
-from .bench import main as bench_main
-from .demo import run_demo
 from .device import devices
 from .operators import support_table
 
@@ -25,6 +28,8 @@ def main(argv=None) -> int:
     shaders.add_argument("what", choices=("variants", "abi"))
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
+        from dmlgpu_tools.bench import main as bench_main
+
         return bench_main(argv[1:])
     if argv[:1] == ["worker"]:
         from .dask import worker_main
@@ -43,6 +48,8 @@ def main(argv=None) -> int:
             mark = "*" if d["default"] else " "
             print(f"{mark} {d['index']}: {d['name']} ({d['type']}, buffers up to {d['max_buffer_bytes']} bytes)")
         return 0
+    from dmlgpu_tools.demo import run_demo
+
     return run_demo()
 
 

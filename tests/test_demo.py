@@ -1,5 +1,5 @@
 """`python -m dmlgpu demo` still runs and finds every result right (small sizes, short timings)."""
-from dmlgpu.demo import run_demo
+from dmlgpu_tools.demo import run_demo
 from dmlgpu.operators import OPERATORS
 
 

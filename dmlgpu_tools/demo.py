@@ -12,12 +12,12 @@ import time
 
 import numpy as np
 
-from . import numpy_api, testing
-from .device import default_device
-from .dtypes import DataType
-from .operators import OPERATORS
-from .reference import REFERENCES
-from .tensor import Tensor
+from dmlgpu import numpy_api, testing
+from dmlgpu.device import default_device
+from dmlgpu.dtypes import DataType
+from dmlgpu.operators import OPERATORS
+from dmlgpu.reference import REFERENCES
+from dmlgpu.tensor import Tensor
 
 #: What each operator is timed against: numpy's ufunc of the same raw-bit meaning (the row's
 #: `numpy_ufunc`), else dmlgpu.reference's numpy implementation of DirectML's semantics.

@@ -17,15 +17,15 @@ import time
 
 import numpy as np
 
-from . import numpy_api, testing
-from .bindings import Binding
-from .command_list import CommandList
-from .descs import DESC_CLASSES
-from .device import Device, devices
-from .dtypes import DataType
-from .operators import OPERATORS
-from .tensor import Tensor
-from .tensor_desc import TensorDesc
+from dmlgpu import numpy_api, testing
+from dmlgpu.bindings import Binding
+from dmlgpu.command_list import CommandList
+from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.device import Device, devices
+from dmlgpu.dtypes import DataType
+from dmlgpu.operators import OPERATORS
+from dmlgpu.tensor import Tensor
+from dmlgpu.tensor_desc import TensorDesc
 
 MiB, GiB = 1 << 20, 1 << 30
 

@@ -32,16 +32,19 @@ from pathlib import Path
 
 import numpy as np
 
-from . import bench_runtime, numpy_api, reference, testing
-from .bindings import Binding
-from .descs import DESC_CLASSES
-from .device import default_device
-from .dtypes import DataType
-from .operators import OPERATORS
-from .profiling import kernel_seconds
-from .runtime import host_copy
-from .tensor import Tensor
-from .tensor_desc import TensorDesc
+from dmlgpu import numpy_api, reference, testing
+from dmlgpu.bindings import Binding
+from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.device import default_device
+from dmlgpu.dtypes import DataType
+from dmlgpu.operators import OPERATORS
+from dmlgpu.profiling import kernel_seconds
+from dmlgpu.runtime import host_copy
+from dmlgpu.tensor import Tensor
+from dmlgpu.tensor_desc import TensorDesc
+
+from . import bench_runtime
+from .bench_report import write_report
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 #: One data type per element width; operators that cannot take it use the signed one.
@@ -486,8 +489,6 @@ def main(argv=None) -> int:
                                              peer_function, kernel_type)
     del held
     env["clocks_end"] = gpu_clocks()
-    from .bench_report import write_report
-
     write_report(out, env, harness.records)
     print(f"results in {out}/")
     return 0
