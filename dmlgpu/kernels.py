@@ -27,9 +27,6 @@ CHAIN_VARIANT = f"{CHAIN_FAMILY}-chain"
 #: The chain's push constants reuse the block's fields: in_offset0 is the program's word offset
 #: and in_offset1 its step count (chain_main.glsl).
 CHAIN_PROGRAM_FIELD, CHAIN_STEPS_FIELD = "in_offset0", "in_offset1"
-#: A chain step in its program buffer: (op code = index in CHAIN_OPS, a, b, output) as word
-#: offsets into the one arena the chain binds.
-CHAIN_STEP_WORDS = 4
 MAX_DIMS = 8
 WORKGROUP_SIZE = 256
 #: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.
@@ -48,7 +45,6 @@ SPEC_SIZES = 1
 SPEC_STRIDES_IN0 = SPEC_SIZES + MAX_DIMS
 SPEC_STRIDES_IN1 = SPEC_STRIDES_IN0 + MAX_DIMS
 SPEC_STRIDES_OUT = SPEC_STRIDES_IN1 + MAX_DIMS
-SPEC_COUNT = SPEC_STRIDES_OUT + MAX_DIMS
 KIND_CODES = {Kind.UINT: 0, Kind.INT: 1, Kind.FLOAT: 2}
 
 

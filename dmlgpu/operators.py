@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .dtypes import ALL, FLOATS_32, INTS, INTS_32, UINTS, UINTS_32, DataType
+from .dtypes import ALL, FLOATS_UP_TO_32, INTS, INTS_UP_TO_32, UINTS, UINTS_UP_TO_32, DataType
 from .feature_levels import FeatureLevel as L
 
 DIMS_1_TO_8 = tuple(range(1, 9))
@@ -105,14 +105,14 @@ def _declare(op: Operator) -> Operator:
 _A_B = ("ATensor", "BTensor")
 _BITWISE = _support(
     (L.LEVEL_4_1, DIMS_1_TO_8, ALL, ALL),
-    (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, UINTS_32),
+    (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_UP_TO_32, UINTS_UP_TO_32),
 )
 _SHIFTS = _support(
     (L.LEVEL_4_1, DIMS_1_TO_8, UINTS, UINTS),
-    (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, UINTS_32),
-    (L.LEVEL_2_1, DIMS_4, UINTS_32, UINTS_32),
+    (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_UP_TO_32, UINTS_UP_TO_32),
+    (L.LEVEL_2_1, DIMS_4, UINTS_UP_TO_32, UINTS_UP_TO_32),
 )
-_SIGN_TYPES_3_0 = FLOATS_32 + INTS_32 + UINTS_32
+_SIGN_TYPES_3_0 = FLOATS_UP_TO_32 + INTS_UP_TO_32 + UINTS_UP_TO_32
 _BIT_COUNT_OUT = (DataType.UINT32, DataType.UINT8)
 #: Width-independent bitwise operators: in the flat layout they run on whole words.
 _RAW_BITS = dict(same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",), shader="bitwise")
@@ -143,10 +143,10 @@ BIT_SHIFT_RIGHT = _declare(Operator(
 SIGN = _declare(Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
     _support(
-        (L.LEVEL_4_1, DIMS_1_TO_8, FLOATS_32 + INTS + UINTS, FLOATS_32 + INTS + UINTS),
+        (L.LEVEL_4_1, DIMS_1_TO_8, FLOATS_UP_TO_32 + INTS + UINTS, FLOATS_UP_TO_32 + INTS + UINTS),
         (L.LEVEL_3_0, DIMS_1_TO_8, _SIGN_TYPES_3_0, _SIGN_TYPES_3_0),
         (L.LEVEL_2_1, DIMS_4, _SIGN_TYPES_3_0, _SIGN_TYPES_3_0),
-        (L.LEVEL_2_0, DIMS_4, FLOATS_32, FLOATS_32),
+        (L.LEVEL_2_0, DIMS_4, FLOATS_UP_TO_32, FLOATS_UP_TO_32),
     ),
     same_type=True, in_place=True, flat_facts=("in_bits", "kind"),
     element_facts=("in_bits", "kind"), shader="sign",
@@ -157,7 +157,7 @@ BIT_COUNT = _declare(Operator(
     "ELEMENT_WISE_BIT_COUNT", 125, "bit_count", ("InputTensor",),
     _support(
         (L.LEVEL_4_1, DIMS_1_TO_8, ALL, _BIT_COUNT_OUT),
-        (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_32, _BIT_COUNT_OUT),
+        (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_UP_TO_32, _BIT_COUNT_OUT),
     ),
     same_type=False, in_place=False, flat_facts=("in_bits", "out_bits"),
     element_facts=("in_bits", "out_bits"), shader="bit_count",

@@ -95,10 +95,6 @@ class TensorDesc:
             pass
 
     @property
-    def dimension_count(self) -> int:
-        return len(self.sizes)
-
-    @property
     def element_count(self) -> int:
         count = 1
         for s in self.sizes:
