@@ -1,17 +1,17 @@
 """Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`.
 
-`demo` and `bench` live outside the library, in the `dmlgpu_tools` package shipped beside it: they
-are imported only when asked for, so neither `import dmlgpu` nor the build's `shaders` step loads
+`demo`, `bench` and `table` (README's operator section) live outside the library, in the
+`dmlgpu_tools` package shipped beside it: they are imported only when asked for, so neither `import dmlgpu` nor the build's `shaders` step loads
 them (nor the optional packages they use).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import kernels
 from .device import devices
-from .operators import support_table
 
 
 def main(argv=None) -> int:
@@ -21,7 +21,8 @@ def main(argv=None) -> int:
     sub.add_parser("devices", help="list Vulkan devices and say which is the default")
     sub.add_parser("bench", help="benchmarks against numpy, PyTorch and CuPy (see benchmarks/NOTES.md)",
                    add_help=False)
-    sub.add_parser("table", help="README's operator table, printed from the operator table")
+    table = sub.add_parser("table", help="README's operator section (prose and table), printed from the operator table")
+    table.add_argument("--readme", metavar="PATH", help="rewrite the section in this file instead of printing it")
     sub.add_parser("worker", help="dask worker SCHEDULER with one worker process per device (needs .[dask])",
                    add_help=False)
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")
@@ -41,7 +42,12 @@ def main(argv=None) -> int:
         sys.stdout.write(kernels.variant_lines() if args.what == "variants" else kernels.abi_glsl())
         return 0
     if args.command == "table":
-        sys.stdout.write(support_table())
+        from dmlgpu_tools import readme
+
+        if args.readme:
+            readme.update(Path(args.readme))
+        else:
+            sys.stdout.write(readme.section())
         return 0
     if args.command == "devices":
         for d in devices():

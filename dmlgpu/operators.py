@@ -31,6 +31,20 @@ class LevelSupport:
 
 
 @dataclass(frozen=True)
+class Peer:
+    """The fastest route in numpy (and CuPy, PyTorch) to an operator's result: numpy's function
+    `numpy` (CuPy's has the same name, PyTorch's is `torch`), which gives DirectML's result on
+    every value of the input types in `exact_on` (shift amounts below the element width, for a row
+    that masks them). The demo and the benchmarks time it on one of those types; a row without a
+    reference function of its own whose peer is exact on every type it takes has the peer as its
+    reference (`dmlgpu.reference`)."""
+
+    numpy: str
+    exact_on: tuple[DataType, ...]
+    torch: str | None = None  # None: numpy's name
+
+
+@dataclass(frozen=True)
 class Operator:
     name: str  # DML_OPERATOR_<name>
     type_value: int  # DML_OPERATOR_TYPE value
@@ -45,6 +59,7 @@ class Operator:
     element_facts: tuple[str, ...]
     shader: str  # shaders/<shader>.comp, the family source; the build selects `short` in it (OP)
     doc: str  # the front end's docstring: one line, then how it differs from numpy, if it does
+    peer: Peer  # what the demo and the benchmarks compare it with
     # Output type when a call names none (DirectMLX's default); None: the inputs' type.
     default_output: DataType | None = None
     masks_shift_amount: bool = False  # BTensor holds shift amounts, taken modulo the element width
@@ -122,23 +137,29 @@ _SHIFT = dict(same_type=True, in_place=True, flat_facts=("in_bits",), element_fa
 
 BIT_NOT = _declare(Operator(
     "ELEMENT_WISE_BIT_NOT", 124, "bit_not", ("InputTensor",), _BITWISE, **_RAW_BITS,
-    doc="Bitwise NOT of every element's raw bits.", numpy_ufunc="invert", python_operator="invert"))
+    doc="Bitwise NOT of every element's raw bits.", peer=Peer("invert", UINTS + INTS, torch="bitwise_not"),
+    numpy_ufunc="invert", python_operator="invert"))
 BIT_XOR = _declare(Operator(
     "ELEMENT_WISE_BIT_XOR", 123, "bit_xor", _A_B, _BITWISE, **_RAW_BITS,
-    doc="Bitwise XOR of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_xor", python_operator="xor"))
+    doc="Bitwise XOR of the raw bits of `a` and `b`.", peer=Peer("bitwise_xor", UINTS + INTS),
+    numpy_ufunc="bitwise_xor", python_operator="xor"))
 BIT_AND = _declare(Operator(
     "ELEMENT_WISE_BIT_AND", 121, "bit_and", _A_B, _BITWISE, **_RAW_BITS,
-    doc="Bitwise AND of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_and", python_operator="and"))
+    doc="Bitwise AND of the raw bits of `a` and `b`.", peer=Peer("bitwise_and", UINTS + INTS),
+    numpy_ufunc="bitwise_and", python_operator="and"))
 BIT_OR = _declare(Operator(
     "ELEMENT_WISE_BIT_OR", 122, "bit_or", _A_B, _BITWISE, **_RAW_BITS,
-    doc="Bitwise OR of the raw bits of `a` and `b`.", numpy_ufunc="bitwise_or", python_operator="or"))
+    doc="Bitwise OR of the raw bits of `a` and `b`.", peer=Peer("bitwise_or", UINTS + INTS),
+    numpy_ufunc="bitwise_or", python_operator="or"))
 BIT_SHIFT_LEFT = _declare(Operator(
     "ELEMENT_WISE_BIT_SHIFT_LEFT", 97, "bit_shift_left", _A_B, _SHIFTS, **_SHIFT,
-    doc="Logical left shift of each element of `a` by the amount in `b`.", numpy_ufunc="left_shift",
+    doc="Logical left shift of each element of `a` by the amount in `b`.",
+    peer=Peer("left_shift", UINTS, torch="bitwise_left_shift"), numpy_ufunc="left_shift",
     python_operator="lshift"))
 BIT_SHIFT_RIGHT = _declare(Operator(
     "ELEMENT_WISE_BIT_SHIFT_RIGHT", 98, "bit_shift_right", _A_B, _SHIFTS, **_SHIFT,
-    doc="Logical right shift of each element of `a` by the amount in `b`.", numpy_ufunc="right_shift",
+    doc="Logical right shift of each element of `a` by the amount in `b`.",
+    peer=Peer("right_shift", UINTS, torch="bitwise_right_shift"), numpy_ufunc="right_shift",
     python_operator="rshift"))
 SIGN = _declare(Operator(
     "ELEMENT_WISE_SIGN", 79, "sign", ("InputTensor",),
@@ -152,7 +173,8 @@ SIGN = _declare(Operator(
     element_facts=("in_bits", "kind"), shader="sign",
     doc="-1, 0 or +1 per element, in the input's dtype.\n\n"
         "Differs from `numpy.sign`: NaN gives 0 (DirectML's \"otherwise\" branch), -0.0 gives +0.0. "
-        "Unsigned inputs give 0 or 1. DirectML has no FLOAT64 SIGN at any level."))
+        "Unsigned inputs give 0 or 1. DirectML has no FLOAT64 SIGN at any level.",
+    peer=Peer("sign", INTS + UINTS)))
 BIT_COUNT = _declare(Operator(
     "ELEMENT_WISE_BIT_COUNT", 125, "bit_count", ("InputTensor",),
     _support(
@@ -160,11 +182,11 @@ BIT_COUNT = _declare(Operator(
         (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_UP_TO_32, _BIT_COUNT_OUT),
     ),
     same_type=False, in_place=False, flat_facts=("in_bits", "out_bits"),
-    element_facts=("in_bits", "out_bits"), shader="bit_count",
+    element_facts=("in_bits", "out_bits"), shader="uint_result",
     doc="Number of 1 bits of each element's raw encoding.\n\n"
         "Differs from `numpy.bitwise_count`, which counts |x| for signed integers: -1 as int8 gives 8 "
         "here.",
-    default_output=DataType.UINT8))
+    peer=Peer("bitwise_count", UINTS), default_output=DataType.UINT8))
 
 OPERATORS: tuple[Operator, ...] = tuple(_REGISTRY)
 BY_SHORT = {op.short: op for op in OPERATORS}

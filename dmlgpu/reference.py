@@ -5,7 +5,9 @@ ignore the data type except for its width, and SIGN of a float is decided from i
 (NaN -> 0, -0 -> +0, denormals -> +/-1). An operator whose row names a numpy ufunc with the same
 raw-bit meaning runs that ufunc on the raw bits (shift amounts masked to the element width first,
 `shift_amount`); SIGN and BIT_COUNT are written out here, because numpy's own `np.sign` (NaN -> NaN)
-and `np.bitwise_count` (counts |x| for signed integers) differ. `REFERENCES` maps each row's
+and `np.bitwise_count` (counts |x| for signed integers) differ. A row with neither, whose peer
+(`Operator.peer`) gives DirectML's result on every type the row takes, has the peer as its
+reference, its result in the output type (IS_NAN: `np.isnan`). `REFERENCES` maps each row's
 `short` name to its function, which is also a module attribute of that name.
 """
 from __future__ import annotations
@@ -80,8 +82,29 @@ def bit_count(x: np.ndarray, dtype=np.uint8) -> np.ndarray:
     return per_byte.sum(axis=-1, dtype=np.uint32).astype(dtype).reshape(x.shape)
 
 
+def _from_peer(op: Operator):
+    """The reference of a row whose peer is exact on every input type the row takes."""
+    taken = {t for row in op.support for t in row.input_types}
+    if not taken <= set(op.peer.exact_on):
+        raise TypeError(f"{op.name} needs a reference function: numpy.{op.peer.numpy} is not DirectML's "
+                        f"result on {', '.join(sorted(t.name for t in taken - set(op.peer.exact_on)))}")
+    function = getattr(np, op.peer.numpy)
+
+    def reference(*args, dtype=None):  # the inputs, then (where the row lists output types) dtype
+        arrays, rest = args[:len(op.inputs)], args[len(op.inputs):]
+        result = function(*(np.asarray(x) for x in arrays))
+        if op.same_type:
+            return result
+        return result.astype((rest[0] if rest else dtype) or op.default_output.numpy)
+
+    reference.__name__ = reference.__qualname__ = op.short
+    reference.__doc__ = f"{op.dml_name}: numpy.{op.peer.numpy}, in the output's dtype."
+    return reference
+
+
 #: Operator short name -> reference function; operators without a numpy ufunc of the same
-#: meaning have a function of their name above.
-REFERENCES = {op.short: _raw_bits(op) if op.numpy_ufunc else globals()[op.short] for op in OPERATORS}
+#: raw-bit meaning have a function of their name above, or their peer.
+REFERENCES = {op.short: _raw_bits(op) if op.numpy_ufunc else globals().get(op.short) or _from_peer(op)
+              for op in OPERATORS}
 globals().update(REFERENCES)
 __all__ = ["REFERENCES", "shift_amount", *REFERENCES]

@@ -9,6 +9,7 @@ import pytest
 from dmlgpu import DataType, FeatureLevel, descs, numpy_api
 from dmlgpu.operators import BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name, support_table
 from dmlgpu.tensor_desc import calc_buffer_tensor_size
+from dmlgpu_tools import readme
 
 L = FeatureLevel
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -107,9 +108,19 @@ def test_each_row_gives_a_descriptor_a_function_and_its_operators(op):
     assert f"(DML_{op.name})" in function.__doc__
 
 
-def test_readme_operator_table_is_the_table():
-    """README's table is `operators.support_table()`: regenerate it when a row changes."""
-    assert support_table() in README.read_text(), "README's operator table differs from support_table()"
+def test_readme_operator_section_is_the_table():
+    """README's operator section (prose and table) is written from the rows: regenerate it with
+    `python -m dmlgpu table --readme README.md` when a row changes."""
+    text = README.read_text()
+    assert readme.section() in text, "README's operator section differs: python -m dmlgpu table --readme README.md"
+    assert support_table() in text
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+def test_readme_prose_names_every_row(op):
+    prose = README.read_text().split(readme.BEGIN)[1].split("\n\n")[0]
+    lines = [line for line in prose.splitlines() if line.startswith(f"- `dmlgpu.{op.short}` (`{op.name}`): ")]
+    assert len(lines) == 1 and op.doc.partition("\n\n")[0] in lines[0]
 
 
 @pytest.mark.parametrize("data_type, sizes, strides, expected", [
