@@ -128,12 +128,17 @@ _SHIFTS = _support(
     (L.LEVEL_2_1, DIMS_4, UINTS_UP_TO_32, UINTS_UP_TO_32),
 )
 _SIGN_TYPES_3_0 = FLOATS_UP_TO_32 + INTS_UP_TO_32 + UINTS_UP_TO_32
-_BIT_COUNT_OUT = (DataType.UINT32, DataType.UINT8)
+#: Output types of the operators with a UINT8/UINT32 result per element, as their pages list them.
+_UINT_RESULT_TYPES = (DataType.UINT32, DataType.UINT8)
 #: Width-independent bitwise operators: in the flat layout they run on whole words.
 _RAW_BITS = dict(same_type=True, in_place=True, flat_facts=(), element_facts=("in_bits",), shader="bitwise")
 #: Shifts of A by the amounts in B, lane by lane of the element width.
 _SHIFT = dict(same_type=True, in_place=True, flat_facts=("in_bits",), element_facts=("in_bits",), shader="bitwise",
               masks_shift_amount=True)
+#: A UINT8/UINT32 result per element whatever the input type (not in place: the pages say nothing
+#: of it); DirectMLX's default output type is UINT8.
+_UINT_RESULT = dict(same_type=False, in_place=False, flat_facts=("in_bits", "out_bits"),
+                    element_facts=("in_bits", "out_bits"), shader="uint_result", default_output=DataType.UINT8)
 
 BIT_NOT = _declare(Operator(
     "ELEMENT_WISE_BIT_NOT", 124, "bit_not", ("InputTensor",), _BITWISE, **_RAW_BITS,
@@ -178,15 +183,14 @@ SIGN = _declare(Operator(
 BIT_COUNT = _declare(Operator(
     "ELEMENT_WISE_BIT_COUNT", 125, "bit_count", ("InputTensor",),
     _support(
-        (L.LEVEL_4_1, DIMS_1_TO_8, ALL, _BIT_COUNT_OUT),
-        (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_UP_TO_32, _BIT_COUNT_OUT),
+        (L.LEVEL_4_1, DIMS_1_TO_8, ALL, _UINT_RESULT_TYPES),
+        (L.LEVEL_3_0, DIMS_1_TO_8, UINTS_UP_TO_32, _UINT_RESULT_TYPES),
     ),
-    same_type=False, in_place=False, flat_facts=("in_bits", "out_bits"),
-    element_facts=("in_bits", "out_bits"), shader="uint_result",
+    **_UINT_RESULT,
     doc="Number of 1 bits of each element's raw encoding.\n\n"
         "Differs from `numpy.bitwise_count`, which counts |x| for signed integers: -1 as int8 gives 8 "
         "here.",
-    peer=Peer("bitwise_count", UINTS), default_output=DataType.UINT8))
+    peer=Peer("bitwise_count", UINTS)))
 
 OPERATORS: tuple[Operator, ...] = tuple(_REGISTRY)
 BY_SHORT = {op.short: op for op in OPERATORS}
