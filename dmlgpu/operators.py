@@ -191,6 +191,15 @@ BIT_COUNT = _declare(Operator(
         "Differs from `numpy.bitwise_count`, which counts |x| for signed integers: -1 as int8 gives 8 "
         "here.",
     peer=Peer("bitwise_count", UINTS)))
+IS_NAN = _declare(Operator(
+    "ELEMENT_WISE_IS_NAN", 80, "is_nan", ("InputTensor",),
+    _support(
+        (L.LEVEL_3_0, DIMS_1_TO_8, FLOATS_UP_TO_32, _UINT_RESULT_TYPES),
+        (L.LEVEL_2_0, DIMS_4, FLOATS_UP_TO_32, _UINT_RESULT_TYPES),
+    ),
+    **_UINT_RESULT,
+    doc="1 where an element is a NaN (IEEE-754: any payload, either sign, quiet or signalling), else 0.",
+    peer=Peer("isnan", FLOATS_UP_TO_32)))
 
 OPERATORS: tuple[Operator, ...] = tuple(_REGISTRY)
 BY_SHORT = {op.short: op for op in OPERATORS}

@@ -20,4 +20,14 @@ uint bit_count(uint lanes) {
 }
 uint bit_count(uvec2 x) { return uint(bitCount(x.x) + bitCount(x.y)); }
 
+// DML_ELEMENT_WISE_IS_NAN (FLOAT32, FLOAT16): 1 where the exponent is all ones and the mantissa
+// is not zero, decided on the bits (no float compare a GPU's float modes could change).
+uint is_nan(uint lanes) {
+#if IN_BITS == 16
+    return (((lanes & 0x7FFF7FFFu) + 0x03FF03FFu) >> 15) & 0x00010001u;  // per half: magnitude > 0x7C00
+#else
+    return (lanes & 0x7FFFFFFFu) > 0x7F800000u ? 1u : 0u;
+#endif
+}
+
 #include "uint_result_main.glsl"

@@ -42,6 +42,7 @@ DOC_FACTS = {
     "ELEMENT_WISE_BIT_SHIFT_RIGHT": (98, BINARY, True, True),
     "ELEMENT_WISE_SIGN": (79, UNARY, True, True),
     "ELEMENT_WISE_BIT_COUNT": (125, UNARY, False, False),
+    "ELEMENT_WISE_IS_NAN": (80, UNARY, False, False),
 }
 
 
@@ -83,6 +84,8 @@ DOC_TABLES = {  # (level, dims, input types, output types), from each operator's
     ],
     "ELEMENT_WISE_BIT_COUNT": [(L.LEVEL_4_1, "1-8", ALL11, ["UINT32", "UINT8"]),
                                (L.LEVEL_3_0, "1-8", UINT32_16_8, ["UINT32", "UINT8"])],
+    "ELEMENT_WISE_IS_NAN": [(L.LEVEL_3_0, "1-8", ["FLOAT32", "FLOAT16"], ["UINT32", "UINT8"]),
+                            (L.LEVEL_2_0, "4", ["FLOAT32", "FLOAT16"], ["UINT32", "UINT8"])],
 }
 
 
