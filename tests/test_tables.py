@@ -1,5 +1,5 @@
 """The tables restate DirectML's headers and documentation pages; these tests compare them with
-the documents themselves, written out here independently (shared/spec/directml.md §1, §3, §6):
+the documents themselves, written out here independently (docs/directml.md §1, §3):
 a new operator's page is restated here by hand, on purpose. The parts of the docs that are
 derived from the table (README's operator table) are checked against it."""
 from pathlib import Path
