@@ -13,7 +13,7 @@ from .compiled import CompiledOperator
 from .descs import *  # noqa: F401,F403 -- one descriptor class per table row (descs.__all__)
 from .device import Buffer, Device, default_device, devices
 from .dtypes import DataType
-from .errors import DeviceError, DeviceMemoryError, ValidationError
+from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
 from .numpy_api import *  # noqa: F401,F403 -- one function per table row (numpy_api.__all__)
 from .tensor import Tensor
@@ -22,7 +22,7 @@ from .validation import validate
 
 __version__ = "0.1.0"
 __all__ = [
-    "Binding", "Buffer", "CommandList", "CompiledOperator", "DataType", "Device", "DeviceError",
+    "Binding", "Buffer", "CommandList", "CompiledOperator", "DataType", "DataTypeError", "Device", "DeviceError",
     "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
     "calc_buffer_tensor_size", "default_device", "devices", "validate", *descs.__all__, *numpy_api.__all__,
 ]

@@ -14,7 +14,7 @@ import numpy as np
 from . import views
 from .device import default_device
 from .dtypes import DataType
-from .errors import ValidationError
+from .errors import DataTypeError, ValidationError
 from .operands import host_array, native_dtype
 from .operators import BIT_XOR, OPERATORS
 from .tensor_desc import packed_strides
@@ -29,8 +29,7 @@ def _data_type(dtype) -> DataType:
     except TypeError:
         data_type = None
     if data_type is None:
-        raise ValidationError("dmlgpu", None, "dtype", dtype,
-                              "allowed: the numpy dtypes of DirectML's data types")
+        raise DataTypeError("dmlgpu", None, "dtype", dtype, "allowed: the numpy dtypes of DirectML's data types")
     return data_type
 
 
