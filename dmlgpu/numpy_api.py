@@ -27,7 +27,7 @@ def _tensor_methods(function, arity: int) -> dict:
 
 #: Operator short name -> public function.
 FUNCTIONS = {op.short: getattr(functions, op.short) for op in OPERATORS}
-__all__ = list(FUNCTIONS)
+__all__ = ["FUNCTIONS", *functions.__all__]
 
 
 def _install_tensor_operators() -> None:
