@@ -113,3 +113,11 @@ def test_mypy_strict_rejects_wrong_calls(tmp_path):
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     lines = sorted({int(line.split(":")[1]) for line in errors})
     assert lines == [8, 9, 10, 11, 12], result.stdout
+
+
+def test_the_generated_module_passes_mypy_strict(tmp_path):
+    pytest.importorskip("mypy", reason="mypy is not installed (tools/versions.sh TEST_PIP_PACKAGES has it)")
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
+                             "--cache-dir", str(tmp_path / "cache"), str(PACKAGE / "functions.py")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr

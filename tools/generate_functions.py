@@ -103,7 +103,7 @@ def docstring(op: Operator) -> str:
 def _function(op: Operator) -> str:
     """Overloads (Tensor in or out: a Tensor) and the function itself."""
     names = OPERANDS[len(op.inputs)]
-    tail = "*, " + ("dtype: npt.DTypeLike = None, " if not op.same_type else "") + "feature_level: Level = None"
+    tail = "*, " + ("dtype: npt.DTypeLike | None = None, " if not op.same_type else "") + "feature_level: Level = None"
     variants = []  # (operand annotations, out annotation and default, return)
     for i in range(len(names)):  # a Tensor in position i, numpy data before it
         variants.append((["HostOperand"] * i + ["Tensor"] + ["Operand"] * (len(names) - i - 1),
