@@ -1,10 +1,10 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`."""
+"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`, `--version`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import kernels
+from . import __version__, kernels
 from .bench import main as bench_main
 from .demo import run_demo
 from .device import devices
@@ -13,6 +13,7 @@ from .operators import support_table
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dmlgpu")
+    parser.add_argument("--version", action="version", version=f"dmlgpu {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="documents' examples, a cross-check and timings on the default device")
     sub.add_parser("devices", help="list Vulkan devices and say which is the default")

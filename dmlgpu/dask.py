@@ -23,12 +23,17 @@ import os
 import socket
 import weakref
 
-import dask.array as da
 import numpy as np
-from dask.base import tokenize
-from distributed import LocalCluster, Nanny
-from distributed.cli import dask_worker
-from distributed.worker_memory import parse_memory_limit
+
+try:
+    import dask.array as da
+    from dask.base import tokenize
+    from distributed import LocalCluster, Nanny
+    from distributed.cli import dask_worker
+    from distributed.worker_memory import parse_memory_limit
+except ImportError as missing:  # the [dask] extra is not installed
+    raise ModuleNotFoundError(f"dmlgpu.dask needs dask[array] and distributed ({missing.name} is missing): "
+                              "pip install 'dmlgpu[dask]'", name=missing.name) from missing
 
 from . import numpy_api
 from .call_plan import output_type

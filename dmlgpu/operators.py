@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from .dtypes import ALL, FLOATS_32, INTS, INTS_32, UINTS, UINTS_32, DataType
 from .feature_levels import FeatureLevel as L
 
+__all__ = ["BIT_AND", "BIT_COUNT", "BIT_NOT", "BIT_OR", "BIT_SHIFT_LEFT", "BIT_SHIFT_RIGHT", "BIT_XOR",
+           "BY_SHORT", "DIMS_1_TO_8", "DIMS_4", "LevelSupport", "OPERATORS", "Operator", "SIGN", "field_name",
+           "level_texts", "support_table"]
+
 DIMS_1_TO_8 = tuple(range(1, 9))
 DIMS_4 = (4,)
 

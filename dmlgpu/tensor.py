@@ -19,6 +19,8 @@ from .operands import host_array, native_dtype
 from .operators import BIT_XOR, OPERATORS
 from .tensor_desc import packed_strides
 
+__all__ = ["Tensor", "UFUNC_OPERATORS"]
+
 #: numpy ufunc name -> operator, from the table's `numpy_ufunc` column.
 UFUNC_OPERATORS = {op.numpy_ufunc: op for op in OPERATORS if op.numpy_ufunc}
 

@@ -15,6 +15,8 @@ from .feature_levels import FeatureLevel
 from .operators import Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
 
+__all__ = ["is_int", "resolve_feature_level", "support_row", "validate"]
+
 #: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
 _OVERLAP_ENUMERATION_LIMIT = 1 << 22
 
