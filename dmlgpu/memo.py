@@ -10,9 +10,9 @@ Tensors' keys):
 - `TENSOR_CALLS`: Tensor calls with `out` -> the prepared dispatch (holds no memory).
 - `TENSOR_RESULTS`: Tensor calls without `out` -> how to make each new result.
 
-Each holds `DEFAULT_SIZE` (256) entries unless `set_sizes` says otherwise; an entry holds no
-device memory of its own (a plan names compiled operators, which the device's own bounded
-caches keep), so the bound is on host bookkeeping. `clear()` empties all four.
+Each holds `DEFAULT_SIZE` (256) entries unless `set_sizes` says otherwise. An entry holds no
+array data: it names compiled operators, prepared dispatches and their device, which it keeps
+alive until it is evicted or `clear()` empties all four.
 """
 from __future__ import annotations
 
