@@ -3,9 +3,10 @@
 Every operator of the table (`dmlgpu.operators.OPERATORS`) has a function here with the numpy
 front end's name and keywords (`bit_xor(a, b)`, `bit_count(x, dtype=np.uint32)`, ...); each block
 is run by the numpy front end on the device of the worker that holds it. Arrays broadcast as
-`dask.array` broadcasts them. Data types, shapes and the feature level are checked on the client
-before the graph is built, with the front end's `ValidationError` messages; errors raised on a
-worker reach the client with their type and message.
+`dask.array` broadcasts them. Operands follow the front end's rules, by the same code
+(`dmlgpu.operands.convert`: any byte order, Python scalars by NEP 50). Data types, shapes and the
+feature level are checked on the client before the graph is built, with the front end's
+`ValidationError` messages; errors raised on a worker reach the client with their type and message.
 
 Devices: `LocalVulkanCluster` starts one worker process per Vulkan device, each pinned to its
 device by `DMLGPU_DEVICE` in its environment (as dask-cuda's `LocalCUDACluster` pins CUDA devices
@@ -130,7 +131,7 @@ def _make_operator(op: Operator):
     operator.__doc__ = (
         f"{summary}\n\n`dmlgpu.{op.short}` over dask arrays, each block on its worker's device "
         f"({op.dml_name}).\n\n"
-        f"Args:\n    {names}: dask arrays, numpy arrays or numpy scalars; shapes broadcast.\n"
+        f"Args:\n    {names}: dask arrays, numpy arrays, numpy or Python scalars (NEP 50); shapes broadcast.\n"
         f"    {keywords}: as `dmlgpu.{op.short}`.\n\n"
         f"Returns:\n    A lazy dask array.\n\n"
         f"Raises:\n    ValidationError: at the call for data types, shapes and levels the front end "

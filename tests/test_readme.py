@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import dmlgpu
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: The README's sizes that are too large for CI, and what the test runs instead (the blocks'
 #: chunking is kept: 64 MiB blocks, which must fit lavapipe's 128 MiB buffers).
@@ -48,7 +50,5 @@ def test_readme_block_runs_as_printed(code, tmp_path):
 
 def _pythonpath() -> str:
     """The dmlgpu under test first, as this process imports it."""
-    import dmlgpu
-
     root = str(Path(dmlgpu.__file__).resolve().parents[1])
     return os.pathsep.join([root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
