@@ -3,10 +3,8 @@ user script that calls every front-end function passes `mypy --strict` (and a wr
 import inspect
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import dmlgpu
@@ -74,7 +72,6 @@ def user_script() -> str:
 #: Calls a type checker must reject: a str level, a Tensor result read as an ndarray, an
 #: unknown keyword, a dtype on a same-type operator, an operator that does not exist.
 WRONG = """\
-import numpy as np
 import numpy.typing as npt
 
 import dmlgpu
