@@ -72,6 +72,7 @@ def user_script() -> str:
 #: Calls a type checker must reject: a str level, a Tensor result read as an ndarray, an
 #: unknown keyword, a dtype on a same-type operator, an operator that does not exist.
 WRONG = """\
+import numpy as np
 import numpy.typing as npt
 
 import dmlgpu
