@@ -1,4 +1,4 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`.
+"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`, `--version`.
 
 `demo`, `bench` and `table` (README's operator section) live outside the library, in the
 `dmlgpu_tools` package shipped beside it: they are imported only when asked for, so neither `import dmlgpu` nor the build's `shaders` step loads
@@ -10,12 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import kernels
+from . import __version__, kernels
 from .device import devices
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dmlgpu")
+    parser.add_argument("--version", action="version", version=f"dmlgpu {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="documents' examples, a cross-check and timings on the default device")
     sub.add_parser("devices", help="list Vulkan devices and say which is the default")

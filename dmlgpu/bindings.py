@@ -12,6 +12,8 @@ from .errors import ValidationError
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT
 from .validation import is_int
 
+__all__ = ["Binding", "BoundRange", "check_bindings"]
+
 
 @dataclass(frozen=True)
 class Binding:

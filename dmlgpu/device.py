@@ -11,6 +11,8 @@ from .compiled import CompiledOperator
 from .runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
 from .validation import resolve_feature_level
 
+__all__ = ["DEVICE_TYPES", "Buffer", "Device", "default_device", "devices"]
+
 #: Compiled operators kept per device, least recently used dropped first.
 _OPERATOR_CACHE = 512
 

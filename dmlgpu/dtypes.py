@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["ALL", "DataType", "FLOATS", "FLOATS_32", "INTS", "INTS_32", "Kind", "UINTS", "UINTS_32"]
+
 
 class Kind(enum.Enum):
     """How a shader must read an element's bits (only SIGN cares)."""

@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from .dtypes import DataType, Kind
 from .operators import OPERATORS, Operator
 
+__all__ = ["CHAIN_FAMILY", "CHAIN_OPS", "CHAIN_VARIANT", "CPU_UNITS_PER_INVOCATION", "KIND_CODES", "LAYOUTS",
+           "MAX_DIMS", "MAX_GROUPS", "Module", "PUSH_FIELDS", "SPEC_SIZES", "SPEC_STRIDES_IN0",
+           "SPEC_STRIDES_IN1", "SPEC_STRIDES_OUT", "SPEC_WORKGROUP_SIZE", "Variant", "WORKGROUP_SIZE",
+           "abi_glsl", "all_variants", "grid", "module_names", "modules", "variant_for", "variant_lines"]
+
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
 FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
 LAYOUTS = (FLAT, ROWS, GATHER, STRIDED)

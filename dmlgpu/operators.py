@@ -203,6 +203,11 @@ IS_NAN = _declare(Operator(
 
 OPERATORS: tuple[Operator, ...] = tuple(_REGISTRY)
 BY_SHORT = {op.short: op for op in OPERATORS}
+#: The rows are exported under their names (`BIT_XOR`, ...) with the table's helpers; a new row
+#: needs no edit here.
+__all__ = ["BY_SHORT", "DIMS_1_TO_8", "DIMS_4", "LevelSupport", "OPERATORS", "Operator", "field_name",
+           "level_texts", "support_table",
+           *sorted(name for name, value in globals().items() if isinstance(value, Operator))]
 
 
 def _types_text(types: tuple[DataType, ...]) -> str:

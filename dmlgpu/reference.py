@@ -17,6 +17,8 @@ import numpy as np
 from .dtypes import DataType
 from .operators import OPERATORS, Operator
 
+__all__ = ["REFERENCES", "bit_count", "shift_amount", "sign"]
+
 _POPCOUNT_8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 

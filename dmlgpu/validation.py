@@ -10,10 +10,12 @@ import numpy as np
 
 from .descs import DESC_CLASSES, OperatorDesc
 from .dtypes import DataType
-from .errors import ValidationError
+from .errors import DataTypeError, ValidationError
 from .feature_levels import FeatureLevel
 from .operators import Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
+
+__all__ = ["is_int", "resolve_feature_level", "support_row", "validate"]
 
 #: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
 _OVERLAP_ENUMERATION_LIMIT = 1 << 22
@@ -79,7 +81,8 @@ def validate(operator_desc, feature_level=None) -> Operator:
 
 def _check_tensor(op, level, name, desc, dims, allowed_types, is_output):
     def fail(field, value, allowed):
-        raise ValidationError(op.dml_name, name, field, value, allowed)
+        error = DataTypeError if field == "DataType" else ValidationError
+        raise error(op.dml_name, name, field, value, allowed)
 
     if not isinstance(desc, TensorDesc):
         fail("Type", type(desc).__name__, "allowed: dmlgpu.TensorDesc")
@@ -161,5 +164,5 @@ def _check_agreement(op, tensors):
             raise ValidationError(op.dml_name, name, "Sizes", desc.sizes,
                                   f"must equal {first_name}.Sizes {first.sizes}")
         if op.same_type and desc.data_type != first.data_type:
-            raise ValidationError(op.dml_name, name, "DataType", desc.data_type,
+            raise DataTypeError(op.dml_name, name, "DataType", desc.data_type,
                                   f"must equal {first_name}.DataType ({first.data_type.name})")
