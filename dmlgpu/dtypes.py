@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALL", "DataType", "FLOATS", "FLOATS_32", "INTS", "INTS_32", "Kind", "UINTS", "UINTS_32"]
+__all__ = ["ALL", "DataType", "FLOATS", "FLOATS_UP_TO_32", "INTS", "INTS_UP_TO_32", "Kind", "UINTS", "UINTS_UP_TO_32"]
 
 
 class Kind(enum.Enum):

@@ -25,7 +25,7 @@ Operand = Union[Tensor, HostOperand]
 #: A feature level, its value, or None for the newest.
 Level = Union[FeatureLevel, int, None]
 
-__all__ = ["bit_not", "bit_xor", "bit_and", "bit_or", "bit_shift_left", "bit_shift_right", "sign", "bit_count"]
+__all__ = ["bit_not", "bit_xor", "bit_and", "bit_or", "bit_shift_left", "bit_shift_right", "sign", "bit_count", "is_nan"]
 
 
 _BIT_NOT = BY_SHORT['bit_not']
@@ -315,3 +315,37 @@ def bit_count(x: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, dtype
             that does not fit, or an ndarray subclass (masked array, matrix); nothing runs.
     """
     return apply(_BIT_COUNT, (x,), out, dtype, feature_level)
+
+
+_IS_NAN = BY_SHORT['is_nan']
+
+@overload
+def is_nan(x: Tensor, out: Tensor | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Tensor: ...
+@overload
+def is_nan(x: HostOperand, out: Tensor, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Tensor: ...
+@overload
+def is_nan(x: HostOperand, out: npt.NDArray[Any] | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Any: ...
+def is_nan(x: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Any:
+    """1 where an element is a NaN (IEEE-754: any payload, either sign, quiet or signalling), else 0 (DML_ELEMENT_WISE_IS_NAN).
+
+    Args:
+        x: numpy array (or dmlgpu.Tensor). DirectML's tables: 3_0+: 1–8 dims, FLOAT32, FLOAT16
+            -> UINT32, UINT8; 2_0+: 4 dims, FLOAT32, FLOAT16 -> UINT32, UINT8.
+        out: optional array of the result's dtype and shape; never an input (DirectML does not
+            allow ELEMENT_WISE_IS_NAN in place).
+        dtype: the output dtype, uint32 or uint8; None: `out`'s dtype, else uint8 (DirectMLX's
+            default). Given with `out`, they must agree.
+        feature_level: a `FeatureLevel` (or its value); None means the newest. Dimensions beyond
+            the level's are merged where contiguous; missing ones are added as 1s.
+
+    Returns:
+        A new array (a numpy scalar for 0-d numpy operands; a Tensor when an operand or `out` is a
+        Tensor), or `out`.
+
+    Raises:
+        DataTypeError: a dtype DirectML does not allow (both a ValidationError and a TypeError,
+            as numpy's UFuncTypeError); nothing runs.
+        ValidationError: a shape, `out` or level that DirectML does not allow, a Python scalar
+            that does not fit, or an ndarray subclass (masked array, matrix); nothing runs.
+    """
+    return apply(_IS_NAN, (x,), out, dtype, feature_level)

@@ -17,6 +17,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The table's modules without the package's __init__, which imports the file this script writes
+# (a new row would otherwise stop the import that is needed to write it).
+import types  # noqa: E402
+
+_package = types.ModuleType("dmlgpu")
+_package.__path__ = [str(ROOT / "dmlgpu")]
+sys.modules.setdefault("dmlgpu", _package)
 
 from dmlgpu.operators import OPERATORS, Operator, level_texts  # noqa: E402
 
