@@ -13,11 +13,18 @@ import math
 from dataclasses import dataclass
 
 from .dtypes import DataType, Kind
-from .operators import OPERATORS, Operator
+from .operators import OPERATORS, SELECTIONS, Operator, ReduceFunction
 
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
 FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
 LAYOUTS = (FLAT, ROWS, GATHER, STRIDED)
+#: The reduce and top-k families' one layout: an invocation per output element (REDUCE) or per
+#: sequence (TOP_K1), walking the input through sizes and strides in a parameter buffer.
+AXES = "axes"
+#: Their push constants (words): the tensors' word offsets in their arenas, then the parameter
+#: buffer's, then the number of invocations' worth of work.
+SELECTION_PUSH_FIELDS = ("in_offset", "out_offset", "index_offset", "params_offset", "count")
+SELECTION_WORKGROUP_SIZE = 64
 #: The family whose width-independent members (no flat facts: one expression on whole words) a
 #: command list may fuse into one dispatch, a "chain": every invocation runs each recorded step on
 #: its own 16-byte units in order, so steps that depend element by element need no barrier.
@@ -64,7 +71,12 @@ class Variant:
     def name(self) -> str:
         parts = [self.op.short, self.layout]
         for fact, value in self.facts:
-            parts.append(value.value if isinstance(value, Kind) else f"{fact.split('_')[0]}{value}")
+            if isinstance(value, Kind):
+                parts.append(value.value)
+            elif isinstance(value, ReduceFunction):
+                parts.append(value.name.lower())
+            else:
+                parts.append(f"{fact.split('_')[0]}{value}")
         return "-".join(parts)
 
     @property
@@ -87,13 +99,13 @@ class Variant:
     def defines(self) -> dict[str, object]:
         # OP names the operator's function(s) in its family source; ARITY its input count.
         defines = {"OP": self.op.short, "ARITY": len(self.op.inputs), "LAYOUT_" + self.layout.upper(): 1}
-        if self.layout != STRIDED:
+        if self.layout not in (STRIDED, AXES):
             defines["UNIT_WORDS"] = self.unit_bytes // 4
         for fact, value in self.facts:
             if fact == "kind":
                 defines["IN_KIND"] = KIND_CODES[value]
             else:
-                defines[fact.upper()] = value
+                defines[fact.upper()] = int(value)
         return defines
 
 
@@ -116,6 +128,27 @@ def variant_for(op: Operator, in_type: DataType, out_type: DataType, layout: str
     return Variant(op, layout, tuple((f, _fact(f, in_type, out_type)) for f in facts))
 
 
+def selection_variant(op: Operator, in_type: DataType, out_type: DataType, function=None) -> Variant:
+    """The variant that runs a reduce or top-k row (`out_type`: REDUCE's output, TOP_K1's
+    index output; `function`: REDUCE's DML_REDUCE_FUNCTION)."""
+    facts = tuple((f, _fact(f, in_type, out_type)) for f in op.element_facts)
+    if function is not None:
+        facts = (("function", ReduceFunction(function)),) + facts
+    return Variant(op, AXES, facts)
+
+
+def _selection_variants(op: Operator):
+    for row in op.newest_tables:
+        for function in row.functions or (None,):
+            for in_type in row.input_types:
+                if op.computed(function, in_type) is not None:
+                    continue
+                out_types = row.index_types or (
+                    row.output_types if function in op.index_functions else (in_type,))
+                for out_type in out_types:
+                    yield selection_variant(op, in_type, out_type, function)
+
+
 def all_variants() -> list[Variant]:
     """Every variant any validated operator can select (the newest level allows the most types)."""
     seen: dict[str, Variant] = {}
@@ -127,12 +160,16 @@ def all_variants() -> list[Variant]:
                 for layout in LAYOUTS:
                     variant = variant_for(op, in_type, out_type, layout)
                     seen.setdefault(variant.name, variant)
+    for op in SELECTIONS:
+        for variant in _selection_variants(op):
+            seen.setdefault(variant.name, variant)
     return list(seen.values())
 
 
 def abi_glsl() -> str:
     consts = {
         "MAX_DIMS": MAX_DIMS,
+        "SELECTION_WORKGROUP_SIZE": SELECTION_WORKGROUP_SIZE,
         "SPEC_WORKGROUP_SIZE": SPEC_WORKGROUP_SIZE,
         "SPEC_SIZES": SPEC_SIZES,
         "SPEC_STRIDES_IN0": SPEC_STRIDES_IN0,
@@ -148,9 +185,13 @@ def abi_glsl() -> str:
     lines.append(f"#define CHAIN_APPLY(code, a, b) ({apply}{CHAIN_OPS[-1].short}(a, b))")
     lines.append(f"#define CHAIN_PROGRAM p.{CHAIN_PROGRAM_FIELD}")
     lines.append(f"#define CHAIN_STEPS p.{CHAIN_STEPS_FIELD}")
+    # The element-wise block; the reduce and top-k families declare their own (SELECTION_PUSH_FIELDS).
+    lines.append("#ifndef LAYOUT_AXES")
     lines.append("layout(push_constant) uniform Params {")
     lines += [f"    uint {name};" for name in PUSH_FIELDS]
-    lines += ["} p;", "#endif", ""]
+    lines += ["} p;", "#else", "layout(push_constant) uniform SelectParams {"]
+    lines += [f"    uint {name};" for name in SELECTION_PUSH_FIELDS]
+    lines += ["} sp;", "#endif", "#endif", ""]
     return "\n".join(lines)
 
 
