@@ -137,18 +137,6 @@ def selection_variant(op: Operator, in_type: DataType, out_type: DataType, funct
     return Variant(op, AXES, facts)
 
 
-def _selection_variants(op: Operator):
-    for row in op.newest_tables:
-        for function in row.functions or (None,):
-            for in_type in row.input_types:
-                if op.computed(function, in_type) is not None:
-                    continue
-                out_types = row.index_types or (
-                    row.output_types if function in op.index_functions else (in_type,))
-                for out_type in out_types:
-                    yield selection_variant(op, in_type, out_type, function)
-
-
 def all_variants() -> list[Variant]:
     """Every variant any validated operator can select (the newest level allows the most types)."""
     seen: dict[str, Variant] = {}
@@ -161,7 +149,8 @@ def all_variants() -> list[Variant]:
                     variant = variant_for(op, in_type, out_type, layout)
                     seen.setdefault(variant.name, variant)
     for op in SELECTIONS:
-        for variant in _selection_variants(op):
+        for function, in_type, out_type in op.computed_cases():
+            variant = selection_variant(op, in_type, out_type, function)
             seen.setdefault(variant.name, variant)
     return list(seen.values())
 

@@ -146,6 +146,24 @@ class Operator:
                 return row
         return None
 
+    def computed_cases(self, level: L | None = None) -> list[tuple]:
+        """(function, input type, output type) of every call dmlgpu computes at `level`
+        (default: the newest), for the rows with attributes: function None where the tables
+        do not depend on one; the output type is REDUCE's output or TOP_K1's index output."""
+        rows = self.newest_tables if level is None else tuple(
+            row for row in self.support if row.level == max(
+                (r.level for r in self.support if r.level <= level), default=None))
+        cases = []
+        for row in rows:
+            for function in row.functions or (None,):
+                for in_type in row.input_types:
+                    if self.computed(function, in_type) is not None:
+                        continue
+                    out_types = row.index_types or (
+                        row.output_types if function in self.index_functions else (in_type,))
+                    cases += [(function, in_type, out_type) for out_type in out_types]
+        return cases
+
     def computed(self, function, data_type: DataType) -> str | None:
         """None where dmlgpu computes `function` on `data_type`; else the reason it does not."""
         for functions, types, why in self.not_computed:
