@@ -175,12 +175,16 @@ def abi_glsl() -> str:
     lines.append(f"#define CHAIN_PROGRAM p.{CHAIN_PROGRAM_FIELD}")
     lines.append(f"#define CHAIN_STEPS p.{CHAIN_STEPS_FIELD}")
     # The element-wise block; the reduce and top-k families declare their own (SELECTION_PUSH_FIELDS).
-    lines.append("#ifndef LAYOUT_AXES")
-    lines.append("layout(push_constant) uniform Params {")
-    lines += [f"    uint {name};" for name in PUSH_FIELDS]
-    lines += ["} p;", "#else", "layout(push_constant) uniform SelectParams {"]
+    # The reduce/top-k families and the Hamming search have blocks of their own.
+    lines.append("#if defined(LAYOUT_AXES)")
+    lines.append("layout(push_constant) uniform SelectParams {")
     lines += [f"    uint {name};" for name in SELECTION_PUSH_FIELDS]
-    lines += ["} sp;", "#endif", "#endif", ""]
+    lines += ["} sp;", "#elif defined(HAMMING_SCAN) || defined(HAMMING_MERGE)",
+              "layout(push_constant) uniform HammingParams {"]
+    lines += [f"    uint {name};" for name in HAMMING_PUSH_FIELDS]
+    lines += ["} hp;", "#else", "layout(push_constant) uniform Params {"]
+    lines += [f"    uint {name};" for name in PUSH_FIELDS]
+    lines += ["} p;", "#endif", "#endif", ""]
     return "\n".join(lines)
 
 
@@ -193,10 +197,23 @@ class Module:
     defines: dict
 
 
+#: The fused Hamming search (XOR -> BIT_COUNT -> REDUCE(SUM) -> TOP_K, shaders/hamming.comp):
+#: a scan that keeps each invocation's k nearest, and a merge of sorted lists; HAMMING_PUSH_FIELDS
+#: is its push-constant block, in order.
+HAMMING_SCAN, HAMMING_MERGE = "hamming-scan", "hamming-merge"
+HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
+                       "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries")
+#: Lists a merge invocation merges at most (the shader's `heads` array).
+HAMMING_MERGE_GROUP = 64
+
+
 def modules() -> list[Module]:
-    """Every SPIR-V module the build makes: each variant, then the command lists' chain."""
+    """Every SPIR-V module the build makes: each variant, the command lists' chain, the Hamming
+    search's two kernels."""
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
-    return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2})]
+    return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2}),
+                    Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
+                    Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1})]
 
 
 def module_names() -> list[str]:

@@ -1,0 +1,91 @@
+"""dmlgpu.hamming_knn / HammingIndex: exactly numpy's answer (np.bitwise_count summed over a code,
+stable argsort: ties by lower row) for every word type, k = 1, n - 1 and n, databases with many
+ties, databases split in pieces and queries in batches (multi-level merges), Tensors, and
+ValidationError before any work."""
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import ValidationError, hamming
+
+
+def numpy_knn(database, queries, k):
+    db = np.ascontiguousarray(database).view(np.uint8).reshape(database.shape[0], -1)
+    q = np.ascontiguousarray(queries).view(np.uint8).reshape(queries.shape[0], -1)
+    distances = np.bitwise_count(q[:, None, :] ^ db[None, :, :]).sum(axis=2)
+    order = np.argsort(distances, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(distances, order, axis=1), order
+
+
+def check(database, queries, k, index=None):
+    got_d, got_i = (index or dmlgpu.HammingIndex(database)).search(queries, k)
+    want_d, want_i = numpy_knn(database, queries, k)
+    assert got_i.dtype == np.int64 and got_d.shape == got_i.shape == (queries.shape[0], k)
+    assert np.array_equal(got_i, want_i)
+    assert np.array_equal(got_d, want_d)
+
+
+@pytest.mark.parametrize("dtype, words", [(np.uint8, 32), (np.uint8, 3), (np.uint16, 5), (np.uint32, 8),
+                                          (np.uint64, 4), (np.uint64, 1)])
+def test_every_word_type(dtype, words, rng):
+    info = np.iinfo(dtype)
+    database = rng.integers(0, info.max, size=(700, words), dtype=dtype, endpoint=True)
+    queries = rng.integers(0, info.max, size=(9, words), dtype=dtype, endpoint=True)
+    check(database, queries, 10)
+
+
+@pytest.mark.parametrize("k", [1, 2, 299, 300])
+def test_many_ties_k_edges(k, rng):
+    database = rng.integers(0, 4, size=(300, 1), dtype=np.uint8)  # 2 random bits: ties everywhere
+    database[::7] = 0
+    queries = np.array([[0], [255], [3], [1]], np.uint8)
+    check(database, queries, k)
+
+
+def test_packbits_codes(rng):
+    embeddings = rng.standard_normal((500, 200)).astype(np.float32)
+    database = np.packbits(embeddings > 0, axis=1)  # 200 bits: 25 bytes, not whole words
+    check(database, database[:6], 5)
+
+
+def test_pieces_batches_and_merge_levels(monkeypatch, rng):
+    monkeypatch.setattr(hamming, "PIECE_BYTES", 64 * 32)  # 64 rows of 32 bytes per piece
+    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 3)  # many partial lists: several merge levels
+    monkeypatch.setattr(hamming, "PARTIAL_BYTES", 1 << 16)  # queries in batches
+    database = rng.integers(0, 2, size=(5000, 32), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    assert index.pieces == 79
+    check(database, rng.integers(0, 256, size=(40, 32), dtype=np.uint8), 7, index)
+
+
+def test_resident_index_reused_and_stale_memory(rng):
+    database = rng.integers(0, 256, size=(2000, 16), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    for _ in range(3):  # each search reuses memory the previous one freed: stale lists would show
+        check(database, rng.integers(0, 256, size=(5, 16), dtype=np.uint8), 12, index)
+
+
+def test_tensors(rng):
+    database = rng.integers(0, 2**32, size=(400, 2), dtype=np.uint32)
+    queries = rng.integers(0, 2**32, size=(3, 2), dtype=np.uint32)
+    distances, indices = dmlgpu.hamming_knn(dmlgpu.Tensor.from_numpy(database), dmlgpu.Tensor.from_numpy(queries), 4)
+    want_d, want_i = numpy_knn(database, queries, 4)
+    assert isinstance(indices, dmlgpu.Tensor)
+    assert np.array_equal(indices.numpy(), want_i) and np.array_equal(distances.numpy(), want_d)
+
+
+@pytest.mark.parametrize("database, queries, k, field", [
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 5), np.uint8), 1, "shape"),  # widths differ
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 1), np.uint64), 1, "shape"),  # 32 vs 64 bits
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), 0, "k"),
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), 5, "k"),
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), True, "k"),
+    (np.zeros((4, 4), np.float32), np.zeros((2, 4), np.float32), 1, "dtype"),
+    (np.zeros((4, 4), np.int8), np.zeros((2, 4), np.int8), 1, "dtype"),
+    (np.zeros(4, np.uint8), np.zeros((2, 4), np.uint8), 1, "shape"),
+    ([[1, 2]], np.zeros((2, 4), np.uint8), 1, "type"),
+])
+def test_validation(database, queries, k, field):
+    with pytest.raises(ValidationError) as info:
+        dmlgpu.hamming_knn(database, queries, k)
+    assert info.value.field == field
