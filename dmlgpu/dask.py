@@ -31,6 +31,7 @@ from distributed.cli import dask_worker
 from distributed.worker_memory import parse_memory_limit
 
 from . import numpy_api
+from .dask_hamming import hamming_knn  # noqa: F401  (exact binary-code k-NN over row blocks)
 from .descs import DESC_CLASSES
 from .device import default_device
 from .dtypes import DataType

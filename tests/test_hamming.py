@@ -89,3 +89,53 @@ def test_validation(database, queries, k, field):
     with pytest.raises(ValidationError) as info:
         dmlgpu.hamming_knn(database, queries, k)
     assert info.value.field == field
+
+
+DASK_SCRIPT = r"""
+import logging
+import numpy as np
+import dask.array as da
+import distributed
+import dmlgpu.dask as dd
+
+rng = np.random.default_rng(7)
+database = rng.integers(0, 8, size=(3000, 4), dtype=np.uint8)  # 3 random bits of 32: many ties
+queries = rng.integers(0, 256, size=(6, 4), dtype=np.uint8)
+with dd.LocalVulkanCluster(n_workers=2, dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+        distributed.Client(cluster) as client:
+    client.wait_for_workers(2, timeout=120)
+    sharded = client.persist(da.from_array(database, chunks=(260, 4)))  # 12 blocks: a two-level tree
+    for k in (1, 10, 2999):
+        distances, indices = dd.hamming_knn(sharded, queries, k)
+        distances, indices = client.compute([distances, indices], sync=True)
+        bits = np.bitwise_count(queries[:, None, :] ^ database[None]).sum(axis=2)
+        order = np.argsort(bits, axis=1, kind="stable")[:, :k]
+        assert np.array_equal(indices, order), k
+        assert np.array_equal(distances, np.take_along_axis(bits, order, 1)), k
+    workers = {w for w, tasks in client.has_what().items() if tasks}
+    assert len(workers) == 2, workers  # both workers hold (and searched) blocks
+print("done")
+"""
+
+
+def test_dask_two_workers_match_numpy():
+    """Two worker processes, each searching its blocks on its device, the tree merge: numpy's
+    answer. In a subprocess with a timeout, so that a hang fails instead of stalling CI."""
+    pytest.importorskip("distributed", reason="distributed is not installed (pip install .[dask])")
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", DASK_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip().endswith("done")
+
+
+def test_dask_validation():
+    da = pytest.importorskip("dask.array")
+    import dmlgpu.dask as dd
+    database = da.zeros((10, 4), dtype=np.uint8, chunks=(5, 4))
+    with pytest.raises(ValidationError):
+        dd.hamming_knn(database, np.zeros((2, 5), np.uint8), 1)
+    with pytest.raises(ValidationError):
+        dd.hamming_knn(database, np.zeros((2, 4), np.uint8), 11)
+    with pytest.raises(ValidationError):
+        dd.hamming_knn(database.astype(np.float32), np.zeros((2, 4), np.uint8), 1)
