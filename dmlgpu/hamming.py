@@ -87,8 +87,11 @@ class HammingIndex:
         for first in range(0, self.rows, per_piece):
             chunk = words[first:first + per_piece]
             self._pieces.append((self.device.upload(chunk), first, chunk.shape[0]))
-        self._scan = Program(kernels.HAMMING_SCAN, spirv.load(kernels.HAMMING_SCAN),
-                             np.zeros(0, np.uint32), len(kernels.HAMMING_PUSH_FIELDS))
+        spec = np.zeros(2, np.uint32)
+        spec[kernels.HAMMING_SPEC_WORDS] = self.words
+        spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
+        self._scan = Program(kernels.HAMMING_SCAN, spirv.load(kernels.HAMMING_SCAN), spec,
+                             len(kernels.HAMMING_PUSH_FIELDS))
         self._merge = Program(kernels.HAMMING_MERGE, spirv.load(kernels.HAMMING_MERGE),
                               np.zeros(0, np.uint32), len(kernels.HAMMING_PUSH_FIELDS))
 
@@ -144,9 +147,10 @@ class HammingIndex:
         queries = self.device.upload(words)
         lists = self.device.allocate(count * total * k * 8, zero_fill=False)
         grid_y = _pow2(count)
+        scan_y = _pow2(math.ceil(count / kernels.HAMMING_QUERIES_PER_INVOCATION))
         base = 0
         for (piece, first, rows), piece_slices in zip(self._pieces, slices):
-            self._launch(self._scan, (_pow2(math.ceil(piece_slices / _GROUP)), grid_y, 1), [piece, queries, lists],
+            self._launch(self._scan, (_pow2(math.ceil(piece_slices / _GROUP)), scan_y, 1), [piece, queries, lists],
                          dict(in_offset=piece.arena_offset // 4, query_offset=queries.arena_offset // 4,
                               out_offset=lists.arena_offset // 4, words=self.words, rows=rows, row_base=first,
                               rows_per_slice=per_slice, k=k, slices=piece_slices, slice_base=base,

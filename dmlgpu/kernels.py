@@ -205,6 +205,10 @@ HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows
                        "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries")
 #: Lists a merge invocation merges at most (the shader's `heads` array).
 HAMMING_MERGE_GROUP = 64
+#: The scan's specialization constants: the code's 32-bit words, and the queries an invocation
+#: serves (each database word loaded once for all of them).
+HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES = 0, 1
+HAMMING_QUERIES_PER_INVOCATION = 4
 
 
 def modules() -> list[Module]:

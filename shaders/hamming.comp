@@ -3,7 +3,7 @@
 // Binary-code k-NN (dmlgpu/hamming.py): XOR -> BIT_COUNT -> REDUCE(SUM over a code's words) ->
 // TOP_K(INCREASING), fused: distances live in registers and are never stored as a matrix.
 //
-// HAMMING_SCAN: invocation (slice s, query q) walks rows [s * rows_per_slice, +rows_per_slice)
+// HAMMING_SCAN: invocation (slice s, queries q..q+QUERIES) walks rows [s * rows_per_slice, +rows_per_slice)
 //   of one database piece in order, computes popcount(row ^ query) summed over the code's
 //   words, and keeps the k least (distance, row) pairs, sorted, in its own slot of the partial
 //   buffer (insertion when a pair beats the slot's last; a pair compares by distance, then row,
@@ -50,20 +50,42 @@ void insert(uint list, uint d, uint r) {
 }
 
 #ifdef HAMMING_SCAN
+// The code's word count and the queries an invocation serves are specialization constants, so
+// the word loop has a constant trip count and the queries' words stay in registers; each
+// database word is loaded once for QUERIES queries.
+layout(constant_id = 0) const uint WORDS = 8u;
+layout(constant_id = 1) const uint QUERIES = 4u;
+
 void main() {
-    uint s = gl_GlobalInvocationID.x, q = gl_WorkGroupID.y;
-    if (s >= hp.slices || q >= hp.queries) return;
-    uint list = hp.out_offset + 2u * hp.k * (q * hp.slices_total + hp.slice_base + s);
-    for (uint i = 0u; i < hp.k; ++i) { out_w[list + 2u * i] = EMPTY; out_w[list + 2u * i + 1u] = EMPTY; }
+    uint s = gl_GlobalInvocationID.x, q0 = gl_WorkGroupID.y * QUERIES;
+    if (s >= hp.slices || q0 >= hp.queries) return;
+    uint n = min(QUERIES, hp.queries - q0);
+    uint qw[WORDS * QUERIES];
+    uint worst[QUERIES];
+    for (uint j = 0u; j < QUERIES; ++j) {
+        uint q = min(q0 + j, hp.queries - 1u);  // a missing query repeats the last: never stored
+        for (uint w = 0u; w < WORDS; ++w) qw[j * WORDS + w] = query_w[hp.query_offset + q * WORDS + w];
+        worst[j] = EMPTY;
+        if (j < n) {
+            uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + s);
+            for (uint i = 0u; i < hp.k; ++i) { out_w[list + 2u * i] = EMPTY; out_w[list + 2u * i + 1u] = EMPTY; }
+        }
+    }
     uint first = s * hp.rows_per_slice, last = min(first + hp.rows_per_slice, hp.rows);
-    uint query = hp.query_offset + q * hp.words;
-    uint worst = EMPTY;  // the list's last distance: rows (in increasing order) at least as far lose
     for (uint row = first; row < last; ++row) {
-        uint at = hp.in_offset + row * hp.words, d = 0u;
-        for (uint w = 0u; w < hp.words; ++w) d += uint(bitCount(in_w[at + w] ^ query_w[query + w]));
-        if (d < worst) {
-            insert(list, d, hp.row_base + row);
-            worst = out_w[list + 2u * (hp.k - 1u)];
+        uint at = hp.in_offset + row * WORDS;
+        uint d[QUERIES];
+        for (uint j = 0u; j < QUERIES; ++j) d[j] = 0u;
+        for (uint w = 0u; w < WORDS; ++w) {
+            uint x = in_w[at + w];
+            for (uint j = 0u; j < QUERIES; ++j) d[j] += uint(bitCount(x ^ qw[j * WORDS + w]));
+        }
+        for (uint j = 0u; j < QUERIES; ++j) {
+            if (d[j] < worst[j] && j < n) {  // rows come in order: an equal distance loses (higher row)
+                uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + s);
+                insert(list, d[j], hp.row_base + row);
+                worst[j] = out_w[list + 2u * (hp.k - 1u)];
+            }
         }
     }
 }
