@@ -122,7 +122,8 @@ class HammingIndex:
         pairs = np.empty((count, k, 2), np.uint32)
         if count:
             per_slice = max(ROWS_PER_SLICE, math.ceil(self.rows * k * 8 / PARTIAL_BYTES))
-            slices = [math.ceil(rows / per_slice) for _, _, rows in self._pieces]
+            tile = _GROUP * per_slice  # rows of a scan workgroup: _GROUP lists
+            slices = [_GROUP * math.ceil(rows / tile) for _, _, rows in self._pieces]
             total = sum(slices)
             batch = max(1, min(count, 32768, PARTIAL_BYTES // (total * k * 8)))
             for start in range(0, count, batch):
@@ -147,10 +148,10 @@ class HammingIndex:
         queries = self.device.upload(words)
         lists = self.device.allocate(count * total * k * 8, zero_fill=False)
         grid_y = _pow2(count)
-        scan_y = _pow2(math.ceil(count / kernels.HAMMING_QUERIES_PER_INVOCATION))
+        scan_x = _pow2(math.ceil(count / kernels.HAMMING_QUERIES_PER_INVOCATION))
         base = 0
         for (piece, first, rows), piece_slices in zip(self._pieces, slices):
-            self._launch(self._scan, (_pow2(math.ceil(piece_slices / _GROUP)), scan_y, 1), [piece, queries, lists],
+            self._launch(self._scan, (scan_x, _pow2(piece_slices // _GROUP), 1), [piece, queries, lists],
                          dict(in_offset=piece.arena_offset // 4, query_offset=queries.arena_offset // 4,
                               out_offset=lists.arena_offset // 4, words=self.words, rows=rows, row_base=first,
                               rows_per_slice=per_slice, k=k, slices=piece_slices, slice_base=base,

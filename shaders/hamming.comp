@@ -56,8 +56,14 @@ void insert(uint list, uint d, uint r) {
 layout(constant_id = 0) const uint WORDS = 8u;
 layout(constant_id = 1) const uint QUERIES = 4u;
 
+// Workgroup (x, y) serves queries [x * QUERIES, +QUERIES) over tile y of the piece: rows
+// [y * 64 * rows_per_slice, +64 * rows_per_slice). Lane l walks rows l, l + 64, ... of the tile
+// (neighbouring lanes read neighbouring rows; a lane's rows still come in increasing order), and
+// its list is slice y * 64 + l. Queries are the grid's fast dimension, so workgroups running
+// together read the same database rows (from cache, after the first).
 void main() {
-    uint s = gl_GlobalInvocationID.x, q0 = gl_WorkGroupID.y * QUERIES;
+    uint lane = gl_LocalInvocationID.x, tile = gl_WorkGroupID.y;
+    uint s = tile * gl_WorkGroupSize.x + lane, q0 = gl_WorkGroupID.x * QUERIES;
     if (s >= hp.slices || q0 >= hp.queries) return;
     uint n = min(QUERIES, hp.queries - q0);
     uint qw[WORDS * QUERIES];
@@ -71,8 +77,9 @@ void main() {
             for (uint i = 0u; i < hp.k; ++i) { out_w[list + 2u * i] = EMPTY; out_w[list + 2u * i + 1u] = EMPTY; }
         }
     }
-    uint first = s * hp.rows_per_slice, last = min(first + hp.rows_per_slice, hp.rows);
-    for (uint row = first; row < last; ++row) {
+    uint first = tile * gl_WorkGroupSize.x * hp.rows_per_slice + lane;
+    uint last = min(first + gl_WorkGroupSize.x * hp.rows_per_slice, hp.rows);
+    for (uint row = first; row < last; row += gl_WorkGroupSize.x) {
         uint at = hp.in_offset + row * WORDS;
         uint d[QUERIES];
         for (uint j = 0u; j < QUERIES; ++j) d[j] = 0u;
