@@ -3,11 +3,14 @@
 // Binary-code k-NN (dmlgpu/hamming.py): XOR -> BIT_COUNT -> REDUCE(SUM over a code's words) ->
 // TOP_K(INCREASING), fused: distances live in registers and are never stored as a matrix.
 //
-// HAMMING_SCAN: invocation (slice s, queries q..q+QUERIES) walks rows [s * rows_per_slice, +rows_per_slice)
-//   of one database piece in order, computes popcount(row ^ query) summed over the code's
-//   words, and keeps the k least (distance, row) pairs, sorted, in its own slot of the partial
+// HAMMING_SCAN: an invocation walks rows_per_slice rows of one database piece in increasing
+//   order (main says which) for QUERIES queries, computes popcount(row ^ query) summed over the
+//   code's words, and keeps for each query the k least (distance, row) pairs, sorted, in its own slot of the partial
 //   buffer (insertion when a pair beats the slot's last; a pair compares by distance, then row,
-//   so ties go to the lower row). Empty entries are (0xFFFFFFFF, 0xFFFFFFFF).
+//   so ties go to the lower row). Empty entries are (0xFFFFFFFF, 0xFFFFFFFF). Pairs, not one
+//   packed key: codes of any width, databases of any size. The stages are the graph
+//   XOR -> BIT_COUNT -> REDUCE(SUM, last axis) -> TOP_K1(INCREASING) of the table's rows, so a
+//   graph compiler can route that pattern here.
 // HAMMING_MERGE: invocation (list j, query q) merges sorted lists [j * group, +group) of k pairs
 //   into list j of the next level (a group-way merge, k steps): log_group(lists) passes leave one
 //   list per query, the answer.
