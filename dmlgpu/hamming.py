@@ -60,6 +60,14 @@ def _codes(value, tensor: str) -> np.ndarray:
     return np.ascontiguousarray(as_bytes).view(np.uint32), row_bytes
 
 
+def _in_place(value, device) -> bool:
+    """Whether a Tensor database can be searched where it lies (no copy through the host)."""
+    return (isinstance(value, Tensor) and (device is None or device is value.device)
+            and value.dtype in CODE_DTYPES and value.ndim == 2 and value.shape[0] >= 1
+            and value.shape[1] >= 1 and value.is_packed and value.offset % 16 == 0
+            and (value.shape[1] * value.itemsize) % 4 == 0)
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -68,25 +76,36 @@ class HammingIndex:
     """A database of binary codes resident on a device, searched exactly by Hamming distance.
 
     Args:
-        database: (n, words) unsigned integers (numpy or Tensor): n codes of words * itemsize * 8 bits.
-        device: where it lives (default: the default device).
+        database: (n, words) unsigned integers (numpy or Tensor): n codes of words * itemsize * 8
+            bits. A packed Tensor whose rows are whole 32-bit words is searched where it lies
+            (keep it alive and unchanged while the index is used); other input is copied to the
+            device once, in pieces of at most one storage buffer.
+        device: where it lives (default: the Tensor's device, else the default device).
 
     Raises:
         ValidationError: not a 2-D array of unsigned integer codes, or no rows.
     """
 
     def __init__(self, database, device=None):
-        words, self.code_bytes = _codes(database, "database")
-        if words.shape[0] == 0:
-            raise ValidationError(NAME, "database", "shape", words.shape, "allowed: at least one row")
-        self.device = device or (database.device if isinstance(database, Tensor) else default_device())
-        self.rows, self.words = words.shape
-        row_bytes = self.words * 4
-        per_piece = max(1, min(self.device.max_buffer_size, PIECE_BYTES) // row_bytes)
-        self._pieces = []  # (buffer, first row, rows)
-        for first in range(0, self.rows, per_piece):
-            chunk = words[first:first + per_piece]
-            self._pieces.append((self.device.upload(chunk), first, chunk.shape[0]))
+        self._pieces = []  # (buffer, word offset in it, first row, rows)
+        self._in_place = _in_place(database, device)
+        if self._in_place:
+            # A packed Tensor of whole-word rows, 16-byte aligned: searched where it is.
+            self.device = database.device
+            self.rows = database.shape[0]
+            self.code_bytes = database.shape[1] * database.itemsize
+            self.words = self.code_bytes // 4
+            self._pieces.append((database.buffer, database.offset // 4, 0, self.rows))
+        else:
+            words, self.code_bytes = _codes(database, "database")
+            if words.shape[0] == 0:
+                raise ValidationError(NAME, "database", "shape", words.shape, "allowed: at least one row")
+            self.device = device or (database.device if isinstance(database, Tensor) else default_device())
+            self.rows, self.words = words.shape
+            per_piece = max(1, min(self.device.max_buffer_size, PIECE_BYTES) // (self.words * 4))
+            for first in range(0, self.rows, per_piece):
+                chunk = words[first:first + per_piece]
+                self._pieces.append((self.device.upload(chunk), 0, first, chunk.shape[0]))
         spec = np.zeros(2, np.uint32)
         spec[kernels.HAMMING_SPEC_WORDS] = self.words
         spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
@@ -97,6 +116,11 @@ class HammingIndex:
 
     def __len__(self) -> int:
         return self.rows
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the index searches the caller's Tensor where it lies (no copy)."""
+        return self._in_place
 
     @property
     def pieces(self) -> int:
@@ -123,7 +147,7 @@ class HammingIndex:
         if count:
             per_slice = max(ROWS_PER_SLICE, math.ceil(self.rows * k * 8 / PARTIAL_BYTES))
             tile = _GROUP * per_slice  # rows of a scan workgroup: _GROUP lists
-            slices = [_GROUP * math.ceil(rows / tile) for _, _, rows in self._pieces]
+            slices = [_GROUP * math.ceil(rows / tile) for _, _, _, rows in self._pieces]
             total = sum(slices)
             batch = max(1, min(count, 32768, PARTIAL_BYTES // (total * k * 8)))
             for start in range(0, count, batch):
@@ -150,9 +174,9 @@ class HammingIndex:
         grid_y = _pow2(count)
         scan_x = _pow2(math.ceil(count / kernels.HAMMING_QUERIES_PER_INVOCATION))
         base = 0
-        for (piece, first, rows), piece_slices in zip(self._pieces, slices):
+        for (piece, word_offset, first, rows), piece_slices in zip(self._pieces, slices):
             self._launch(self._scan, (scan_x, _pow2(piece_slices // _GROUP), 1), [piece, queries, lists],
-                         dict(in_offset=piece.arena_offset // 4, query_offset=queries.arena_offset // 4,
+                         dict(in_offset=piece.arena_offset // 4 + word_offset, query_offset=queries.arena_offset // 4,
                               out_offset=lists.arena_offset // 4, words=self.words, rows=rows, row_base=first,
                               rows_per_slice=per_slice, k=k, slices=piece_slices, slice_base=base,
                               slices_total=total, queries=count),

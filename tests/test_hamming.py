@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dmlgpu
+from conftest import POISON
 from dmlgpu import ValidationError, hamming
 
 
@@ -54,14 +55,18 @@ def test_pieces_batches_and_merge_levels(monkeypatch, rng):
     monkeypatch.setattr(hamming, "PARTIAL_BYTES", 1 << 16)  # queries in batches
     database = rng.integers(0, 2, size=(5000, 32), dtype=np.uint8)
     index = dmlgpu.HammingIndex(database)
-    assert index.pieces == 79
+    assert index.pieces == 79 and not index.in_place
     check(database, rng.integers(0, 256, size=(40, 32), dtype=np.uint8), 7, index)
 
 
-def test_resident_index_reused_and_stale_memory(rng):
+def test_resident_index_reused_and_poisoned_memory(device, rng):
     database = rng.integers(0, 256, size=(2000, 16), dtype=np.uint8)
     index = dmlgpu.HammingIndex(database)
-    for _ in range(3):  # each search reuses memory the previous one freed: stale lists would show
+    for size in (1 << 12, 1 << 16, 1 << 20):
+        # The pool hands freed blocks to the next allocations: the search's lists and results
+        # start as poison (or as the previous search's lists), and an unwritten entry shows.
+        for _ in range(4):
+            device.upload(np.full(size, POISON, np.uint8)).release()
         check(database, rng.integers(0, 256, size=(5, 16), dtype=np.uint8), 12, index)
 
 
@@ -139,3 +144,11 @@ def test_dask_validation():
         dd.hamming_knn(database, np.zeros((2, 4), np.uint8), 11)
     with pytest.raises(ValidationError):
         dd.hamming_knn(database.astype(np.float32), np.zeros((2, 4), np.uint8), 1)
+
+
+def test_tensor_database_searched_in_place(rng):
+    database = rng.integers(0, 2**64, size=(600, 4), dtype=np.uint64)
+    tensor = dmlgpu.Tensor.from_numpy(np.concatenate([database[:1], database]))[1:]  # offset 32 bytes
+    index = dmlgpu.HammingIndex(tensor)
+    assert index.pieces == 1 and index.in_place
+    check(database, rng.integers(0, 2**64, size=(5, 4), dtype=np.uint64), 6, index)
