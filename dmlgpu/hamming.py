@@ -30,6 +30,8 @@ NAME = "dmlgpu.hamming_knn"
 CODE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
 #: Rows an invocation of the scan walks at least (more when the partial lists would not fit).
 ROWS_PER_SLICE = 256
+#: Row tiles (scan workgroups along the grid's y, at most 65535 on any device) per piece.
+MAX_SLICES_PER_PIECE = 1 << 15
 #: The partial top-k lists of one batch of queries take at most this many bytes.
 PARTIAL_BYTES = 64 << 20
 #: A database piece holds at most this many bytes (and never more than one storage buffer).
@@ -145,9 +147,10 @@ class HammingIndex:
         k, count = int(k), words.shape[0]
         pairs = np.empty((count, k, 2), np.uint32)
         if count:
-            per_slice = max(ROWS_PER_SLICE, math.ceil(self.rows * k * 8 / PARTIAL_BYTES))
-            tile = _GROUP * per_slice  # rows of a scan workgroup: _GROUP lists
-            slices = [_GROUP * math.ceil(rows / tile) for _, _, _, rows in self._pieces]
+            largest = max(rows for _, _, _, rows in self._pieces)
+            per_slice = max(ROWS_PER_SLICE, math.ceil(self.rows * k * 8 / PARTIAL_BYTES),
+                            math.ceil(largest / MAX_SLICES_PER_PIECE))
+            slices = [math.ceil(rows / per_slice) for _, _, _, rows in self._pieces]
             total = sum(slices)
             batch = max(1, min(count, 32768, PARTIAL_BYTES // (total * k * 8)))
             for start in range(0, count, batch):
@@ -172,10 +175,10 @@ class HammingIndex:
         queries = self.device.upload(words)
         lists = self.device.allocate(count * total * k * 8, zero_fill=False)
         grid_y = _pow2(count)
-        scan_x = _pow2(math.ceil(count / kernels.HAMMING_QUERIES_PER_INVOCATION))
+        scan_x = _pow2(math.ceil(count / (kernels.HAMMING_QUERIES_PER_INVOCATION * _GROUP)))
         base = 0
         for (piece, word_offset, first, rows), piece_slices in zip(self._pieces, slices):
-            self._launch(self._scan, (scan_x, _pow2(piece_slices // _GROUP), 1), [piece, queries, lists],
+            self._launch(self._scan, (scan_x, _pow2(piece_slices), 1), [piece, queries, lists],
                          dict(in_offset=piece.arena_offset // 4 + word_offset, query_offset=queries.arena_offset // 4,
                               out_offset=lists.arena_offset // 4, words=self.words, rows=rows, row_base=first,
                               rows_per_slice=per_slice, k=k, slices=piece_slices, slice_base=base,

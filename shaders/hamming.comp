@@ -59,15 +59,15 @@ void insert(uint list, uint d, uint r) {
 layout(constant_id = 0) const uint WORDS = 8u;
 layout(constant_id = 1) const uint QUERIES = 4u;
 
-// Workgroup (x, y) serves queries [x * QUERIES, +QUERIES) over tile y of the piece: rows
-// [y * 64 * rows_per_slice, +64 * rows_per_slice). Lane l walks rows l, l + 64, ... of the tile
-// (neighbouring lanes read neighbouring rows; a lane's rows still come in increasing order), and
-// its list is slice y * 64 + l. Queries are the grid's fast dimension, so workgroups running
-// together read the same database rows (from cache, after the first).
+// Workgroup (x, y) serves queries [x * 64 * QUERIES, +64 * QUERIES) over tile y of the piece:
+// rows [y * rows_per_slice, +rows_per_slice), its list slot y. Lane l holds queries
+// (x * 64 + l) * QUERIES + j in registers, and every lane walks the tile's rows in order: the
+// lanes read the same database words at the same time (one load serves the workgroup's
+// 64 * QUERIES queries), so the database is read once per workgroup of queries, not per query.
 void main() {
-    uint lane = gl_LocalInvocationID.x, tile = gl_WorkGroupID.y;
-    uint s = tile * gl_WorkGroupSize.x + lane, q0 = gl_WorkGroupID.x * QUERIES;
-    if (s >= hp.slices || q0 >= hp.queries) return;
+    uint tile = gl_WorkGroupID.y;
+    uint q0 = gl_GlobalInvocationID.x * QUERIES;
+    if (tile >= hp.slices || q0 >= hp.queries) return;
     uint n = min(QUERIES, hp.queries - q0);
     uint qw[WORDS * QUERIES];
     uint worst[QUERIES];
@@ -76,13 +76,12 @@ void main() {
         for (uint w = 0u; w < WORDS; ++w) qw[j * WORDS + w] = query_w[hp.query_offset + q * WORDS + w];
         worst[j] = EMPTY;
         if (j < n) {
-            uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + s);
+            uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + tile);
             for (uint i = 0u; i < hp.k; ++i) { out_w[list + 2u * i] = EMPTY; out_w[list + 2u * i + 1u] = EMPTY; }
         }
     }
-    uint first = tile * gl_WorkGroupSize.x * hp.rows_per_slice + lane;
-    uint last = min(first + gl_WorkGroupSize.x * hp.rows_per_slice, hp.rows);
-    for (uint row = first; row < last; row += gl_WorkGroupSize.x) {
+    uint first = tile * hp.rows_per_slice, last = min(first + hp.rows_per_slice, hp.rows);
+    for (uint row = first; row < last; ++row) {
         uint at = hp.in_offset + row * WORDS;
         uint d[QUERIES];
         for (uint j = 0u; j < QUERIES; ++j) d[j] = 0u;
@@ -92,7 +91,7 @@ void main() {
         }
         for (uint j = 0u; j < QUERIES; ++j) {
             if (d[j] < worst[j] && j < n) {  // rows come in order: an equal distance loses (higher row)
-                uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + s);
+                uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + tile);
                 insert(list, d[j], hp.row_base + row);
                 worst[j] = out_w[list + 2u * (hp.k - 1u)];
             }

@@ -53,6 +53,7 @@ def test_pieces_batches_and_merge_levels(monkeypatch, rng):
     monkeypatch.setattr(hamming, "PIECE_BYTES", 64 * 32)  # 64 rows of 32 bytes per piece
     monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 3)  # many partial lists: several merge levels
     monkeypatch.setattr(hamming, "PARTIAL_BYTES", 1 << 16)  # queries in batches
+    monkeypatch.setattr(hamming, "MAX_SLICES_PER_PIECE", 16)  # the grid's limit: longer slices
     database = rng.integers(0, 2, size=(5000, 32), dtype=np.uint8)
     index = dmlgpu.HammingIndex(database)
     assert index.pieces == 79 and not index.in_place
