@@ -32,8 +32,9 @@ CODE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.
 ROWS_PER_SLICE = 256
 #: Row tiles (scan workgroups along the grid's y, at most 65535 on any device) per piece.
 MAX_SLICES_PER_PIECE = 1 << 15
-#: The partial top-k lists of one batch of queries take at most this many bytes.
-PARTIAL_BYTES = 64 << 20
+#: The partial top-k lists of one batch of queries take at most this many bytes (and at most one
+#: storage buffer).
+PARTIAL_BYTES = 256 << 20
 #: A database piece holds at most this many bytes (and never more than one storage buffer).
 PIECE_BYTES = 1 << 30
 _EMPTY = 0xFFFFFFFF
@@ -147,12 +148,17 @@ class HammingIndex:
         k, count = int(k), words.shape[0]
         pairs = np.empty((count, k, 2), np.uint32)
         if count:
+            partial = min(PARTIAL_BYTES, self.device.max_buffer_size)
             largest = max(rows for _, _, _, rows in self._pieces)
-            per_slice = max(ROWS_PER_SLICE, math.ceil(self.rows * k * 8 / PARTIAL_BYTES),
+            per_slice = max(ROWS_PER_SLICE, math.ceil(self.rows * k * 8 / partial),
                             math.ceil(largest / MAX_SLICES_PER_PIECE))
-            slices = [math.ceil(rows / per_slice) for _, _, _, rows in self._pieces]
-            total = sum(slices)
-            batch = max(1, min(count, 32768, PARTIAL_BYTES // (total * k * 8)))
+            while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
+                slices = [math.ceil(rows / per_slice) for _, _, _, rows in self._pieces]
+                total = sum(slices)
+                if total * k * 8 <= partial or per_slice >= largest:  # (else: a slice per piece)
+                    break
+                per_slice *= 2
+            batch = max(1, min(count, 32768, partial // (total * k * 8)))
             for start in range(0, count, batch):
                 pairs[start:start + batch] = self._search_batch(words[start:start + batch], k, per_slice, slices)
         distances, indices = pairs[..., 0], pairs[..., 1]
