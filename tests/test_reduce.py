@@ -130,3 +130,21 @@ def test_front_end_validation():
         dmlgpu.sum(np.zeros(3, np.int32), axis=1)
     with pytest.raises(ValidationError):
         dmlgpu.max(np.zeros(3, np.int32), axis=(0, 0))
+
+
+def test_in_a_command_list_after_an_element_wise_operator(device, rng):
+    """REDUCE recorded behind BIT_XOR in one command list: the barrier between them holds."""
+    from dmlgpu.descs import ElementWiseBitXorOperatorDesc
+    x = rng.integers(0, 2**32, size=(8, 16), dtype=np.uint32)
+    y = rng.integers(0, 2**32, size=(8, 16), dtype=np.uint32)
+    plain = TensorDesc(DataType.UINT32, x.shape)
+    xor = device.create_operator(ElementWiseBitXorOperatorDesc(plain, plain, plain))
+    total = device.create_operator(ReduceOperatorDesc(plain, TensorDesc(DataType.UINT32, (8, 1)), F.SUM, (1,)))
+    a, b, c = device.upload(x), device.upload(y), device.allocate(x.nbytes)
+    out = device.upload(np.full(32, POISON, np.uint8))
+    commands = dmlgpu.CommandList(device)
+    commands.record(xor, [Binding(a), Binding(b)], [Binding(c)])
+    commands.record(total, [Binding(c)], [Binding(out)])
+    commands.execute()
+    expected = reference_reduce(x ^ y, F.SUM, (1,), np.uint32)
+    assert testing.same_bits(out.read().view(np.uint32).reshape(8, 1), expected)
