@@ -20,7 +20,7 @@ import numpy as np
 
 from . import kernels, spirv
 from .device import default_device
-from .errors import ValidationError
+from .errors import DeviceMemoryError, ValidationError
 from .operands import host_array
 from .runtime import Program
 from .tensor import Tensor
@@ -84,14 +84,18 @@ class HammingIndex:
             (keep it alive and unchanged while the index is used); other input is copied to the
             device once, in pieces of at most one storage buffer.
         device: where it lives (default: the Tensor's device, else the default device).
+        stream: keep the database on the host and upload it piece by piece in every search (each
+            piece freed once scanned), for databases larger than the device's memory.
 
     Raises:
         ValidationError: not a 2-D array of unsigned integer codes, or no rows.
+        DeviceMemoryError: the database does not fit in device memory (`stream=True` searches it).
     """
 
-    def __init__(self, database, device=None):
-        self._pieces = []  # (buffer, word offset in it, first row, rows)
-        self._in_place = _in_place(database, device)
+    def __init__(self, database, device=None, *, stream: bool = False):
+        self._pieces = []  # (buffer, or host words with stream, word offset, first row, rows)
+        self.streamed = bool(stream)
+        self._in_place = not self.streamed and _in_place(database, device)
         if self._in_place:
             # A packed Tensor of whole-word rows, 16-byte aligned: searched where it is.
             self.device = database.device
@@ -108,7 +112,14 @@ class HammingIndex:
             per_piece = max(1, min(self.device.max_buffer_size, PIECE_BYTES) // (self.words * 4))
             for first in range(0, self.rows, per_piece):
                 chunk = words[first:first + per_piece]
-                self._pieces.append((self.device.upload(chunk), 0, first, chunk.shape[0]))
+                try:
+                    piece = chunk if self.streamed else self.device.upload(chunk)
+                except DeviceMemoryError as error:
+                    raise DeviceMemoryError(
+                        f"{NAME}: the database ({self.rows * self.words * 4} bytes) does not fit in "
+                        f"{self.device.name}'s memory; HammingIndex(database, stream=True) searches it "
+                        "piece by piece") from error
+                self._pieces.append((piece, 0, first, chunk.shape[0]))
         spec = np.zeros(2, np.uint32)
         spec[kernels.HAMMING_SPEC_WORDS] = self.words
         spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
@@ -184,6 +195,9 @@ class HammingIndex:
         scan_x = _pow2(math.ceil(count / (kernels.HAMMING_QUERIES_PER_INVOCATION * _GROUP)))
         base = 0
         for (piece, word_offset, first, rows), piece_slices in zip(self._pieces, slices):
+            streamed = isinstance(piece, np.ndarray)
+            if streamed:
+                piece = self.device.upload(piece)  # freed in stream order once scanned
             self._launch(self._scan, (scan_x, _pow2(piece_slices), 1), [piece, queries, lists],
                          dict(in_offset=piece.arena_offset // 4 + word_offset, query_offset=queries.arena_offset // 4,
                               out_offset=lists.arena_offset // 4, words=self.words, rows=rows, row_base=first,
@@ -192,6 +206,8 @@ class HammingIndex:
                          reads=[(piece, 0, piece.size_in_bytes), (queries, 0, queries.size_in_bytes)],
                          writes=[(lists, 0, lists.size_in_bytes)])
             base += piece_slices
+            if streamed:
+                piece.release()
         level = total
         keep = [queries]
         while level > 1:

@@ -153,3 +153,15 @@ def test_tensor_database_searched_in_place(rng):
     index = dmlgpu.HammingIndex(tensor)
     assert index.pieces == 1 and index.in_place
     check(database, rng.integers(0, 2**64, size=(5, 4), dtype=np.uint64), 6, index)
+
+
+def test_streamed_database(monkeypatch, device, rng):
+    """stream=True: the database stays on the host, each search uploads it piece by piece."""
+    monkeypatch.setattr(hamming, "PIECE_BYTES", 100 * 8)  # 100 rows of 8 bytes per piece
+    database = rng.integers(0, 2**16, size=(1000, 4), dtype=np.uint16)
+    index = dmlgpu.HammingIndex(database, stream=True)
+    assert index.streamed and index.pieces == 10
+    live = device.live_buffers
+    for _ in range(2):
+        check(database, rng.integers(0, 2**16, size=(6, 4), dtype=np.uint16), 9, index)
+    assert device.live_buffers == live  # the pieces were freed
