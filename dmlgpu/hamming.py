@@ -209,8 +209,7 @@ class HammingIndex:
             if streamed:
                 piece.release()
         level = total
-        keep = [queries]
-        while level > 1:
+        while level > 1:  # (a buffer dropped here is freed in stream order, after the work using it)
             out_lists = math.ceil(level / kernels.HAMMING_MERGE_GROUP)
             merged = self.device.allocate(count * out_lists * k * 8, zero_fill=False)
             self._launch(self._merge, (_pow2(math.ceil(out_lists / _GROUP)), grid_y, 1), [lists, merged],
@@ -218,10 +217,8 @@ class HammingIndex:
                               rows=level, rows_per_slice=kernels.HAMMING_MERGE_GROUP, k=k,
                               slices=out_lists, queries=count),
                          reads=[(lists, 0, lists.size_in_bytes)], writes=[(merged, 0, merged.size_in_bytes)])
-            keep.append(lists)
             lists, level = merged, out_lists
-        result = lists.read(0, count * k * 8).view(np.uint32).reshape(count, k, 2)
-        return result
+        return lists.read(0, count * k * 8).view(np.uint32).reshape(count, k, 2)
 
 
 def hamming_knn(database, queries, k: int):
