@@ -121,7 +121,7 @@ def main():
             cupy_d, _ = cupy_search(db_gpu, sample[:4], K)
             assert np.array_equal(cupy_d, want_d), "CuPy differs from numpy"
             peers["cupy"] = timed(lambda: cupy_search(db_gpu, queries, K))
-            del db_gpu
+            db_gpu = None
         for name, seconds in peers.items():
             row[f"{name}_s"] = seconds
             row[f"{name}_gdist_per_s"] = n * nq / seconds / 1e9
@@ -130,7 +130,7 @@ def main():
         print(f"{n} x {bits}-bit, {nq} queries, top-{K}: ours {row['ours_gdist_per_s']:.3f} G/s"
               + "".join(f"; {name} {row[f'{name}_gdist_per_s']:.3f} G/s ({row[f'{name}_time_over_ours']:.2f}x ours)"
                         for name in peers))
-        del index
+        index = None  # frees the device copy before the next case
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)

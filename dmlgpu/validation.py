@@ -12,7 +12,7 @@ from .descs import DESC_CLASSES, OperatorDesc
 from .dtypes import DataType
 from .errors import ValidationError
 from .feature_levels import FeatureLevel
-from .operators import ELEMENT_WISE, REDUCE_FAMILY, TOP_K_FAMILY, Operator
+from .operators import ELEMENT_WISE, REDUCE_FAMILY, Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
 
 #: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
