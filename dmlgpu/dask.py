@@ -38,6 +38,7 @@ except ImportError as missing:  # the [dask] extra is not installed
 
 from . import numpy_api
 from .call_plan import output_type
+from .dask_hamming import hamming_knn  # noqa: F401  (exact binary-code k-NN over row blocks)
 from .descs import DESC_CLASSES
 from .device import default_device
 from .errors import ValidationError
