@@ -18,6 +18,8 @@ from .operators import REDUCE_FAMILY
 from .runtime import Program
 from .validation import checked_attributes
 
+__all__ = ["CompiledSelection", "selection_params"]
+
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
 

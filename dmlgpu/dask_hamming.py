@@ -12,7 +12,9 @@ import dask.array as da
 import numpy as np
 
 from .errors import ValidationError
-from .hamming import CODE_DTYPES, NAME, HammingIndex, _codes
+from .hamming import CODE_DTYPES, NAME, HammingIndex, as_codes
+
+__all__ = ["hamming_knn"]
 
 #: Partial results merged per task of the tree.
 MERGE_FANIN = 8
@@ -55,7 +57,7 @@ def hamming_knn(database, queries, k: int):
     if database.ndim != 2 or database.shape[1] == 0 or database.shape[0] == 0 or np.isnan(database.shape[0]):
         raise ValidationError(NAME, "database", "shape", database.shape,
                               "allowed: (rows, words) of known size, rows and words >= 1")
-    query_words, code_bytes = _codes(queries, "queries")
+    query_words, code_bytes = as_codes(queries, "queries")
     if code_bytes != database.shape[1] * database.dtype.itemsize:
         raise ValidationError(NAME, "queries", "shape", f"{code_bytes * 8}-bit codes",
                               f"allowed: the database's {database.shape[1] * database.dtype.itemsize * 8}-bit codes")

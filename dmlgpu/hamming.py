@@ -25,6 +25,8 @@ from .operands import host_array
 from .runtime import Program
 from .tensor import Tensor
 
+__all__ = ["CODE_DTYPES", "HammingIndex", "as_codes", "hamming_knn"]
+
 NAME = "dmlgpu.hamming_knn"
 #: Word types a code may be made of.
 CODE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
@@ -41,7 +43,7 @@ _EMPTY = 0xFFFFFFFF
 _GROUP = kernels.SELECTION_WORKGROUP_SIZE
 
 
-def _codes(value, tensor: str) -> np.ndarray:
+def as_codes(value, tensor: str) -> np.ndarray:
     """A 2-D C-ordered array of codes as uint32 words (rows zero-padded to whole words), and
     the code's byte width."""
     if isinstance(value, Tensor):
@@ -104,7 +106,7 @@ class HammingIndex:
             self.words = self.code_bytes // 4
             self._pieces.append((database.buffer, database.offset // 4, 0, self.rows))
         else:
-            words, self.code_bytes = _codes(database, "database")
+            words, self.code_bytes = as_codes(database, "database")
             if words.shape[0] == 0:
                 raise ValidationError(NAME, "database", "shape", words.shape, "allowed: at least one row")
             self.device = device or (database.device if isinstance(database, Tensor) else default_device())
@@ -150,7 +152,7 @@ class HammingIndex:
                 are not unsigned integers; before any work.
         """
         tensor_out = isinstance(queries, Tensor)
-        words, code_bytes = _codes(queries, "queries")
+        words, code_bytes = as_codes(queries, "queries")
         if code_bytes != self.code_bytes:
             raise ValidationError(NAME, "queries", "shape", f"{code_bytes * 8}-bit codes",
                                   f"allowed: the database's {self.code_bytes * 8}-bit codes")

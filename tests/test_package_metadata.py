@@ -81,7 +81,7 @@ def test_dask_module_without_the_extra_names_it(missing):
 
 
 def test_bench_without_matplotlib_says_there_are_no_plots(tmp_path):
-    result = _without(["matplotlib"], f"from dmlgpu import bench_report\n"
+    result = _without(["matplotlib"], f"from dmlgpu_tools import bench_report\n"
                                       f"print(bench_report.plots(__import__('pathlib').Path({str(tmp_path)!r}), []))")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "None"
