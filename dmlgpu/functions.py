@@ -68,8 +68,12 @@ def bit_xor(a: HostOperand, b: Tensor, out: Tensor | None = None, *, feature_lev
 @overload
 def bit_xor(a: HostOperand, b: HostOperand, out: Tensor, *, feature_level: Level = None) -> Tensor: ...
 @overload
-def bit_xor(a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any: ...
-def bit_xor(a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any:
+def bit_xor(
+    a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any: ...
+def bit_xor(
+    a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any:
     """Bitwise XOR of the raw bits of `a` and `b` (DML_ELEMENT_WISE_BIT_XOR).
 
     Args:
@@ -103,8 +107,12 @@ def bit_and(a: HostOperand, b: Tensor, out: Tensor | None = None, *, feature_lev
 @overload
 def bit_and(a: HostOperand, b: HostOperand, out: Tensor, *, feature_level: Level = None) -> Tensor: ...
 @overload
-def bit_and(a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any: ...
-def bit_and(a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any:
+def bit_and(
+    a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any: ...
+def bit_and(
+    a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any:
     """Bitwise AND of the raw bits of `a` and `b` (DML_ELEMENT_WISE_BIT_AND).
 
     Args:
@@ -138,8 +146,12 @@ def bit_or(a: HostOperand, b: Tensor, out: Tensor | None = None, *, feature_leve
 @overload
 def bit_or(a: HostOperand, b: HostOperand, out: Tensor, *, feature_level: Level = None) -> Tensor: ...
 @overload
-def bit_or(a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any: ...
-def bit_or(a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any:
+def bit_or(
+    a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any: ...
+def bit_or(
+    a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any:
     """Bitwise OR of the raw bits of `a` and `b` (DML_ELEMENT_WISE_BIT_OR).
 
     Args:
@@ -167,14 +179,22 @@ def bit_or(a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None,
 _BIT_SHIFT_LEFT = BY_SHORT['bit_shift_left']
 
 @overload
-def bit_shift_left(a: Tensor, b: Operand, out: Tensor | None = None, *, feature_level: Level = None) -> Tensor: ...
+def bit_shift_left(
+    a: Tensor, b: Operand, out: Tensor | None = None, *, feature_level: Level = None,
+) -> Tensor: ...
 @overload
-def bit_shift_left(a: HostOperand, b: Tensor, out: Tensor | None = None, *, feature_level: Level = None) -> Tensor: ...
+def bit_shift_left(
+    a: HostOperand, b: Tensor, out: Tensor | None = None, *, feature_level: Level = None,
+) -> Tensor: ...
 @overload
 def bit_shift_left(a: HostOperand, b: HostOperand, out: Tensor, *, feature_level: Level = None) -> Tensor: ...
 @overload
-def bit_shift_left(a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any: ...
-def bit_shift_left(a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any:
+def bit_shift_left(
+    a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any: ...
+def bit_shift_left(
+    a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any:
     """Logical left shift of each element of `a` by the amount in `b` (DML_ELEMENT_WISE_BIT_SHIFT_LEFT).
 
     Shift amounts are taken modulo the element width, `b & (bits - 1)` (8-bit amounts by 7,
@@ -207,14 +227,22 @@ def bit_shift_left(a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None
 _BIT_SHIFT_RIGHT = BY_SHORT['bit_shift_right']
 
 @overload
-def bit_shift_right(a: Tensor, b: Operand, out: Tensor | None = None, *, feature_level: Level = None) -> Tensor: ...
+def bit_shift_right(
+    a: Tensor, b: Operand, out: Tensor | None = None, *, feature_level: Level = None,
+) -> Tensor: ...
 @overload
-def bit_shift_right(a: HostOperand, b: Tensor, out: Tensor | None = None, *, feature_level: Level = None) -> Tensor: ...
+def bit_shift_right(
+    a: HostOperand, b: Tensor, out: Tensor | None = None, *, feature_level: Level = None,
+) -> Tensor: ...
 @overload
 def bit_shift_right(a: HostOperand, b: HostOperand, out: Tensor, *, feature_level: Level = None) -> Tensor: ...
 @overload
-def bit_shift_right(a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any: ...
-def bit_shift_right(a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None) -> Any:
+def bit_shift_right(
+    a: HostOperand, b: HostOperand, out: npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any: ...
+def bit_shift_right(
+    a: Operand, b: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_level: Level = None,
+) -> Any:
     """Logical right shift of each element of `a` by the amount in `b` (DML_ELEMENT_WISE_BIT_SHIFT_RIGHT).
 
     Shift amounts are taken modulo the element width, `b & (bits - 1)` (8-bit amounts by 7,
@@ -283,12 +311,28 @@ def sign(x: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, feature_le
 _BIT_COUNT = BY_SHORT['bit_count']
 
 @overload
-def bit_count(x: Tensor, out: Tensor | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Tensor: ...
+def bit_count(
+    x: Tensor, out: Tensor | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None,
+) -> Tensor: ...
 @overload
-def bit_count(x: HostOperand, out: Tensor, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Tensor: ...
+def bit_count(
+    x: HostOperand, out: Tensor, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None,
+) -> Tensor: ...
 @overload
-def bit_count(x: HostOperand, out: npt.NDArray[Any] | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Any: ...
-def bit_count(x: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Any:
+def bit_count(
+    x: HostOperand,
+    out: npt.NDArray[Any] | None = None,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    feature_level: Level = None,
+) -> Any: ...
+def bit_count(
+    x: Operand,
+    out: Tensor | npt.NDArray[Any] | None = None,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    feature_level: Level = None,
+) -> Any:
     """Number of 1 bits of each element's raw encoding (DML_ELEMENT_WISE_BIT_COUNT).
 
     Differs from `numpy.bitwise_count`, which counts |x| for signed integers: -1 as int8 gives 8

@@ -107,6 +107,29 @@ def docstring(op: Operator) -> str:
     return "\n\n".join(parts)
 
 
+def _signature(name: str, params: str, result: str) -> str:
+    """`def name(params) -> result:` on one line, or with the parameters on their own lines."""
+    line = f"def {name}({params}) -> {result}:"
+    if len(line) <= 110:
+        return line
+    return f"def {name}(\n    {params},\n) -> {result}:" if len(params) <= 106 else \
+        f"def {name}(\n" + "".join(f"    {p.strip()},\n" for p in _split(params)) + f") -> {result}:"
+
+
+def _split(params: str) -> list[str]:
+    """The parameters of `params`, split at top-level commas."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(params):
+        if c in "[(":
+            depth += 1
+        elif c in "])":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(params[start:i])
+            start = i + 1
+    return parts + [params[start:]]
+
+
 def _function(op: Operator) -> str:
     """Overloads (Tensor in or out: a Tensor) and the function itself."""
     names = OPERANDS[len(op.inputs)]
@@ -121,9 +144,9 @@ def _function(op: Operator) -> str:
     lines = [f"{constant} = BY_SHORT[{op.short!r}]", ""]
     for types, out, result in variants:
         params = ", ".join(f"{n}: {t}" for n, t in zip(names, types))
-        lines += ["@overload", f"def {op.short}({params}, out: {out}, {tail}) -> {result}: ..."]
+        lines += ["@overload", _signature(op.short, f"{params}, out: {out}, {tail}", result) + " ..."]
     params = ", ".join(f"{n}: Operand" for n in names)
-    lines.append(f"def {op.short}({params}, out: Tensor | npt.NDArray[Any] | None = None, {tail}) -> Any:")
+    lines.append(_signature(op.short, f"{params}, out: Tensor | npt.NDArray[Any] | None = None, {tail}", "Any"))
     body = textwrap.indent(docstring(op), "    ").strip()
     lines.append(f'    """{body}\n    """')
     dtype = "dtype" if not op.same_type else "None"
