@@ -364,12 +364,28 @@ def bit_count(
 _IS_NAN = BY_SHORT['is_nan']
 
 @overload
-def is_nan(x: Tensor, out: Tensor | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Tensor: ...
+def is_nan(
+    x: Tensor, out: Tensor | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None,
+) -> Tensor: ...
 @overload
-def is_nan(x: HostOperand, out: Tensor, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Tensor: ...
+def is_nan(
+    x: HostOperand, out: Tensor, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None,
+) -> Tensor: ...
 @overload
-def is_nan(x: HostOperand, out: npt.NDArray[Any] | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Any: ...
-def is_nan(x: Operand, out: Tensor | npt.NDArray[Any] | None = None, *, dtype: npt.DTypeLike | None = None, feature_level: Level = None) -> Any:
+def is_nan(
+    x: HostOperand,
+    out: npt.NDArray[Any] | None = None,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    feature_level: Level = None,
+) -> Any: ...
+def is_nan(
+    x: Operand,
+    out: Tensor | npt.NDArray[Any] | None = None,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    feature_level: Level = None,
+) -> Any:
     """1 where an element is a NaN (IEEE-754: any payload, either sign, quiet or signalling), else 0 (DML_ELEMENT_WISE_IS_NAN).
 
     Args:
