@@ -1,0 +1,77 @@
+"""Ctrl-C (SIGINT) deferred out of the runtime's non-reentrant sections, never swallowed.
+
+Python raises `KeyboardInterrupt` in the main thread at its next check point (a call, a
+backward jump), so one could land between a submit that released the GIL and the stream's
+record of it, or halfway through a merge of the memory pool's free blocks, and leave the device
+broken for the rest of the process. CPython's own locks keep such windows closed; so does this:
+a SIGINT that arrives while the main thread holds a device's lock, or runs a function marked
+`critical`, is set aside and raised again at the first check point after it (the interrupted
+call has then either happened whole or not at all).
+
+It costs nothing on the way through a call: the handler, run only when a signal arrives, looks
+at the main thread's frames and the locks it holds. A deferred signal is re-raised with
+`_thread.interrupt_main`, so its handler runs again at each check point until the section ends.
+
+The handler is installed when the first device opens in the main thread, over Python's default
+SIGINT handler only: a handler of the program's own is left alone (and not deferred).
+"""
+from __future__ import annotations
+
+import _thread
+import signal
+import threading
+
+_CRITICAL: set = set()  # code objects of functions marked `critical`
+_LOCKS: list = []  # callables: whether the calling thread holds a runtime lock (weakly kept devices)
+_installed = False
+
+
+def critical(function):
+    """Mark `function` as a section a KeyboardInterrupt must not land in (it is raised after)."""
+    _CRITICAL.add(function.__code__)
+    return function
+
+
+def watch_lock(owned) -> None:
+    """`owned()` says whether the calling thread holds a lock whose holder must not be interrupted."""
+    _LOCKS.append(owned)
+
+
+def unwatch_lock(owned) -> None:
+    try:
+        _LOCKS.remove(owned)
+    except ValueError:
+        pass
+
+
+def install() -> None:
+    """Install the deferring SIGINT handler (from the main thread, over the default one)."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return
+        signal.signal(signal.SIGINT, _handler)
+    except (ValueError, OSError):  # no signals here (an embedded interpreter)
+        return
+    _installed = True
+
+
+def deferring(frame) -> bool:
+    """Whether a KeyboardInterrupt at `frame` (in the main thread) must wait."""
+    for owned in _LOCKS:
+        if owned():
+            return True
+    while frame is not None:
+        if frame.f_code in _CRITICAL:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _handler(signum, frame):
+    if deferring(frame):
+        _thread.interrupt_main(signum)  # runs this again at the next check point
+        return
+    signal.default_int_handler(signum, frame)
