@@ -49,8 +49,8 @@ class Device(runtime.Device):
     """
 
     def __init__(self, index: int | None = None, *, staging: bool | None = None):
+        self._operators: OrderedDict = OrderedDict()  # first: close() may run on a half-made one
         super().__init__(index, staging=staging)
-        self._operators: OrderedDict = OrderedDict()
 
     def create_operator(self, operator_desc, feature_level=None) -> CompiledOperator:
         """Validate `operator_desc` at `feature_level` and compile it for this device.

@@ -1231,7 +1231,7 @@ class Buffer:
     def __reduce__(self):
         raise TypeError("a dmlgpu.Buffer cannot be pickled: read() its bytes, or pickle a Tensor")
 
-    @interrupts.critical  # a Ctrl-C landing here is raised after it, not lost with the block
+    @interrupts.critical  # a Ctrl-C here is raised after it, not lost
     def __del__(self):
         try:
             self.release()

@@ -9,16 +9,18 @@ a SIGINT that arrives while the main thread holds a device's lock, or runs a fun
 call has then either happened whole or not at all).
 
 It costs nothing on the way through a call: the handler, run only when a signal arrives, looks
-at the main thread's frames and the locks it holds. A deferred signal is re-raised with
-`_thread.interrupt_main`, so its handler runs again at each check point until the section ends.
+at the main thread's frames and the locks it holds. Once it defers, a profile function of the
+main thread (`sys.setprofile`, the program's own put back after) looks at each return from a
+C function and raises the KeyboardInterrupt at the first one that leaves the main thread outside
+every such section.
 
 The handler is installed when the first device opens in the main thread, over Python's default
 SIGINT handler only: a handler of the program's own is left alone (and not deferred).
 """
 from __future__ import annotations
 
-import _thread
 import signal
+import sys
 import threading
 
 _CRITICAL: set = set()  # code objects of functions marked `critical`
@@ -70,8 +72,25 @@ def deferring(frame) -> bool:
     return False
 
 
+_saved: list = [None]  # the main thread's profile function before a deferral
+
+
 def _handler(signum, frame):
     if deferring(frame):
-        _thread.interrupt_main(signum)  # runs this again at the next check point
+        profile = sys.getprofile()
+        if profile is not _profile:
+            _saved[0] = profile
+            sys.setprofile(_profile)  # the main thread's, until the section ends
         return
     signal.default_int_handler(signum, frame)
+
+
+def _profile(frame, event, arg):
+    """While a SIGINT is owed: at each return from a C function (into the Python frame that
+    called it, so never into a finalizer's or a callback's caller that would drop it), raise
+    it if that frame may be interrupted there."""
+    if event != "c_return" or deferring(frame):
+        return
+    profile, _saved[0] = _saved[0], None
+    sys.setprofile(profile)
+    signal.default_int_handler(signal.SIGINT, frame)
