@@ -118,7 +118,7 @@ INTERRUPT_LOOP = """
                 _thread.interrupt_main()
             else:
                 os.kill(os.getpid(), signal.SIGINT)
-            seen.wait()
+            seen.wait(1)
             seen.clear()
     x = (np.arange(4096, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
     t = Tensor.from_numpy(x)
@@ -134,7 +134,7 @@ INTERRUPT_LOOP = """
                 seen.set()
                 thread.join()
                 break
-            while True:
+            while time.monotonic() < deadline:
                 {body}
         except KeyboardInterrupt:
             interrupts += 1

@@ -294,12 +294,12 @@ class Device:
     # -- memory ----------------------------------------------------------------------------
     def allocate(self, size_in_bytes: int, *, zero_fill: bool = True) -> "Buffer":
         """A device buffer of `size_in_bytes` bytes, zero-filled on the device unless asked not to."""
-        self._check_open()
         if not is_int(size_in_bytes) or not 1 <= size_in_bytes <= self.max_buffer_size:
             raise ValidationError("dmlgpu", None, "size_in_bytes", size_in_bytes,
                                   f"allowed: 1 to {self.max_buffer_size} bytes (the device's "
                                   "maxStorageBufferRange)")
         with self._lock:
+            self._check_open()  # under the lock: no other thread closes it in between
             buffer = Buffer(self, int(size_in_bytes), self._take(self._memory, int(size_in_bytes)))
             if zero_fill:
                 self._fill(buffer)
@@ -322,6 +322,8 @@ class Device:
 
     def _take(self, pool: MemoryPool, nbytes: int):
         """A block, reusing memory freed by finished work before growing the pool."""
+        if self.closed:  # (callers hold the lock: checked where no close can slip in)
+            self._check_open()
         block = pool.allocate(nbytes, grow=False)
         if block is None:
             self._stream.poll()  # retire finished batches, reclaim what they freed

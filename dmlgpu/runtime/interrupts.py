@@ -10,15 +10,18 @@ call has then either happened whole or not at all).
 
 It costs nothing on the way through a call: the handler, run only when a signal arrives, looks
 at the main thread's frames and the locks it holds. Once it defers, a profile function of the
-main thread (`sys.setprofile`, the program's own put back after) looks at each return from a
-C function and raises the KeyboardInterrupt at the first one that leaves the main thread outside
-every such section.
+main thread (`sys.setprofile`, the program's own put back after) looks at each return into a
+frame that was running when the signal came, from a C function or from a dmlgpu function, and
+raises the KeyboardInterrupt at the first one that leaves the main thread outside every such
+section: typically as the interrupted dmlgpu call returns to its caller. Never in a finalizer or
+a callback run meanwhile, where Python would drop it.
 
 The handler is installed when the first device opens in the main thread, over Python's default
 SIGINT handler only: a handler of the program's own is left alone (and not deferred).
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -26,6 +29,7 @@ import threading
 _CRITICAL: set = set()  # code objects of functions marked `critical`
 _LOCKS: list = []  # callables: whether the calling thread holds a runtime lock (weakly kept devices)
 _installed = False
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dmlgpu/
 
 
 def critical(function):
@@ -73,6 +77,7 @@ def deferring(frame) -> bool:
 
 
 _saved: list = [None]  # the main thread's profile function before a deferral
+_chain: list = []  # the frames the main thread was running when the signal came
 
 
 def _handler(signum, frame):
@@ -80,17 +85,39 @@ def _handler(signum, frame):
         profile = sys.getprofile()
         if profile is not _profile:
             _saved[0] = profile
+            _chain[:] = _frames(frame)
             sys.setprofile(_profile)  # the main thread's, until the section ends
         return
     signal.default_int_handler(signum, frame)
 
 
+def _frames(frame) -> list:
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+def _ours(code) -> bool:
+    """Whether `code` is a function of dmlgpu's own that is no finalizer (those are critical)."""
+    name = code.co_filename
+    return (name.startswith(_PACKAGE) or name.startswith("<dmlgpu")) and code not in _CRITICAL
+
+
 def _profile(frame, event, arg):
-    """While a SIGINT is owed: at each return from a C function (into the Python frame that
-    called it, so never into a finalizer's or a callback's caller that would drop it), raise
-    it if that frame may be interrupted there."""
-    if event != "c_return" or deferring(frame):
+    """While a SIGINT is owed: at each return into a frame that was running when the signal
+    came, from a C function or from a dmlgpu function (never from a finalizer or a callback
+    run since, which would drop it), raise it if that frame may be interrupted there."""
+    if event == "return":
+        if not _ours(frame.f_code):
+            return
+        frame = frame.f_back
+    elif event != "c_return":
+        return
+    if frame is None or not any(frame is f for f in _chain) or deferring(frame):
         return
     profile, _saved[0] = _saved[0], None
+    _chain.clear()
     sys.setprofile(profile)
     signal.default_int_handler(signal.SIGINT, frame)
