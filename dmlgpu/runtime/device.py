@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import DeviceError, DeviceMemoryError, ValidationError
 from ..validation import is_int
 from . import debug_layer, fork, host_copy, interrupts, vulkan
-from .memory import MemoryPool
+from .memory import MemoryPool, trim_host_heap
 from .probe import physical_device_count
 from .stream import Stream, replay_key
 
@@ -388,6 +388,7 @@ class Device:
                 self._retire(key)
             self._stream.synchronize()
             self._reclaim(self._stream.completed)
+            trim_host_heap()
 
     # -- work ------------------------------------------------------------------------------
     def synchronize(self) -> None:
