@@ -24,7 +24,6 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError, ValidationError
-from ..validation import is_int
 from . import debug_layer, fork, host_copy, interrupts, vulkan
 from .memory import MemoryPool, trim_host_heap
 from .probe import physical_device_count
@@ -78,6 +77,12 @@ CACHE_LIMITS = {"pipelines": int(os.environ.get("DMLGPU_CACHE_PIPELINES", 256)),
 HOST_CALL_SPLIT_BYTES = 2 << 20
 _SERIALS = itertools.count(1)
 _CURRENT = threading.local()
+
+
+def is_int(value) -> bool:
+    """An int or numpy integer, not a bool (the runtime's own test: it imports nothing from the
+    table layers above it)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def set_cache_limits(**limits) -> dict:
