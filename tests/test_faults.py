@@ -41,7 +41,8 @@ def ok(result: subprocess.CompletedProcess) -> str:
 
 # 1. close() of a device while other threads make front-end calls on it (kept host calls of
 # 2 MiB, whose copies run outside the device's lock, and larger pipelined ones).
-def test_close_while_threads_call():
+@pytest.mark.parametrize("staging", [False, True], ids=["mapped", "staging"])
+def test_close_while_threads_call(staging):
     out = ok(run("""
         import random, threading
         import numpy as np
@@ -49,7 +50,7 @@ def test_close_while_threads_call():
         rng = np.random.default_rng(1)
         done = 0
         for attempt in range(8):
-            device = dmlgpu.Device()
+            device = dmlgpu.Device(staging=STAGING)
             errors, results = [], []
             def work(n):
                 a = rng.integers(0, 2**32, n, dtype=np.uint32)
@@ -73,7 +74,7 @@ def test_close_while_threads_call():
                 assert np.array_equal(got, want)
             done += len(results)
         print("ok", done)
-        """, timeout=120))
+        """.replace("STAGING", str(staging)), timeout=120))
     assert out.startswith("ok")
 
 
