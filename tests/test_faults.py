@@ -78,6 +78,51 @@ def test_close_while_threads_call(staging):
     assert out.startswith("ok")
 
 
+def test_close_waits_for_a_host_copy_in_flight():
+    """The mechanism of row 1, made certain: a thread is inside a kept host call's copy into
+    device memory (held there) when another closes the device. close() must wait for it, and
+    the call then finishes with the right result (before, close freed the memory under it)."""
+    out = ok(run("""
+        import threading
+        import numpy as np
+        import dmlgpu
+        from dmlgpu.runtime import host_copy
+        device = dmlgpu.Device()
+        a = np.arange(1 << 18, dtype=np.uint32)
+        with device:
+            assert device.host_call_pieces(3 * a.nbytes) and np.array_equal(dmlgpu.bit_not(a), ~a)
+        entered, release = threading.Event(), threading.Event()
+        real = host_copy.copy
+        def held(dst, src):
+            if threading.current_thread().name == "caller" and not entered.is_set():
+                entered.set()
+                release.wait()
+            real(dst, src)
+        host_copy.copy = held
+        result = {}
+        def caller():
+            with device:
+                try:
+                    result["value"] = dmlgpu.bit_not(a)
+                except dmlgpu.ValidationError as exc:
+                    result["error"] = exc
+        thread = threading.Thread(target=caller, name="caller")
+        thread.start()
+        assert entered.wait(20)
+        closer = threading.Thread(target=device.close)
+        closer.start()
+        closer.join(0.5)
+        assert closer.is_alive(), "close() freed the device while a copy into it was in flight"
+        release.set()
+        thread.join(20)
+        closer.join(20)
+        assert not thread.is_alive() and not closer.is_alive() and device.closed
+        assert np.array_equal(result["value"], ~a), result
+        print("ok")
+        """))
+    assert out.startswith("ok")
+
+
 # 2. interpreter exit while daemon threads run front-end calls: the atexit close waits for
 # copies in flight, and native copy threads never re-enter Python once finalizing.
 @pytest.mark.parametrize("run_index", range(6))
@@ -97,6 +142,28 @@ def test_exit_while_daemon_threads_call(run_index):
         for n in (1 << 18, 1 << 19, 1 << 21, 100):
             threading.Thread(target=work, args=(n,), daemon=True).start()
         time.sleep(0.05 + 0.03 * {run_index})
+        """))
+
+
+@pytest.mark.parametrize("run_index", range(3))
+def test_exit_during_a_native_copy(run_index):
+    """The mechanism of row 2, made likely: the interpreter finalizes while a daemon thread is
+    inside a long native copy (the GIL given up). The thread must not take the GIL back (an
+    unwind through a destructor: std::terminate) nor touch Python again."""
+    ok(run("""
+        import threading
+        import numpy as np
+        from dmlgpu.runtime import host_copy
+        src = np.ones(128 << 20, np.uint8)
+        dst = np.empty_like(src)
+        copying = threading.Event()
+        def work():
+            while True:
+                copying.set()
+                host_copy.copy(dst, src)
+                host_copy.start(src, dst).wait()
+        threading.Thread(target=work, daemon=True).start()
+        copying.wait()
         """))
 
 
