@@ -11,7 +11,7 @@ from .bindings import Binding
 from .command_list import CommandList
 from .compiled import CompiledOperator
 from .descs import *  # noqa: F401,F403 -- one descriptor class per table row (descs.__all__)
-from .device import Buffer, Device, default_device, devices
+from .device import Buffer, Device, default_device, devices, set_cache_limits
 from .dtypes import DataType
 from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
@@ -26,6 +26,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledOperator", "DataType", "DataTypeError", "Device", "DeviceError",
     "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
-    "calc_buffer_tensor_size", "default_device", "devices", "validate", *descs.__all__, *functions.__all__,
-    "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex", "hamming_knn",
+    "calc_buffer_tensor_size", "default_device", "devices", "set_cache_limits", "validate", *descs.__all__,
+    *functions.__all__, "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex", "hamming_knn",
 ]

@@ -3,20 +3,39 @@
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections import OrderedDict
 
 from . import runtime
 from .compiled import CompiledOperator
 from .compiled_selection import CompiledSelection
+from .errors import ValidationError
 from .operators import ELEMENT_WISE
 from .runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
 from .validation import resolve_feature_level
 
-__all__ = ["DEVICE_TYPES", "Buffer", "Device", "default_device", "devices"]
+__all__ = ["DEVICE_TYPES", "Buffer", "Device", "default_device", "devices", "set_cache_limits"]
+#: Compiled operators kept per device, least recently used dropped first (set_cache_limits's
+#: "operators", DMLGPU_CACHE_OPERATORS at import). Each holds its program and at most
+#: compiled._MEMO prepared dispatches, no memory.
+_LIMITS = {"operators": int(os.environ.get("DMLGPU_CACHE_OPERATORS", 512))}
 
-#: Compiled operators kept per device, least recently used dropped first.
-_OPERATOR_CACHE = 512
+
+def set_cache_limits(**limits) -> dict:
+    """Set the bounds of every device's caches; returns all bounds now in force.
+
+    Names: "operators" (compiled operators, default 512), "pipelines" (compute pipelines, 256)
+    and "host_calls" (kept calls on host data, 16); each an int of at least 1, also settable at
+    import by DMLGPU_CACHE_OPERATORS, DMLGPU_CACHE_PIPELINES and DMLGPU_CACHE_HOST_CALLS. The
+    least recently used entry goes first; `Device.empty_cache()` empties them all.
+    """
+    operators = limits.pop("operators", _LIMITS["operators"])
+    if isinstance(operators, bool) or not isinstance(operators, int) or operators < 1:
+        raise ValidationError("dmlgpu", None, "operators", operators, "allowed: an int of at least 1")
+    limits = runtime.set_cache_limits(**limits)  # checks the others' names and values first
+    _LIMITS["operators"] = operators
+    return {**limits, **_LIMITS}
 
 
 class Device(runtime.Device):
@@ -33,8 +52,8 @@ class Device(runtime.Device):
     """
 
     def __init__(self, index: int | None = None, *, staging: bool | None = None):
+        self._operators: OrderedDict = OrderedDict()  # first: close() may run on a half-made one
         super().__init__(index, staging=staging)
-        self._operators: OrderedDict = OrderedDict()
 
     def create_operator(self, operator_desc, feature_level=None) -> CompiledOperator:
         """Validate `operator_desc` at `feature_level` and compile it for this device.
@@ -42,8 +61,9 @@ class Device(runtime.Device):
         Returns a `CompiledOperator` that can be executed any number of times with different
         bindings. Raises `ValidationError` for a descriptor DirectML would reject.
         """
-        level = resolve_feature_level(feature_level, getattr(
-            getattr(operator_desc, "OPERATOR", None), "dml_name", "dmlgpu"))
+        name = getattr(getattr(operator_desc, "OPERATOR", None), "dml_name", "dmlgpu")
+        self.check_open(name)
+        level = resolve_feature_level(feature_level, name)
         # repr, not equality: 64.0 == 64 and True == 1, but only ints are valid sizes.
         key = (_strict_repr(operator_desc), level)
         with self._lock:
@@ -53,11 +73,18 @@ class Device(runtime.Device):
                 compiled = (CompiledOperator if family == ELEMENT_WISE else CompiledSelection)(
                     self, operator_desc, level)
                 self._operators[key] = compiled
-                while len(self._operators) > _OPERATOR_CACHE:
+                while len(self._operators) > _LIMITS["operators"]:
                     self._operators.popitem(last=False)
             else:
                 self._operators.move_to_end(key)
             return compiled
+
+    def empty_cache(self) -> None:
+        with self._lock:
+            self._operators.clear()
+            super().empty_cache()
+
+    empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + " Also compiled operators."
 
     def close(self) -> None:
         with self._lock:
@@ -74,6 +101,14 @@ def _strict_repr(value) -> str:
 
 _default: Device | None = None
 _default_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _default_lock
+    _default_lock = threading.Lock()  # a parent's thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def default_device() -> Device:

@@ -376,11 +376,11 @@ def test_the_halves_of_a_host_call_are_all_submitted_before_the_first_wait(rng, 
 
 def test_host_calls_are_bounded_and_large_calls_take_the_transfers(transfer_device, rng):
     with transfer_device:
-        for n in range(1, runtime_device.HOST_CALLS + 6):  # more kinds of call than are kept
+        for n in range(1, runtime_device.CACHE_LIMITS["host_calls"] + 6):  # more kinds of call than are kept
             x = testing.sample(DataType.UINT8, (n,), rng)
             for _ in range(3):
                 assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
-        assert transfer_device.memory_stats()["host_calls"] == runtime_device.HOST_CALLS
+        assert transfer_device.memory_stats()["host_calls"] == runtime_device.CACHE_LIMITS["host_calls"]
         transfer_device.empty_cache()
         big = testing.sample(DataType.UINT32, (runtime_device.HOST_CALL_BYTES // 8 + 4,), rng)
         for _ in range(3):
