@@ -7,8 +7,9 @@ contiguously are merged, leading 1s are added; data-type rules are never bent. F
 operands broadcast with numpy's rules through zero strides, so the smaller operand is never
 expanded.
 
-The functions (`FUNCTIONS`, one per row, named after its `short`) and Tensor's Python operators
-(from each row's `python_operator`) are made from the table at the end of this module.
+The functions (`FUNCTIONS`, one per row, named after its `short`) are made from the table at the
+end of this module. A call with a Tensor operand or `out` goes down to `dmlgpu.ops`, the layer
+that Tensor's own operators use too.
 """
 from __future__ import annotations
 
@@ -23,83 +24,54 @@ from .dtypes import DataType
 from .errors import ValidationError
 from .compiled import coalesce
 from .operators import OPERATORS, Operator, level_texts
-from .tensor_desc import MAX_ELEMENTS, MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
+from .tensor_desc import MAX_ELEMENTS, TensorDesc
 from .bindings import Binding
-from .operands import PLAIN_ARRAYS, SUBCLASS_ALLOWED, host_array, is_python_scalar, native_dtype, python_scalar
-from . import tensor as tensor_module
-from .tensor import Tensor
+from .operands import PLAIN_ARRAYS, SUBCLASS_ALLOWED, native_dtype
+from . import ops
+from .ops import broadcast_shape as _broadcast_shape, broadcast_strides as _broadcast_strides
+from .ops import data_type as _data_type, fail as _fail, fit_dimensions as _fit_dimensions
+from .ops import operands as _operands, output_dtype as _output_dtype
 from .validation import resolve_feature_level, support_row
-
-
-def _fail(op, tensor, field, value, allowed):
-    raise ValidationError(op.dml_name, tensor, field, value, allowed)
-
-
-def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
-    try:
-        data_type = DataType.from_numpy(native_dtype(dtype))
-    except TypeError:
-        data_type = None
-    if data_type is None:
-        names = ", ".join(t.numpy.name for t in allowed)
-        _fail(op, tensor, "dtype", dtype, f"allowed: {names}")
-    return data_type
+from .views import View
 
 
 def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     """One call of `op`: `arrays` are its operands (numpy data, Tensors, Python scalars);
     `out_dtype` is None for "the input's type" (same-type operators) or "not given"."""
+    if isinstance(out, View):
+        return ops.apply(op, arrays, out, out_dtype, feature_level)  # device-resident data
+    for x in arrays:
+        if isinstance(x, View):
+            return ops.apply(op, arrays, out, out_dtype, feature_level)
     call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
-    if isinstance(out, Tensor):  # hot path: the same Tensors as an earlier call
-        try:
-            launch = _TENSOR_CALLS.get((*call, (*[t.key for t in arrays], out.key)))
-        except (AttributeError, TypeError):
-            launch = None
-        if launch is not None and launch.device.enqueue(launch):
-            return out
-    elif out is None and arrays and all(isinstance(x, Tensor) for x in arrays):
-        try:  # hot path: a new result of an earlier call's shape from the same Tensors
-            known = _TENSOR_RESULTS.get((*call, tuple([t.key for t in arrays])))
-        except (AttributeError, TypeError):
-            known = None
-        if known is not None and not any(t.buffer.released for t in arrays):
-            results, shape, out_type, offset, strides = known
-            return Tensor._made(results(), shape, out_type, offset, strides)
-    else:  # hot path: numpy arrays of an earlier call's dtypes and shapes
-        try:
-            key = _host_key(call, arrays, out)
-            plan = _HOST_CALLS.get(key)
-        except TypeError:  # an unhashable argument: the full path explains
-            plan = None
-        if plan is not None and _separate(arrays, out) and not plan[0].closed:
-            device, pieces, shape, out_dtype = plan
-            flat_in = [x.reshape(-1).view(np.uint8) for x in arrays]
-            result = _run_host_call(device, key, pieces, flat_in, arrays, out, shape, out_dtype)
-            if result is None and out is None:
-                result = _new_result(pieces, flat_in, arrays, shape, out_dtype)
-            elif result is None:
-                _run_pieces(pieces, flat_in, arrays, out, None)
-                result = out
-            return result if out is not None or result.ndim else result[()]
+    try:  # hot path: numpy arrays of an earlier call's dtypes and shapes
+        key = _host_key(call, arrays, out)
+        plan = _HOST_CALLS.get(key)
+    except TypeError:  # an unhashable argument: the full path explains
+        plan = None
+    if plan is not None and _separate(arrays, out) and not plan[0].closed:
+        device, pieces, shape, out_dtype = plan
+        flat_in = [x.reshape(-1).view(np.uint8) for x in arrays]
+        result = _run_host_call(device, key, pieces, flat_in, arrays, out, shape, out_dtype)
+        if result is None and out is None:
+            result = _new_result(pieces, flat_in, arrays, shape, out_dtype)
+        elif result is None:
+            _run_pieces(pieces, flat_in, arrays, out, None)
+            result = out
+        return result if out is not None or result.ndim else result[()]
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     given = arrays
     arrays = _operands(op, row, arrays)
     if isinstance(out, np.ndarray):
         out = _host_out(op, out)
-    if any(isinstance(x, Tensor) for x in (*arrays, out)):
-        return _apply_tensors(op, level, row, arrays, out, out_dtype, call)
     arrays = [np.asarray(x) for x in arrays]
     in_types = [_data_type(op, name, x.dtype, row.input_types) for name, x in zip(op.inputs, arrays)]
     if out_dtype is None:
         out_type = in_types[0]
     else:
         out_type = _data_type(op, op.output, out_dtype, row.output_types)
-    try:
-        shape = np.broadcast_shapes(*(x.shape for x in arrays))
-    except ValueError:
-        _fail(op, op.inputs[1], "shape", arrays[1].shape,
-              f"must broadcast with {op.inputs[0]}'s shape {arrays[0].shape}")
+    shape = _broadcast_shape(op, [x.shape for x in arrays])
     in_place = _check_out(op, out, out_type, shape, arrays)
     count = int(np.prod(shape, dtype=np.float64))
     if count > MAX_ELEMENTS:
@@ -140,121 +112,10 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
     return out
 
 
-def _operands(op, row, arrays) -> list:
-    """The operands as Tensors or numpy data (native byte order, plain ndarrays), Python scalars
-    converted to the data type of the first other operand (NEP 50: `dmlgpu.operands`)."""
-    converted, seen = [], {}
-    for name, x in zip(op.inputs, arrays):
-        if not (isinstance(x, (Tensor, np.ndarray, np.generic)) or is_python_scalar(x)):
-            _fail(op, name, "type", type(x).__name__,
-                  "allowed: numpy.ndarray, dmlgpu.Tensor or a Python scalar")
-        if id(x) not in seen:  # the same array twice stays one array (uploaded once)
-            seen[id(x)] = host_array(x, op.dml_name, name)
-        converted.append(seen[id(x)])
-    anchor = next(((name, x) for name, x in zip(op.inputs, converted) if not is_python_scalar(x)), None)
-    if anchor is None:
-        _fail(op, op.inputs[0], "type", type(arrays[0]).__name__,
-              "allowed: numpy.ndarray or dmlgpu.Tensor (a Python scalar takes its data type from "
-              "an array or Tensor operand, and there is none)")
-    if len(converted) == 1:
-        return converted
-    data_type = _data_type(op, anchor[0], anchor[1].dtype, row.input_types)
-    return [python_scalar(x, data_type, op.dml_name, name) if is_python_scalar(x) else x
-            for name, x in zip(op.inputs, converted)]
-
-
 def _host_out(op, out):
     """A numpy `out` that dmlgpu can honour (a plain ndarray; any byte order)."""
     if type(out) not in PLAIN_ARRAYS:
         _fail(op, op.output, "out", type(out).__name__, SUBCLASS_ALLOWED)
-    return out
-
-
-def _apply_tensors(op, level, row, arrays, out, out_dtype, call):
-    """The device-resident path: Tensors in, a Tensor out, no host round trip.
-
-    numpy arrays among the inputs are uploaded first; `out` must be a Tensor (or None) that
-    starts at a 16-byte boundary. Input views that do not are bound from the aligned-down byte
-    with one more dimension of size 2 whose stride is their element offset: only its second
-    half is the result, so a fresh output is allocated twice (the result is its second half);
-    with `out` given, such inputs are first copied to packed Tensors.
-    """
-    devices = {x.device for x in (*arrays, out) if isinstance(x, Tensor)}
-    if len(devices) > 1:
-        _fail(op, None, "device", " and ".join(sorted(d.label for d in devices)),
-              "allowed: Tensors of one device (move one with Tensor.to(device))")
-    device = devices.pop()
-    tensors = []
-    for name, x in zip(op.inputs, arrays):
-        if not isinstance(x, Tensor):
-            _data_type(op, name, np.asarray(x).dtype, row.input_types)
-            x = Tensor.from_numpy(x, device)
-        tensors.append(x)
-    in_types = [_data_type(op, name, t.dtype, row.input_types) for name, t in zip(op.inputs, tensors)]
-    out_type = in_types[0] if out_dtype is None else _data_type(op, op.output, out_dtype, row.output_types)
-    try:
-        shape = np.broadcast_shapes(*(t.shape for t in tensors))
-    except ValueError:
-        _fail(op, op.inputs[1], "shape", tensors[1].shape,
-              f"must broadcast with {op.inputs[0]}'s shape {tensors[0].shape}")
-    given = out is not None
-    if given:
-        if not isinstance(out, Tensor):
-            _fail(op, op.output, "out", type(out).__name__, "allowed: None or a dmlgpu.Tensor")
-        if out.data_type != out_type or out.shape != tuple(shape):
-            _fail(op, op.output, "out", f"{out.shape} {out.data_type.name}",
-                  f"allowed: shape {tuple(shape)} and data type {out_type.name}")
-    if 0 in shape:  # nothing to bind
-        return out if given else Tensor.empty(shape, out_type.numpy, device)
-    if given and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
-        _fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
-              f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
-              "(DirectML's binding alignment)")
-    shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
-    realign = given and any(shifts)  # those inputs become packed copies, once the call is valid
-    strides = [_broadcast_strides(t.shape, shape, None if realign and k else t.strides)
-               for t, k in zip(tensors, shifts)]
-    if realign:
-        shifts = [0] * len(tensors)
-    out_strides = packed_strides(shape)
-    sizes = list(shape)
-    if any(shifts):  # the offset dimension: its second half is the result
-        half = -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // MINIMUM_BUFFER_TENSOR_ALIGNMENT) \
-            * MINIMUM_BUFFER_TENSOR_ALIGNMENT // out_type.size
-        buffer = device.allocate(2 * half * out_type.size, zero_fill=False)
-        out = Tensor._made(buffer, tuple(shape), out_type, half * out_type.size)
-        sizes = [2] + sizes
-        strides = [[k] + st for k, st in zip(shifts, strides)]
-        out_strides = (half,) + out_strides
-        out_start = 0
-    else:
-        if not given:  # every element is written: no need to zero-fill
-            nbytes = max(4, -(-int(np.prod(shape, dtype=np.int64)) * out_type.size // 4) * 4)
-            out = Tensor._made(device.allocate(nbytes, zero_fill=False), tuple(shape), out_type)
-        out_start = out.offset
-        out_strides = out.strides
-    strides = strides + [list(out_strides)]
-    sizes, strides = coalesce(sizes, strides)
-    sizes, strides = _fit_dimensions(op, row, sizes, strides)
-    descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(in_types + [out_type], strides)]
-    compiled = device.create_operator(DESC_CLASSES[op.name](*descs), level)  # validates first
-    if realign:
-        tensors = [t.copy() if t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT else t for t in tensors]
-    starts = [t.offset - t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT for t in tensors]
-    bindings = ([Binding(t.buffer, start, d.total_size) for t, start, d in zip(tensors, starts, descs)],
-                [Binding(out.buffer, out_start, descs[-1].total_size)])
-    ranges = compiled.check(*bindings)  # hazards are checked on the bindings
-    launch = compiled.launch(ranges)
-    compiled.enqueue(launch)
-    if all(x is t for x, t in zip(arrays, tensors)):  # Tensors only: the call can repeat as is
-        if len(_TENSOR_CALLS) >= 256:
-            _TENSOR_CALLS.clear()
-        _TENSOR_CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
-        if not given and ranges[-1].start == 0:
-            if len(_TENSOR_RESULTS) >= 256:
-                _TENSOR_RESULTS.clear()
-            _TENSOR_RESULTS[(*call, tuple(t.key for t in tensors))] = (
-                compiled.results(launch, ranges[-1].end), out.shape, out.data_type, out.offset, out.strides)
     return out
 
 
@@ -298,13 +159,6 @@ _HOST_CALLS: dict = {}
 #: The same keys -> (the operands uploaded, those not repeating an earlier one; the pieces such
 #: a call runs as through the device's host calls, each with its `make_launch`).
 _HOST_PARTS: dict = {}
-#: (operator, level as given, dtype as given, tensors) -> the prepared dispatch (holds no memory).
-_TENSOR_CALLS: dict = {}
-#: (operator, level as given, dtype as given, input Tensors) -> (runtime.Results making each new
-#: result, its shape, data type, offset and strides): a new result needs no validation again.
-_TENSOR_RESULTS: dict = {}
-
-
 def _check_out(op, out, out_type, shape, arrays) -> int | None:
     """Check `out`; returns the index of the input it aliases exactly (in place), else None."""
     if out is None:
@@ -335,16 +189,6 @@ def _check_out(op, out, out_type, shape, arrays) -> int | None:
     return in_place
 
 
-def _broadcast_strides(shape, target, strides=None):
-    """Element strides of an array of `shape` (packed unless `strides` are given) seen with
-    numpy broadcasting as `target`."""
-    if strides is None:
-        strides = packed_strides(shape)
-    lead = len(target) - len(shape)
-    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else strides[d - lead]
-            for d in range(len(target))]
-
-
 #: A strided view is sent as the memory it spans unless that is this many times its own bytes.
 _MAX_SPAN_RATIO = 4
 
@@ -365,16 +209,6 @@ def _memory(x: np.ndarray, target):
             return raw.view(np.uint8), _broadcast_strides(x.shape, target, steps)
     x = np.ascontiguousarray(x)
     return x.reshape(-1).view(np.uint8), _broadcast_strides(x.shape, target)
-
-
-def _fit_dimensions(op, row, sizes, strides):
-    """Add leading 1s until the level's smallest dimension count; too many dims is an error."""
-    lowest, highest = row.dims[0], row.dims[-1]
-    if len(sizes) > highest:
-        _fail(op, op.output, "DimensionCount", len(sizes),
-              f"allowed: {highest} after merging contiguous dimensions; these do not merge")
-    pad = max(0, lowest - len(sizes))
-    return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
 
 
 def _pieces(whole, limit: int | None = None) -> list:
@@ -550,20 +384,10 @@ def _chunks(sizes, strides, itemsizes, limit, base=None):
 
 
 # =============================================================================================
-# The public functions and Tensor's operators, made from the table
+# The public functions, made from the table
 # =============================================================================================
 #: Operand names by operator arity.
 _OPERANDS = {1: ("x",), 2: ("a", "b")}
-
-
-def _output_dtype(op: Operator, out, dtype):
-    """The output dtype of an operator whose output types are listed apart: `dtype` if given,
-    else `out`'s, else the row's default."""
-    if dtype is not None:
-        return dtype
-    if isinstance(out, (np.ndarray, Tensor)):
-        return out.dtype
-    return op.default_output.numpy
 
 
 def _docstring(op: Operator) -> str:
@@ -624,29 +448,7 @@ def _function(op: Operator):
     return function
 
 
-def _tensor_methods(function, arity: int) -> dict:
-    """Tensor's methods for a Python operator: `__op__`, plus `__rop__` and `__iop__` for binary ones."""
-    if arity == 1:
-        return {"": lambda self: function(self)}
-    return {"": lambda self, other: function(self, other),
-            "r": lambda self, other: function(other, self),
-            "i": lambda self, other: function(self, other, out=self)}
-
-
 #: Operator short name -> public function.
 FUNCTIONS = {op.short: _function(op) for op in OPERATORS}
 globals().update(FUNCTIONS)
 __all__ = list(FUNCTIONS)
-def _install_tensor_operators() -> None:
-    """Tensor's Python operators, from each row's `python_operator` ("xor": `t ^ u`, `u ^ t`, `t ^= u`)."""
-    for op in OPERATORS:
-        if op.python_operator:
-            for prefix, method in _tensor_methods(FUNCTIONS[op.short], len(op.inputs)).items():
-                method.__name__ = f"__{prefix}{op.python_operator}__"
-                method.__qualname__ = f"Tensor.{method.__name__}"
-                method.__doc__ = f"`{op.short}` as a Python operator."
-                setattr(Tensor, method.__name__, method)
-
-
-_install_tensor_operators()
-tensor_module.install_front_end(_apply)

@@ -1,0 +1,242 @@
+"""Operators over device-resident data: one call whose operands or output are views of device
+buffers (`views.View`; users hold them as `dmlgpu.Tensor`), planned, validated and queued.
+
+This layer sits below both callers: Tensor's Python operators and methods (`t ^ u`, `~t`,
+`t.copy()`, numpy ufuncs on Tensors) and the numpy front end's functions when an operand is a
+Tensor. It also holds the operand rules both share (`operands`: NEP 50 scalars, byte orders,
+subclasses; `data_type`, `broadcast_shape`, `broadcast_strides`, `fit_dimensions`).
+
+A call runs as one dispatch over the views' own layouts: inputs are bound where they lie,
+broadcast through zero strides; results are new views of the class of the operands.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .bindings import Binding
+from .compiled import coalesce
+from .descs import DESC_CLASSES
+from .dtypes import DataType
+from .errors import ValidationError
+from .operands import host_array, is_python_scalar, native_dtype, python_scalar
+from .operators import BIT_XOR, Operator
+from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
+from .validation import resolve_feature_level, support_row
+from .views import View
+
+#: Memo bound of each of the two caches below (cleared whole when reached).
+MEMO = 256
+#: (operator, level as given, dtype as given, view keys) -> the prepared dispatch (holds no memory).
+_CALLS: dict = {}
+#: (operator, level as given, dtype as given, input view keys) -> (runtime.Results making each
+#: new result, its shape, data type, offset and strides): a new result needs no validation again.
+_RESULTS: dict = {}
+
+
+def fail(op, tensor, field, value, allowed):
+    raise ValidationError(op.dml_name, tensor, field, value, allowed)
+
+
+def data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
+    """The DataType of numpy dtype `dtype` (any byte order), or ValidationError naming `allowed`."""
+    try:
+        found = DataType.from_numpy(native_dtype(dtype))
+    except TypeError:
+        found = None
+    if found is None:
+        names = ", ".join(t.numpy.name for t in allowed)
+        fail(op, tensor, "dtype", dtype, f"allowed: {names}")
+    return found
+
+
+def output_dtype(op: Operator, out, dtype):
+    """The output dtype of an operator whose output types are listed apart: `dtype` if given,
+    else `out`'s, else the row's default; None (the input's type) for same-type operators."""
+    if op.same_type:
+        return dtype
+    if dtype is not None:
+        return dtype
+    if isinstance(out, (np.ndarray, View)):
+        return out.dtype
+    return op.default_output.numpy
+
+
+def operands(op, row, arrays) -> list:
+    """The operands as views or numpy data (native byte order, plain ndarrays), Python scalars
+    converted to the data type of the first other operand (NEP 50: `dmlgpu.operands`)."""
+    converted, seen = [], {}
+    for name, x in zip(op.inputs, arrays):
+        if not (isinstance(x, (View, np.ndarray, np.generic)) or is_python_scalar(x)):
+            fail(op, name, "type", type(x).__name__, "allowed: numpy.ndarray, dmlgpu.Tensor or a Python scalar")
+        if id(x) not in seen:  # the same array twice stays one array (uploaded once)
+            seen[id(x)] = host_array(x, op.dml_name, name)
+        converted.append(seen[id(x)])
+    anchor = next(((name, x) for name, x in zip(op.inputs, converted) if not is_python_scalar(x)), None)
+    if anchor is None:
+        fail(op, op.inputs[0], "type", type(arrays[0]).__name__,
+             "allowed: numpy.ndarray or dmlgpu.Tensor (a Python scalar takes its data type from "
+             "an array or Tensor operand, and there is none)")
+    if len(converted) == 1:
+        return converted
+    found = data_type(op, anchor[0], anchor[1].dtype, row.input_types)
+    return [python_scalar(x, found, op.dml_name, name) if is_python_scalar(x) else x
+            for name, x in zip(op.inputs, converted)]
+
+
+def broadcast_shape(op, shapes) -> tuple[int, ...]:
+    """numpy's broadcasting of operand shapes (any number of dimensions; numpy's own helper
+    stops at 32), or ValidationError naming the operand that does not fit."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    result = []
+    for sizes in zip(*padded):
+        sized = {n for n in sizes if n != 1}
+        if len(sized) > 1:
+            fail(op, op.inputs[1], "shape", shapes[1], f"must broadcast with {op.inputs[0]}'s shape {shapes[0]}")
+        result.append(sized.pop() if sized else 1)
+    return tuple(result)
+
+
+def broadcast_strides(shape, target, strides=None):
+    """Element strides of an array of `shape` (packed unless `strides` are given) seen with
+    numpy broadcasting as `target`."""
+    if strides is None:
+        strides = packed_strides(shape)
+    lead = len(target) - len(shape)
+    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else strides[d - lead]
+            for d in range(len(target))]
+
+
+def fit_dimensions(op, row, sizes, strides):
+    """Add leading 1s until the level's smallest dimension count; too many dims is an error."""
+    lowest, highest = row.dims[0], row.dims[-1]
+    if len(sizes) > highest:
+        fail(op, op.output, "DimensionCount", len(sizes),
+             f"allowed: {highest} after merging contiguous dimensions; these do not merge")
+    pad = max(0, lowest - len(sizes))
+    return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
+
+
+def apply(op: Operator, arrays, out, out_dtype, feature_level):
+    """One call of `op` where an operand or `out` is a view: the result is `out`, or a new view.
+
+    `arrays` are the operands as given (views, numpy data, Python scalars); `out_dtype` is None
+    for "the input's type" (same-type operators) or "not given". Repeated calls with the same
+    views (or a new result from the same views) are found by the views' keys and not planned
+    again.
+    """
+    call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
+    if isinstance(out, View):  # hot path: the same views as an earlier call
+        try:
+            launch = _CALLS.get((*call, (*[t.key for t in arrays], out.key)))
+        except (AttributeError, TypeError):
+            launch = None
+        if launch is not None and launch.device.enqueue(launch):
+            return out
+    elif out is None and all(isinstance(x, View) for x in arrays):
+        try:  # hot path: a new result of an earlier call's shape from the same views
+            known = _RESULTS.get((*call, tuple([t.key for t in arrays])))
+        except (AttributeError, TypeError):
+            known = None
+        if known is not None and not any(t.buffer.released for t in arrays):
+            results, shape, out_type, offset, strides = known
+            return type(arrays[0])._made(results(), shape, out_type, offset, strides)
+    level = resolve_feature_level(feature_level, op.dml_name)
+    row = support_row(op, level)
+    given = arrays
+    arrays = operands(op, row, arrays)
+    return _apply_views(op, level, row, given, arrays, out, out_dtype, call)
+
+
+def copy(view: View) -> View:
+    """A packed copy on the same device (raw bits kept: XOR with zero)."""
+    return apply(BIT_XOR, (view, 0), None, None, None)
+
+
+def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
+    """The device-resident path: views in, a view out, no host round trip.
+
+    numpy arrays among the inputs are uploaded first; `out` must be a view (or None) that
+    starts at a 16-byte boundary. Input views that do not are bound from the aligned-down byte
+    with one more dimension of size 2 whose stride is their element offset: only its second
+    half is the result, so a fresh output is allocated twice (the result is its second half);
+    with `out` given, such inputs are first copied to packed views.
+    """
+    anchor = next(x for x in (*arrays, out) if isinstance(x, View))
+    make = type(anchor)._made
+    if out is not None and not isinstance(out, View):
+        fail(op, op.output, "out", type(out).__name__, "allowed: None or a dmlgpu.Tensor")
+    devices = {x.device for x in (*arrays, out) if isinstance(x, View)}
+    if len(devices) > 1:
+        fail(op, None, "device", " and ".join(sorted(d.label for d in devices)),
+             "allowed: Tensors of one device (move one with Tensor.to(device))")
+    device = devices.pop()
+    tensors = []
+    for name, x in zip(op.inputs, arrays):
+        if not isinstance(x, View):
+            x = np.asarray(x)
+            found = data_type(op, name, x.dtype, row.input_types)
+            x = make(device.upload(np.ascontiguousarray(x)), x.shape, found)
+        tensors.append(x)
+    in_types = [data_type(op, name, t.dtype, row.input_types) for name, t in zip(op.inputs, tensors)]
+    out_type = in_types[0] if out_dtype is None else data_type(op, op.output, out_dtype, row.output_types)
+    shape = broadcast_shape(op, [t.shape for t in tensors])
+    given_out = out is not None
+    if given_out and (out.data_type != out_type or out.shape != shape):
+        fail(op, op.output, "out", f"{out.shape} {out.data_type.name}",
+             f"allowed: shape {shape} and data type {out_type.name}")
+    if 0 in shape:  # nothing to bind
+        return out if given_out else make(device.allocate(4), shape, out_type)
+    if given_out and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
+        fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
+             f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
+             "(DirectML's binding alignment)")
+    shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
+    realign = given_out and any(shifts)  # those inputs become packed copies, once the call is valid
+    strides = [broadcast_strides(t.shape, shape, None if realign and k else t.strides)
+               for t, k in zip(tensors, shifts)]
+    if realign:
+        shifts = [0] * len(tensors)
+    out_strides = packed_strides(shape)
+    sizes = list(shape)
+    count = math.prod(shape)
+    if any(shifts):  # the offset dimension: its second half is the result
+        half = -(-count * out_type.size // MINIMUM_BUFFER_TENSOR_ALIGNMENT) \
+            * MINIMUM_BUFFER_TENSOR_ALIGNMENT // out_type.size
+        buffer = device.allocate(2 * half * out_type.size, zero_fill=False)
+        out = make(buffer, shape, out_type, half * out_type.size)
+        sizes = [2] + sizes
+        strides = [[k] + st for k, st in zip(shifts, strides)]
+        out_strides = (half,) + out_strides
+        out_start = 0
+    else:
+        if not given_out:  # every element is written: no need to zero-fill
+            nbytes = max(4, -(-count * out_type.size // 4) * 4)
+            out = make(device.allocate(nbytes, zero_fill=False), shape, out_type)
+        out_start = out.offset
+        out_strides = out.strides
+    strides = strides + [list(out_strides)]
+    sizes, strides = coalesce(sizes, strides)
+    sizes, strides = fit_dimensions(op, row, sizes, strides)
+    descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(in_types + [out_type], strides)]
+    compiled = device.create_operator(DESC_CLASSES[op.name](*descs), level)  # validates first
+    if realign:
+        tensors = [copy(t) if t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT else t for t in tensors]
+    starts = [t.offset - t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT for t in tensors]
+    bindings = ([Binding(t.buffer, start, d.total_size) for t, start, d in zip(tensors, starts, descs)],
+                [Binding(out.buffer, out_start, descs[-1].total_size)])
+    ranges = compiled.check(*bindings)  # hazards are checked on the bindings
+    launch = compiled.launch(ranges)
+    compiled.enqueue(launch)
+    if all(x is t for x, t in zip(given, tensors)):  # views only: the call can repeat as is
+        if len(_CALLS) >= MEMO:
+            _CALLS.clear()
+        _CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
+        if not given_out and ranges[-1].start == 0:
+            if len(_RESULTS) >= MEMO:
+                _RESULTS.clear()
+            _RESULTS[(*call, tuple(t.key for t in tensors))] = (
+                compiled.results(launch, ranges[-1].end), out.shape, out.data_type, out.offset, out.strides)
+    return out
