@@ -1,18 +1,43 @@
 """`dmlgpu.Device`: the runtime's device plus DirectML's operator compilation, and the default
-(or current) device the front ends use."""
+(or current) device the front ends use.
+
+`Device(i)` names the one process-wide device of index i (as `cupy.cuda.Device(i)` or
+`torch.device("cuda:0")` name one): every call gives the same object, so `with Device(0):`
+costs nothing and Tensors made under two such calls combine. A second, private context of the
+same physical device (its own memory pool, stream and pipelines: for tests, isolated
+measurements, staging experiments) is asked for explicitly with `Device(i, private=True)`.
+Closing a shared device ends it for everyone holding it; the next `Device(i)` (and so the next
+front-end call, through `default_device()`) opens a fresh one.
+"""
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections import OrderedDict
 
 from . import runtime
 from .compiled import CompiledOperator
 from .runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
-from .validation import resolve_feature_level
+from .validation import is_int, resolve_feature_level
 
 #: Compiled operators kept per device, least recently used dropped first.
 _OPERATOR_CACHE = 512
+
+
+#: (index, staging) -> the process-wide open Device of that index and transfer mode.
+_SHARED: dict = {}
+_SHARED_LOCK = threading.Lock()
+#: DMLGPU_DEVICE's value -> the index `Device()` picks (discovered once per value).
+_DEFAULT_INDEX: dict = {}
+
+
+def _default_index() -> int:
+    override = os.environ.get("DMLGPU_DEVICE")
+    index = _DEFAULT_INDEX.get(override)
+    if index is None:
+        index = _DEFAULT_INDEX[override] = next(d["index"] for d in runtime.devices() if d["default"])
+    return index
 
 
 class Device(runtime.Device):
@@ -23,13 +48,34 @@ class Device(runtime.Device):
             else a CPU implementation such as lavapipe.
         staging: True sends host transfers through staging memory even where the device's
             memory is host-visible (a test and diagnostic knob); None: DMLGPU_STAGING=1 says.
+        private: False (default): the process-wide device of this index and transfer mode,
+            the same object on every call (opened by the first, or after a `close()`); True: a
+            new Vulkan context of its own, never shared (close it when done).
 
     `with device:` makes it the current device of the calling thread (the numpy front end,
-    `Tensor.from_numpy`, `Tensor.empty` and Tensor results use it).
+    `Tensor.from_numpy`, `Tensor.empty` and Tensor results use it); entering and leaving cost
+    nothing and close nothing.
     """
 
-    def __init__(self, index: int | None = None, *, staging: bool | None = None):
+    def __new__(cls, index: int | None = None, *, staging: bool | None = None, private: bool = False):
+        if private or (index is not None and not is_int(index)):
+            return super().__new__(cls)  # a context of its own (or the runtime's error for the index)
+        if staging is None:
+            staging = os.environ.get("DMLGPU_STAGING", "") == "1"
+        key = (_default_index() if index is None else int(index), bool(staging))
+        with _SHARED_LOCK:
+            device = _SHARED.get(key)
+            if device is None or device.closed:
+                device = super().__new__(cls)
+                device.__init__(key[0], staging=key[1])
+                _SHARED[key] = device
+            return device
+
+    def __init__(self, index: int | None = None, *, staging: bool | None = None, private: bool = False):
+        if getattr(self, "_operators", None) is not None:
+            return  # the shared device, open already
         super().__init__(index, staging=staging)
+        self.private = private
         self._operators: OrderedDict = OrderedDict()
 
     def create_operator(self, operator_desc, feature_level=None) -> CompiledOperator:
@@ -66,20 +112,20 @@ def _strict_repr(value) -> str:
         return f"unprintable:{id(value)}"
 
 
-_default: Device | None = None
-_default_lock = threading.Lock()
-
-
 def default_device() -> Device:
-    """The calling thread's current device (`with device:`), else the process-wide default."""
+    """The calling thread's current device (`with device:`), else the process-wide default,
+    `Device()` (opened again if it was closed)."""
     current = runtime.current_device()
     if current is not None:
         return current
     global _default
-    with _default_lock:
-        if _default is None:
-            _default = Device()
-        return _default
+    device = _default
+    if device is None or device.closed:
+        device = _default = Device()
+    return device
+
+
+_default: Device | None = None  # what `Device()` gave last: the front end's hot path asks often
 
 
 @atexit.register

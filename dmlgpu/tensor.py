@@ -240,8 +240,17 @@ class Tensor(views.View, _TableOperators):
                 raise ValidationError("dmlgpu", None, "value", f"a Tensor of {value.data_type.name}",
                                       f"allowed: a Tensor of {target.data_type.name}, the target's data type "
                                       "(DirectML converts no types; .view(dtype) reinterprets bits)")
+            shape, strides = value.shape, value.strides
+            while len(shape) > target.ndim and shape[0] == 1:  # numpy drops leading 1s
+                shape, strides = shape[1:], strides[1:]
+            if len(shape) > target.ndim or any(n not in (1, m) for n, m in zip(shape[::-1], target.shape[::-1])):
+                raise ValidationError("dmlgpu", None, "value", f"a Tensor of shape {value.shape}",
+                                      f"allowed: a shape that broadcasts to the target's {target.shape}")
             if value.buffer is target.buffer and value.size and target.size:
                 value = ops.copy(value)  # numpy's result where the two overlap
+                strides = value.strides[len(value.shape) - len(shape):]
+            value = Tensor._made(value.buffer, target.shape, value.data_type, value.offset,
+                                 tuple(ops.broadcast_strides(shape, target.shape, strides)))
             ops.apply(BIT_XOR, (value, 0), target, None, None)
             return
         data = np.empty(target.shape, target.dtype)

@@ -16,6 +16,10 @@ from .errors import ValidationError
 from .tensor_desc import packed_strides
 
 
+#: The largest size of one dimension (numpy's: a signed 64-bit count).
+MAX_SIZE = 2**63 - 1
+
+
 def _fail(field, value, allowed):
     raise ValidationError("dmlgpu", None, field, value, allowed)
 
@@ -129,8 +133,8 @@ def reshape_shape(size, new_shape) -> tuple[int, ...]:
         items = (new_shape,) if is_index(new_shape) else tuple(new_shape)
     except TypeError:
         items = (new_shape,)
-    if not all(is_index(n) and n >= -1 for n in items) or sum(n == -1 for n in items) > 1:
-        _fail("shape", new_shape, "allowed: non-negative integers and at most one -1")
+    if not all(is_index(n) and -1 <= n <= MAX_SIZE for n in items) or sum(n == -1 for n in items) > 1:
+        _fail("shape", new_shape, f"allowed: integers from 0 to {MAX_SIZE} and at most one -1")
     items = tuple(int(n) for n in items)
     known = math.prod(n for n in items if n != -1)
     if -1 in items:
