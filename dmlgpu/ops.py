@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from . import pieces
 from .bindings import Binding
 from .compiled import coalesce
 from .descs import DESC_CLASSES
@@ -23,8 +24,9 @@ from .errors import ValidationError
 from .operands import host_array, is_python_scalar, native_dtype, python_scalar
 from .operators import BIT_XOR, Operator
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
-from .validation import resolve_feature_level, support_row
-from .views import View
+from .pieces import Pieces
+from .validation import resolve_feature_level, support_row, validate
+from .views import View, extent
 
 #: Memo bound of each of the two caches below (cleared whole when reached).
 MEMO = 256
@@ -178,7 +180,7 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
         if not isinstance(x, View):
             x = np.asarray(x)
             found = data_type(op, name, x.dtype, row.input_types)
-            x = make(device.upload(np.ascontiguousarray(x)), x.shape, found)
+            x = make(pieces.upload(device, x), x.shape, found)
         tensors.append(x)
     in_types = [data_type(op, name, t.dtype, row.input_types) for name, t in zip(op.inputs, tensors)]
     out_type = in_types[0] if out_dtype is None else data_type(op, op.output, out_dtype, row.output_types)
@@ -193,6 +195,10 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
         fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
              f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
              "(DirectML's binding alignment)")
+    count = math.prod(shape)
+    if (not given_out and count * out_type.size > device.max_buffer_size) \
+            or any(isinstance(t.buffer, Pieces) for t in (*tensors, out) if t is not None):
+        return _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make)
     shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
     realign = given_out and any(shifts)  # those inputs become packed copies, once the call is valid
     strides = [broadcast_strides(t.shape, shape, None if realign and k else t.strides)
@@ -201,7 +207,6 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
         shifts = [0] * len(tensors)
     out_strides = packed_strides(shape)
     sizes = list(shape)
-    count = math.prod(shape)
     if any(shifts):  # the offset dimension: its second half is the result
         half = -(-count * out_type.size // MINIMUM_BUFFER_TENSOR_ALIGNMENT) \
             * MINIMUM_BUFFER_TENSOR_ALIGNMENT // out_type.size
@@ -230,7 +235,7 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     ranges = compiled.check(*bindings)  # hazards are checked on the bindings
     launch = compiled.launch(ranges)
     compiled.enqueue(launch)
-    if all(x is t for x, t in zip(given, tensors)):  # views only: the call can repeat as is
+    if call is not None and all(x is t for x, t in zip(given, tensors)):  # views only: it can repeat as is
         if len(_CALLS) >= MEMO:
             _CALLS.clear()
         _CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
@@ -240,3 +245,116 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
             _RESULTS[(*call, tuple(t.key for t in tensors))] = (
                 compiled.results(launch, ranges[-1].end), out.shape, out.data_type, out.offset, out.strides)
     return out
+
+
+def _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make):
+    """A call where a view's memory spans several buffers (`dmlgpu.pieces`), or its new result
+    would: validated whole, then run as chunks of the result (runs of rows, or of one row)
+    whose every view lies in one buffer and whose output starts at a 16-byte boundary, each
+    an ordinary call over single-buffer views. A result of more than one buffer's bytes is
+    made in Pieces."""
+    device = tensors[0].device
+    strides = [broadcast_strides(t.shape, shape, t.strides) for t in tensors]
+    given_out = out is not None
+    if given_out:
+        for name, t in zip(op.inputs, tensors):
+            if t.buffer is not out.buffer or not _spans_meet(t, out):
+                continue
+            if (t.offset, t.shape, t.strides, t.itemsize) != (out.offset, out.shape, out.strides, out.itemsize):
+                fail(op, op.output, "out", f"a view overlapping {name}",
+                     "allowed: no overlap, or exactly the same elements as an input (in place)")
+            if not op.in_place:
+                fail(op, op.output, "out", f"the same memory as {name}", f"{op.dml_name} does not support in-place execution")
+    strides.append(list(packed_strides(shape) if out is None else out.strides))
+    sizes, strides = coalesce(list(shape), strides)
+    whole_sizes, whole_strides = fit_dimensions(op, row, sizes, strides)
+    validate(DESC_CLASSES[op.name](*[TensorDesc(t, tuple(whole_sizes), tuple(st))
+                                     for t, st in zip(in_types + [out_type], whole_strides)]), level)
+    nbytes = math.prod(shape) * out_type.size
+    limit = device.max_buffer_size
+    fresh = out is None and nbytes > limit  # a new result in Pieces, cut where its chunks begin
+    if out is None and not fresh:
+        out = make(device.allocate(max(4, -(-nbytes // 4) * 4), zero_fill=False), shape, out_type)
+    views = [*tensors, out]
+    itemsizes = [t.itemsize for t in tensors] + [out_type.size]
+    bounds = [None if v is None or not isinstance(v.buffer, Pieces) else v.buffer for v in views]
+    starts = [0 if v is None else v.offset for v in views]
+    chunks = list(_chunks(tuple(sizes), strides, starts, itemsizes, bounds, limit if fresh else None))
+    if fresh:  # the whole plan is made before any work
+        cuts, first = [], None
+        for sub_sizes, at in chunks:
+            end = at[-1] + extent(sub_sizes, strides[-1]) * out_type.size
+            if first is None or (at[-1] - first) % MINIMUM_BUFFER_TENSOR_ALIGNMENT or end - first > limit:
+                cuts.append(at[-1])
+                first = at[-1]
+        out = views[-1] = make(pieces.allocate_runs(device, cuts, nbytes, zero_fill=False), shape, out_type)
+    out_dtype = None if op.same_type else out_type.numpy
+    for sub_sizes, starts in chunks:
+        subs = []
+        for v, st, start, size in zip(views, strides, starts, itemsizes):
+            buffer, local = v.buffer, start
+            if isinstance(buffer, Pieces):
+                buffer, local = buffer.piece(start, start + extent(sub_sizes, st) * size)
+            subs.append(make(buffer, sub_sizes, v.data_type, local, tuple(st)))
+        *ins, sub_out = subs
+        _apply_views(op, level, row, ins, ins, sub_out, out_dtype, None)
+    return out
+
+
+def _spans_meet(a: View, b: View) -> bool:
+    """Whether the byte ranges two views span meet."""
+    a_end = a.offset + extent(a.shape, a.strides) * a.itemsize
+    b_end = b.offset + extent(b.shape, b.strides) * b.itemsize
+    return a.offset < b_end and b.offset < a_end
+
+
+def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit):
+    """Yield (sizes, byte start per view) of runs of a call whose every view in Pieces (`bounds`:
+    its Pieces, else None) lies in one piece: runs of outer rows, or pieces of one row where a
+    row spans pieces. The output is the last view: given (`fresh_limit` None), every run of it
+    starts at a 16-byte boundary of its buffer; new (it is cut where the runs begin), every run
+    of it holds at most `fresh_limit` bytes."""
+    spans = [extent(sizes, st) * size for st, size in zip(strides, itemsizes)]
+    if all(b is None or s + span <= b.piece_end(s) for s, span, b in zip(starts, spans, bounds)) \
+            and (fresh_limit is None or spans[-1] <= fresh_limit):
+        yield sizes, starts
+        return
+    outer, rest = sizes[0], sizes[1:]
+    rest_strides = [st[1:] for st in strides]
+    inner = [extent(rest, st) * size for st, size in zip(rest_strides, itemsizes)]
+    steps = [st[0] * size for st, size in zip(strides, itemsizes)]
+    align = MINIMUM_BUFFER_TENSOR_ALIGNMENT
+    out_bound = bounds[-1]
+
+    def misaligned(a) -> bool:  # whether an output run starting at byte `a` cannot be bound
+        if fresh_limit is not None:
+            return False
+        return bool((a - out_bound.piece_start(a) if out_bound else a) % align)
+
+    row = 0
+    while row < outer:
+        at = [s + row * step for s, step in zip(starts, steps)]
+        if misaligned(at[-1]):
+            raise ValidationError("dmlgpu", None, "layout", f"output runs of {steps[-1]} bytes split where inputs "
+                                  "cross buffer boundaries", "allowed: layouts whose runs between the boundaries of "
+                                  "a Tensor's buffers start at 16-byte multiples of the output (DirectML's binding "
+                                  "alignment), e.g. packed, broadcast, sliced, or transposed where rows divide "
+                                  "the buffers evenly; nothing ran")
+        n = outer - row
+        ends = [None if b is None else b.piece_end(a) for a, b in zip(at, bounds)]
+        if fresh_limit is not None:
+            ends[-1] = at[-1] + fresh_limit
+        for a, step, span, end in zip(at, steps, inner, ends):
+            if end is not None:
+                room = end - a - span  # bytes left for the starts of further rows
+                n = 0 if room < 0 else min(n, room // step + 1) if step else n
+        if 0 < n < outer - row:  # the next run's output starts aligned
+            while n and misaligned(at[-1] + n * steps[-1]):
+                n -= 1
+        if n == 0:  # one row spans pieces: split inside it
+            for sub, sub_starts in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit):
+                yield (1,) + tuple(sub), sub_starts
+            n = 1
+        else:
+            yield (n,) + tuple(rest), at
+        row += n

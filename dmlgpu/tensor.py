@@ -25,12 +25,13 @@ import math
 
 import numpy as np
 
-from . import ops, views
+from . import ops, pieces, views
 from .device import Buffer, Device, default_device
 from .dtypes import DataType
 from .errors import ValidationError
 from .operands import host_array, native_dtype
 from .operators import BIT_XOR, OPERATORS
+from .pieces import Pieces
 from .tensor_desc import MAX_ELEMENTS, packed_strides
 
 #: numpy ufunc name -> operator, from the table's `numpy_ufunc` column.
@@ -51,16 +52,13 @@ def _data_type(dtype) -> DataType:
     return data_type
 
 
-def _check_fits(shape, data_type: DataType, device) -> int:
-    """Bytes of a packed tensor of `shape`; ValidationError past one device buffer."""
+def _check_fits(shape, data_type: DataType) -> int:
+    """Bytes of a packed tensor of `shape`; ValidationError past DirectML's element count."""
     count = math.prod(shape)
-    nbytes = count * data_type.size
-    if count > MAX_ELEMENTS or nbytes > device.max_buffer_size:
+    if count > MAX_ELEMENTS:
         raise ValidationError("dmlgpu", None, "shape", shape,
-                              f"allowed: at most {device.max_buffer_size} bytes ({device.label}'s buffer "
-                              f"limit) and 2^32-1 elements: a Tensor is one device buffer; the numpy front "
-                              "end splits larger host arrays")
-    return nbytes
+                              f"allowed: at most 2^32-1 elements (DirectML's sizes are 32-bit), not {count}")
+    return count * data_type.size
 
 
 def _operator_methods() -> dict:
@@ -126,7 +124,7 @@ class Tensor(views.View, _TableOperators):
     __hash__ = None  # type: ignore[assignment]  # as numpy arrays: `==` is no identity
 
     def __init__(self, buffer, shape, data_type: DataType, offset: int = 0, strides=None):
-        if not isinstance(buffer, Buffer):
+        if not isinstance(buffer, (Buffer, Pieces)):
             raise ValidationError("dmlgpu", None, "buffer", type(buffer).__name__, "allowed: a dmlgpu.Buffer")
         if buffer.released:
             raise ValidationError("dmlgpu", None, "buffer", "a released buffer", "allowed: a live Buffer")
@@ -166,8 +164,8 @@ class Tensor(views.View, _TableOperators):
         array = np.asarray(host_array(array, "dmlgpu", None, "array"))
         data_type = _data_type(array.dtype)
         device = device or default_device()
-        _check_fits(array.shape, data_type, device)
-        return cls(device.upload(np.ascontiguousarray(array)), array.shape, data_type)
+        _check_fits(array.shape, data_type)
+        return cls(pieces.upload(device, array), array.shape, data_type)
 
     @classmethod
     def empty(cls, shape, dtype, device=None) -> "Tensor":
@@ -181,8 +179,8 @@ class Tensor(views.View, _TableOperators):
         shape = views.check_shape(shape)
         data_type = _data_type(dtype)
         device = device or default_device()
-        nbytes = _check_fits(shape, data_type, device)
-        return cls(device.allocate(max(4, -(-nbytes // 4) * 4)), shape, data_type)
+        _check_fits(shape, data_type)
+        return cls(pieces.allocate(device, shape, data_type.size), shape, data_type)
 
     # -- what numpy users expect of an array ------------------------------------------------
     @property
@@ -260,7 +258,7 @@ class Tensor(views.View, _TableOperators):
         if target.is_packed:
             target.buffer.write(data, target.offset)
             return
-        staged = Tensor._made(target.device.upload(data), target.shape, target.data_type)
+        staged = Tensor._made(pieces.upload(target.device, data), target.shape, target.data_type)
         ops.apply(BIT_XOR, (staged, 0), target, None, None)
 
     def transpose(self, *axes) -> "Tensor":
@@ -301,6 +299,10 @@ class Tensor(views.View, _TableOperators):
         data_type = _data_type(dtype)
         shape, strides, offset = views.view_layout(self.shape, self.strides, self.offset,
                                                    self.itemsize, data_type.size)
+        if isinstance(self.buffer, Pieces) and not self.buffer.divides(data_type.size):
+            raise ValidationError("dmlgpu", None, "dtype", data_type.numpy.name,
+                                  "allowed: an itemsize that divides where this Tensor's buffers begin "
+                                  "(its elements span several buffers)")
         return Tensor._made(self.buffer, shape, data_type, offset, strides)
 
     def copy(self) -> "Tensor":
