@@ -196,10 +196,13 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
              f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
              "(DirectML's binding alignment)")
     count = math.prod(shape)
-    if (not given_out and count * out_type.size > device.max_buffer_size) \
+    shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
+    fresh_bytes = count * out_type.size  # an offset dimension doubles it (rounded to 16-byte halves)
+    if any(shifts):
+        fresh_bytes = 2 * -(-fresh_bytes // MINIMUM_BUFFER_TENSOR_ALIGNMENT) * MINIMUM_BUFFER_TENSOR_ALIGNMENT
+    if (not given_out and fresh_bytes > device.max_buffer_size) \
             or any(isinstance(t.buffer, Pieces) for t in (*tensors, out) if t is not None):
         return _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make)
-    shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
     realign = given_out and any(shifts)  # those inputs become packed copies, once the call is valid
     strides = [broadcast_strides(t.shape, shape, None if realign and k else t.strides)
                for t, k in zip(tensors, shifts)]
@@ -272,14 +275,13 @@ def _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make)
                                      for t, st in zip(in_types + [out_type], whole_strides)]), level)
     nbytes = math.prod(shape) * out_type.size
     limit = device.max_buffer_size
-    fresh = out is None and nbytes > limit  # a new result in Pieces, cut where its chunks begin
-    if out is None and not fresh:
-        out = make(device.allocate(max(4, -(-nbytes // 4) * 4), zero_fill=False), shape, out_type)
+    fresh = out is None  # a new result is cut where its chunks begin: each starts a buffer, or aligned in one
     views = [*tensors, out]
     itemsizes = [t.itemsize for t in tensors] + [out_type.size]
     bounds = [None if v is None or not isinstance(v.buffer, Pieces) else v.buffer for v in views]
     starts = [0 if v is None else v.offset for v in views]
-    chunks = list(_chunks(tuple(sizes), strides, starts, itemsizes, bounds, limit if fresh else None))
+    chunks = list(_chunks(tuple(sizes), strides, starts, itemsizes, bounds, limit if fresh else None,
+                          limit // 2 - MINIMUM_BUFFER_TENSOR_ALIGNMENT))
     if fresh:  # the whole plan is made before any work
         cuts, first = [], None
         for sub_sizes, at in chunks:
@@ -287,7 +289,9 @@ def _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make)
             if first is None or (at[-1] - first) % MINIMUM_BUFFER_TENSOR_ALIGNMENT or end - first > limit:
                 cuts.append(at[-1])
                 first = at[-1]
-        out = views[-1] = make(pieces.allocate_runs(device, cuts, nbytes, zero_fill=False), shape, out_type)
+        memory = (device.allocate(max(4, -(-nbytes // 4) * 4), zero_fill=False) if len(cuts) == 1
+                  else pieces.allocate_runs(device, cuts, nbytes, zero_fill=False))
+        out = views[-1] = make(memory, shape, out_type)
     out_dtype = None if op.same_type else out_type.numpy
     for sub_sizes, starts in chunks:
         subs = []
@@ -308,15 +312,16 @@ def _spans_meet(a: View, b: View) -> bool:
     return a.offset < b_end and b.offset < a_end
 
 
-def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit):
+def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap):
     """Yield (sizes, byte start per view) of runs of a call whose every view in Pieces (`bounds`:
     its Pieces, else None) lies in one piece: runs of outer rows, or pieces of one row where a
     row spans pieces. The output is the last view: given (`fresh_limit` None), every run of it
     starts at a 16-byte boundary of its buffer; new (it is cut where the runs begin), every run
-    of it holds at most `fresh_limit` bytes."""
+    of it holds at most `fresh_limit` bytes. Every input of a run spans at most `cap` bytes (a
+    run's input not at a 16-byte boundary is copied first, into twice its bytes)."""
     spans = [extent(sizes, st) * size for st, size in zip(strides, itemsizes)]
     if all(b is None or s + span <= b.piece_end(s) for s, span, b in zip(starts, spans, bounds)) \
-            and (fresh_limit is None or spans[-1] <= fresh_limit):
+            and (fresh_limit is None or spans[-1] <= fresh_limit) and all(span <= cap for span in spans[:-1]):
         yield sizes, starts
         return
     outer, rest = sizes[0], sizes[1:]
@@ -342,6 +347,7 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit):
                                   "the buffers evenly; nothing ran")
         n = outer - row
         ends = [None if b is None else b.piece_end(a) for a, b in zip(at, bounds)]
+        ends[:-1] = [a + cap if end is None else min(end, a + cap) for a, end in zip(at, ends)]
         if fresh_limit is not None:
             ends[-1] = at[-1] + fresh_limit
         for a, step, span, end in zip(at, steps, inner, ends):
@@ -352,7 +358,7 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit):
             while n and misaligned(at[-1] + n * steps[-1]):
                 n -= 1
         if n == 0:  # one row spans pieces: split inside it
-            for sub, sub_starts in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit):
+            for sub, sub_starts in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit, cap):
                 yield (1,) + tuple(sub), sub_starts
             n = 1
         else:

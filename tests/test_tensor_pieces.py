@@ -1,0 +1,172 @@
+"""Tensors larger than one device buffer (`dmlgpu.pieces`): operators, views, assignment,
+copies and transfers over Tensors whose elements span several buffers.
+
+Most tests lower a private device's buffer limit to 4 KiB, so that small arrays span many
+buffers in every layout; one test uses lavapipe's real limit (128 MiB)."""
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import DataType, Tensor, ValidationError, testing
+from dmlgpu.operators import OPERATORS
+from dmlgpu.pieces import Pieces
+
+from conftest import POISON
+
+LIMIT = 4096
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A device of its own whose buffers hold at most LIMIT bytes (its limit, lowered)."""
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
+    device.max_buffer_size = LIMIT
+    yield device
+    device.close()
+
+
+def _spans(t: Tensor) -> bool:
+    return isinstance(t.buffer, Pieces) and len(t.buffer.buffers) > 1
+
+
+#: (name, numpy view of a (rows, cols) base): layouts whose chunks DirectML can bind.
+LAYOUTS = {
+    "packed": lambda x: x,
+    "rows": lambda x: x[3:],
+    "columns": lambda x: x[:, 16:],
+    "strided": lambda x: x[1:, 5::3],
+    "transposed": lambda x: x.T,
+    "row": lambda x: x[2],
+}
+
+
+def _cases():
+    for op in OPERATORS:
+        for data_type in testing.one_type_per_width(op, (DataType.UINT32, DataType.INT8, DataType.FLOAT32)):
+            for name in LAYOUTS:
+                yield pytest.param(op, data_type, name, id=f"{op.short}-{data_type.name.lower()}-{name}")
+
+
+def _poisoned(shape, data_type: DataType) -> Tensor:
+    return Tensor.from_numpy(np.full(tuple(shape) + (data_type.size,), POISON, np.uint8).view(data_type.numpy)
+                             .reshape(shape))
+
+
+@pytest.mark.parametrize("op, data_type, layout", list(_cases()))
+def test_operators_over_tensors_of_several_buffers(small, rng, op, data_type, layout):
+    out_type = data_type if op.same_type else op.default_output
+    rows = 64 * 8 // data_type.size  # 8 to 16 buffers for each base
+    view = LAYOUTS[layout]
+    bases = [testing.sample(data_type, (rows, 64), rng) for _ in op.inputs]
+    with small:
+        tensors = [Tensor.from_numpy(b) for b in bases]
+        assert all(_spans(t) for t in tensors)
+        operands = [view(t) for t in tensors]
+        arrays = [view(b) for b in bases]
+        if len(op.inputs) == 2:  # the second operand broadcasts a column
+            operands[1], arrays[1] = operands[1][..., :1], arrays[1][..., :1]
+        expected = testing.reference(op, arrays, out_type)
+        got = testing.front_end(op, operands, out_type)
+        assert got.shape == expected.shape and testing.same_bits(got.numpy(), expected)
+        out = _poisoned(expected.shape, out_type)
+        try:
+            assert testing.front_end(op, operands, out_type, out=out) is out
+        except ValidationError as error:  # a given output DirectML cannot bind per chunk
+            assert "16-byte multiples of the output" in str(error)
+            assert (out.numpy().view(np.uint8) == POISON).all(), "work ran before the error"
+            return
+        assert testing.same_bits(out.numpy(), expected)
+
+
+@pytest.mark.parametrize("op", [op for op in OPERATORS if op.in_place], ids=lambda op: op.short)
+def test_in_place_over_several_buffers(small, rng, op):
+    bases = [testing.sample(DataType.UINT32, (48, 64), rng) for _ in op.inputs]
+    with small:
+        tensors = [Tensor.from_numpy(b) for b in bases]
+        target = tensors[-1]
+        buffers = list(target.buffer.buffers)
+        assert testing.front_end(op, tensors, DataType.UINT32, out=target) is target
+        assert target.buffer.buffers == buffers
+        assert testing.same_bits(target.numpy(), testing.reference(op, bases, DataType.UINT32))
+
+
+def test_views_reads_and_writes(small, rng):
+    x = testing.sample(DataType.UINT32, (40, 64), rng)
+    with small:
+        t = Tensor.from_numpy(x)
+        assert _spans(t) and testing.same_bits(t.numpy(), x)
+        for key in (np.s_[5:30], np.s_[:, 3:60:2], np.s_[17], np.s_[39, 63], np.s_[::7, ::5]):
+            assert testing.same_bits(t[key].numpy(), x[key]) and t[key].tolist() == x[key].tolist()
+        assert testing.same_bits(t.T.numpy(), x.T)
+        assert testing.same_bits(t.reshape(64, 40).numpy(), x.reshape(64, 40))
+        assert testing.same_bits(t[:, 1:].reshape(-1).numpy(), x[:, 1:].reshape(-1))  # a copy
+        for dtype in (np.uint8, np.int16, np.float32, np.uint64):
+            assert testing.same_bits(t.view(dtype).numpy(), x.view(dtype))
+        assert int(t[20, 5]) == int(x[20, 5])
+        t[10:30] = 7
+        x[10:30] = 7
+        t[:, 8:40:4] = np.arange(8, dtype=np.uint32)
+        x[:, 8:40:4] = np.arange(8, dtype=np.uint32)
+        t[2:38] = t[4:40]  # overlapping, across buffers
+        x[2:38] = x[4:40].copy()
+        t[0] = Tensor.from_numpy(x[39])
+        x[0] = x[39]
+        t[5:25] ^= 3  # an in-place operator on a view
+        x[5:25] ^= 3
+        assert testing.same_bits(t.numpy(), x)
+
+
+def test_copies_and_transfers(small, device, rng):
+    x = testing.sample(DataType.FLOAT32, (40, 64), rng)
+    with small:
+        t = Tensor.from_numpy(x)
+        for made in (t.copy(), copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t)), t.T.copy().T):
+            assert made.device is small and _spans(made) and testing.same_bits(made.numpy(), x)
+    moved = t.to(device)
+    assert moved.device is device and not isinstance(moved.buffer, Pieces)
+    assert testing.same_bits(moved.numpy(), x)
+    back = moved.to(small)
+    assert _spans(back) and testing.same_bits(back.numpy(), x)
+
+
+def test_overlap_and_unbindable_layouts_are_refused_before_any_work(small):
+    with small:
+        t = Tensor.from_numpy(np.full((40, 64), 0xA5A5A5A5, np.uint32))
+        with pytest.raises(ValidationError, match="overlapping"):
+            dmlgpu.bit_not(t[:-2], out=t[2:])
+        odd = Tensor.from_numpy(np.zeros((64, 100), np.uint32))  # rows of 400 bytes: 10 a buffer
+        out = Tensor.from_numpy(np.full((100, 64), 0xA5A5A5A5, np.uint32))
+        with pytest.raises(ValidationError, match="16-byte multiples of the output"):
+            dmlgpu.bit_not(odd.T, out=out)  # columns cut between buffers at unaligned outputs
+        assert (t.numpy() == 0xA5A5A5A5).all() and (out.numpy() == 0xA5A5A5A5).all()
+        assert testing.same_bits((~odd.T).numpy(), np.full((100, 64), 0xFFFFFFFF, np.uint32))  # a new result fits
+
+
+def test_dask_blocks_larger_than_a_buffer(small, rng):
+    da = pytest.importorskip("dask.array")
+    import dmlgpu.dask as dmlgpu_dask
+
+    x = testing.sample(DataType.UINT16, (96, 64), rng)
+    y = testing.sample(DataType.UINT16, (96, 64), rng)
+    a, b = da.from_array(x, chunks=(48, 64)), da.from_array(y, chunks=(48, 64))  # 6 KiB blocks
+    with small:
+        got = dmlgpu_dask.map_blocks_resident(lambda t, u: ~t ^ u, a, b, dtype=np.uint16).compute(scheduler="sync")
+    assert testing.same_bits(got, ~x ^ y)
+
+
+def test_real_buffer_limit(device):
+    """lavapipe's 128 MiB: a 136 MiB Tensor spans two buffers and computes exactly."""
+    if device.max_buffer_size > 256 << 20:
+        pytest.skip("this device's buffers hold more than the test affords")
+    n = (device.max_buffer_size + (8 << 20)) // 4
+    x = np.arange(n, dtype=np.uint32)
+    t = Tensor.from_numpy(x)
+    assert _spans(t)
+    got = (t ^ 0x5A5A5A5A).numpy()
+    assert np.array_equal(got, x ^ 0x5A5A5A5A)
+    del got
+    assert testing.same_bits(t[n - 5:].numpy(), x[n - 5:])
+    assert np.array_equal(dmlgpu.bit_count(t[:: 1 << 12]).numpy(), np.bitwise_count(x[:: 1 << 12]))
