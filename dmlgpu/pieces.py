@@ -44,7 +44,7 @@ class Pieces:
         self.buffers = buffers
         self.starts = starts
         self.size_in_bytes = size_in_bytes
-        self.serial = buffers[0].serial  # its first buffer belongs to it alone: never reused
+        self.serial = -buffers[0].serial  # its first buffer is its alone: never reused, never a Buffer's
 
     def __repr__(self):
         state = "released" if self.released else f"{self.size_in_bytes} bytes in {len(self.buffers)} buffers"
