@@ -20,7 +20,6 @@ import numpy as np
 
 from .device import default_device
 from .descs import DESC_CLASSES
-from .dtypes import DataType
 from .errors import ValidationError
 from .compiled import coalesce
 from .operators import OPERATORS, Operator, level_texts

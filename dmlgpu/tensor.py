@@ -97,7 +97,8 @@ class Tensor(views.View, _TableOperators):
     """A strided view of a device Buffer, as a numpy-like array that lives on the device.
 
     Args:
-        buffer: the live `dmlgpu.Buffer` holding the elements.
+        buffer: the live `dmlgpu.Buffer` holding the elements (a `dmlgpu.pieces.Pieces` of
+            several buffers where they are more than one holds).
         shape: non-negative integers, outermost first.
         data_type: a `DataType` (or its DirectML value).
         offset: byte offset of the first element in `buffer`, a multiple of the element size.
@@ -157,7 +158,8 @@ class Tensor(views.View, _TableOperators):
 
         Raises:
             ValidationError: not numpy data, an ndarray subclass (masked array, matrix), a
-                dtype DirectML does not have, or more bytes than one device buffer holds.
+                dtype DirectML does not have, or more than 2^32-1 elements. More bytes than one
+                device buffer holds span several (`dmlgpu.pieces`).
         """
         if not isinstance(array, (np.ndarray, np.generic)):
             raise ValidationError("dmlgpu", None, "array", type(array).__name__, "allowed: numpy.ndarray")
@@ -174,7 +176,7 @@ class Tensor(views.View, _TableOperators):
 
         Raises:
             ValidationError: a shape that is not non-negative integers, an unknown dtype, or
-                more bytes than one device buffer holds.
+                more than 2^32-1 elements. More bytes than one device buffer holds span several.
         """
         shape = views.check_shape(shape)
         data_type = _data_type(dtype)

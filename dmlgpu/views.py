@@ -195,7 +195,7 @@ class View:
 
     @property
     def buffer(self):
-        """The `dmlgpu.Buffer` holding the elements."""
+        """The `dmlgpu.Buffer` holding the elements (`dmlgpu.pieces.Pieces` where they span several)."""
         return self._buffer
 
     @property
