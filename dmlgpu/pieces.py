@@ -54,6 +54,14 @@ class Pieces:
     def released(self) -> bool:
         return any(b.released for b in self.buffers)
 
+    def _unbindable(self):
+        raise ValidationError("dmlgpu", None, "Binding.Buffer", f"Pieces of {len(self.buffers)} buffers",
+                              "allowed: one Buffer (bind a spanning Tensor's pieces, `.buffers`, one by one: "
+                              "no binding reaches past one buffer)")
+
+    block_key = property(_unbindable, doc="Refused: a binding is one Buffer.")
+    arena_offset = property(_unbindable, doc="Refused: a binding is one Buffer.")
+
     def _index(self, byte: int) -> int:
         return bisect.bisect_right(self.starts, byte) - 1
 

@@ -177,3 +177,22 @@ def test_real_buffer_limit(device):
     n = x.size
     assert testing.same_bits(t[n - 5:].numpy(), x[n - 5:])
     assert np.array_equal(dmlgpu.bit_count(t[:: 1 << 12]).numpy(), np.bitwise_count(x[:: 1 << 12]))
+
+
+def test_command_lists_bind_the_pieces(small, rng):
+    x = testing.sample(DataType.UINT32, (32, 64), rng)
+    with small:
+        t = Tensor.from_numpy(x)
+        out = Tensor.empty(t.shape, np.uint32)
+        assert [b.size_in_bytes for b in t.buffer.buffers] == [b.size_in_bytes for b in out.buffer.buffers]
+        commands = dmlgpu.CommandList(small)
+        with pytest.raises(ValidationError, match="one by one"):
+            desc = dmlgpu.TensorDesc(DataType.UINT32, [x.size])
+            small.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc)).execute(
+                [dmlgpu.Binding(t.buffer)], [dmlgpu.Binding(out.buffer)])
+        for source, target in zip(t.buffer.buffers, out.buffer.buffers):
+            desc = dmlgpu.TensorDesc(DataType.UINT32, [source.size_in_bytes // 4])
+            not_op = small.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+            commands.record(not_op, [dmlgpu.Binding(source)], [dmlgpu.Binding(target)])
+        commands.execute()
+        assert testing.same_bits(out.numpy(), ~x)
