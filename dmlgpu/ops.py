@@ -288,16 +288,18 @@ def _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make)
                           limit // 2 - MINIMUM_BUFFER_TENSOR_ALIGNMENT))
     if fresh:  # the whole plan is made before any work
         cuts, first = [], None
-        for sub_sizes, at in chunks:
+        for sub_sizes, at, cut in chunks:
             end = at[-1] + extent(sub_sizes, strides[-1]) * out_type.size
-            if first is None or (at[-1] - first) % MINIMUM_BUFFER_TENSOR_ALIGNMENT or end - first > limit:
+            if cut is False:
+                continue  # a band's later block: in the band's buffer
+            if cut or first is None or (at[-1] - first) % MINIMUM_BUFFER_TENSOR_ALIGNMENT or end - first > limit:
                 cuts.append(at[-1])
                 first = at[-1]
         memory = (device.allocate(max(4, -(-nbytes // 4) * 4), zero_fill=False) if len(cuts) == 1
                   else pieces.allocate_runs(device, cuts, nbytes, zero_fill=False))
         out = views[-1] = make(memory, shape, out_type)
     out_dtype = None if op.same_type else out_type.numpy
-    for sub_sizes, starts in chunks:
+    for sub_sizes, starts, _ in chunks:
         subs = []
         for v, st, start, size in zip(views, strides, starts, itemsizes):
             buffer, local = v.buffer, start
@@ -316,18 +318,37 @@ def _spans_meet(a: View, b: View) -> bool:
     return a.offset < b_end and b.offset < a_end
 
 
-def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap):
-    """Yield (sizes, byte start per view) of runs of a call whose every view in Pieces (`bounds`:
-    its Pieces, else None) lies in one piece: runs of outer rows, or pieces of one row where a
-    row spans pieces. The output is the last view: given (`fresh_limit` None), every run of it
-    starts at a 16-byte boundary of its buffer; new (it is cut where the runs begin), every run
-    of it holds at most `fresh_limit` bytes. Every input of a run spans at most `cap` bytes (a
-    run's input not at a 16-byte boundary is copied first, into twice its bytes)."""
+class _Window:
+    """A new output's piece-to-be from byte `start`: at most `limit` bytes (`_chunks` bands)."""
+
+    def __init__(self, start: int, limit: int):
+        self.start, self.limit = start, limit
+
+    def piece_start(self, byte: int) -> int:
+        return self.start
+
+    def piece_end(self, byte: int) -> int:
+        return self.start + self.limit
+
+
+def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=False):
+    """Yield (sizes, byte start per view, cut) of runs of a call whose every view in Pieces
+    (`bounds`: its Pieces, else None) lies in one piece: runs of outer rows; where a row spans
+    pieces, bands of rows split along the next dimension (a transpose: blocks of columns), else
+    pieces of one row. The output is the last view: given (`fresh_limit` None), every run of it
+    starts at a 16-byte boundary of its buffer; new, it is cut where runs begin (`cut`: True,
+    a run that must begin a buffer; False, one that must not; None, either), every run holding
+    at most `fresh_limit` bytes. An input of a run that does not start at a 16-byte boundary
+    spans at most `cap` bytes (it is copied first, into twice its bytes)."""
     spans = [extent(sizes, st) * size for st, size in zip(strides, itemsizes)]
     if all(b is None or s + span <= b.piece_end(s) for s, span, b in zip(starts, spans, bounds)) \
-            and (fresh_limit is None or spans[-1] <= fresh_limit) and all(span <= cap for span in spans[:-1]):
-        yield sizes, starts
+            and (fresh_limit is None or spans[-1] <= fresh_limit) \
+            and all(span <= cap or not (s - b.piece_start(s) if b else s) % MINIMUM_BUFFER_TENSOR_ALIGNMENT
+                    for s, span, b in zip(starts[:-1], spans[:-1], bounds)):
+        yield sizes, starts, None
         return
+    if not sizes:  # one element that cannot be bound (a band's window): the caller tries otherwise
+        raise ValidationError("dmlgpu", None, "layout", "an element outside its run's buffer", "allowed: none")
     outer, rest = sizes[0], sizes[1:]
     rest_strides = [st[1:] for st in strides]
     inner = [extent(rest, st) * size for st, size in zip(rest_strides, itemsizes)]
@@ -340,6 +361,17 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap):
             return False
         return bool((a - out_bound.piece_start(a) if out_bound else a) % align)
 
+    def fitting(at, ends, spans) -> int:  # rows from `at` whose spans of `spans` bytes fit `ends`
+        n = outer - row
+        for a, step, span, end in zip(at, steps, spans, ends):
+            if end is not None:
+                room = end - a - span  # bytes left for the starts of further rows
+                n = 0 if room < 0 else min(n, room // step + 1) if step else n
+        if 0 < n < outer - row:  # the next run's output starts aligned
+            while n and misaligned(at[-1] + n * steps[-1]):
+                n -= 1
+        return n
+
     row = 0
     while row < outer:
         at = [s + row * step for s, step in zip(starts, steps)]
@@ -349,22 +381,31 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap):
                                   "a Tensor's buffers start at 16-byte multiples of the output (DirectML's binding "
                                   "alignment), e.g. packed, broadcast, sliced, or transposed where rows divide "
                                   "the buffers evenly; nothing ran")
-        n = outer - row
         ends = [None if b is None else b.piece_end(a) for a, b in zip(at, bounds)]
-        ends[:-1] = [a + cap if end is None else min(end, a + cap) for a, end in zip(at, ends)]
+        for k, (a, b) in enumerate(zip(at[:-1], bounds)):  # an input bound off a 16-byte boundary is copied
+            if (a - b.piece_start(a) if b else a) % align:
+                ends[k] = a + cap if ends[k] is None else min(ends[k], a + cap)
         if fresh_limit is not None:
             ends[-1] = at[-1] + fresh_limit
-        for a, step, span, end in zip(at, steps, inner, ends):
-            if end is not None:
-                room = end - a - span  # bytes left for the starts of further rows
-                n = 0 if room < 0 else min(n, room // step + 1) if step else n
-        if 0 < n < outer - row:  # the next run's output starts aligned
-            while n and misaligned(at[-1] + n * steps[-1]):
-                n -= 1
-        if n == 0:  # one row spans pieces: split inside it
-            for sub, sub_starts in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit, cap):
-                yield (1,) + tuple(sub), sub_starts
-            n = 1
-        else:
-            yield (n,) + tuple(rest), at
-        row += n
+        n = fitting(at, ends, inner)
+        if n:
+            yield (n,) + tuple(rest), at, None
+            row += n
+            continue
+        band = 0 if banded or not rest else fitting(at, ends, [*itemsizes[:-1], inner[-1]])  # input columns
+        if band >= 2:  # a band of rows, split along the next dimension, where its blocks can be bound
+            band_sizes = (rest[0], band) + tuple(rest[1:])
+            band_strides = [[st[1], st[0]] + list(st[2:]) for st in strides]
+            band_bounds = bounds if fresh_limit is None else [*bounds[:-1], _Window(at[-1], fresh_limit)]
+            try:
+                blocks = list(_chunks(band_sizes, band_strides, at, itemsizes, band_bounds, None, cap, True))
+            except ValidationError:  # blocks of columns whose outputs cannot start aligned
+                blocks = None
+            if blocks is not None:
+                for k, (sub, sub_starts, _) in enumerate(blocks):
+                    yield (sub[1], sub[0]) + tuple(sub[2:]), sub_starts, None if fresh_limit is None else k == 0
+                row += band
+                continue
+        for sub, sub_starts, cut in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit, cap, banded):
+            yield (1,) + tuple(sub), sub_starts, cut
+        row += 1

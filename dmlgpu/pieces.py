@@ -20,16 +20,17 @@ from .errors import ValidationError
 def piece_bytes(device, shape, itemsize: int) -> int:
     """The bytes of every piece but the last of a packed tensor of `shape` on `device`: the
     most whole rows that one buffer holds, a row being the largest block of innermost
-    dimensions that fits (at least one element), in a multiple of 256 bytes where one fits,
-    so that piece boundaries are 16-byte aligned in any other data type too (BIT_COUNT's
-    UINT8 result of a UINT64 tensor splits where its input does)."""
+    dimensions that fits (at least one element); where they fit, a multiple of 256 bytes (piece
+    boundaries 16-byte aligned in any other data type too: BIT_COUNT's UINT8 result of a UINT64
+    tensor splits where its input does) and of 16 rows (a transpose's blocks of columns, cut
+    where these rows are, start 16-byte aligned in its result)."""
     limit = device.max_buffer_size
     row = itemsize
     for n in reversed(shape):
         if row * n > limit:
             break
         row *= n
-    rows, unit = limit // row, 256 // math.gcd(256, row)
+    rows, unit = limit // row, math.lcm(256 // math.gcd(256, row), 16)
     if rows >= unit:
         rows -= rows % unit
     return rows * row

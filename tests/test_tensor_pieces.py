@@ -196,3 +196,18 @@ def test_command_lists_bind_the_pieces(small, rng):
             commands.record(not_op, [dmlgpu.Binding(source)], [dmlgpu.Binding(target)])
         commands.execute()
         assert testing.same_bits(out.numpy(), ~x)
+
+
+def test_a_spanning_transpose_runs_in_blocks_not_rows(small, rng, monkeypatch):
+    """Bands of output rows split into blocks of columns: a dispatch per (band, input buffer),
+    not one per output row and input buffer."""
+    x = testing.sample(DataType.UINT32, (128, 128), rng)  # 16 buffers of 8 rows
+    with small:
+        t = Tensor.from_numpy(x)
+        pieces = len(t.buffer.buffers)
+        dispatches = []
+        enqueue = small.enqueue
+        monkeypatch.setattr(small, "enqueue", lambda launch: dispatches.append(launch) or enqueue(launch))
+        got = ~t.T
+        assert testing.same_bits(got.numpy(), ~x.T)
+    assert pieces == 16 and len(dispatches) <= pieces * pieces < 128 * pieces, len(dispatches)
