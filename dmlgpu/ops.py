@@ -9,9 +9,9 @@ subclasses; `data_type`, `broadcast_shape`, `broadcast_strides`, `fit_dimensions
 A call runs as one dispatch over the views' own layouts: inputs are bound where they lie,
 broadcast through zero strides; results are new views of the class of the operands. A call
 over views whose memory spans several buffers (`dmlgpu.pieces`), or whose new result would, is
-validated whole and runs as one dispatch per chunk of whole rows (or of one row) whose every
-view lies in one buffer: packed data in one chunk per buffer; a view read across the rows of
-another (a transpose) in one or more chunks per output row, so such calls cost a dispatch each.
+validated whole and runs as one dispatch per chunk whose every view lies in one buffer: runs
+of whole rows (packed data: a chunk per buffer), bands of rows split into blocks of columns (a
+transpose: a chunk per band and buffer), else pieces of single rows (a dispatch each).
 """
 from __future__ import annotations
 
