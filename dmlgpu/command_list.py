@@ -17,6 +17,8 @@ from typing import NamedTuple
 from .compiled import Chain
 from .errors import ValidationError
 
+__all__ = ["CommandList"]
+
 
 def _overlap(a, b) -> bool:
     """Whether two (memory, start, end) spans, as the runtime tracks them, share bytes."""

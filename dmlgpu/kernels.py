@@ -13,11 +13,23 @@ import math
 from dataclasses import dataclass
 
 from .dtypes import DataType, Kind
-from .operators import OPERATORS, Operator
+from .operators import OPERATORS, SELECTIONS, Operator, ReduceFunction
+
+__all__ = ["CHAIN_FAMILY", "CHAIN_OPS", "CHAIN_VARIANT", "CPU_UNITS_PER_INVOCATION", "KIND_CODES", "LAYOUTS",
+           "MAX_DIMS", "MAX_GROUPS", "Module", "PUSH_FIELDS", "SPEC_SIZES", "SPEC_STRIDES_IN0",
+           "SPEC_STRIDES_IN1", "SPEC_STRIDES_OUT", "SPEC_WORKGROUP_SIZE", "Variant", "WORKGROUP_SIZE",
+           "abi_glsl", "all_variants", "grid", "module_names", "modules", "variant_for", "variant_lines"]
 
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
 FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
 LAYOUTS = (FLAT, ROWS, GATHER, STRIDED)
+#: The reduce and top-k families' one layout: an invocation per output element (REDUCE) or per
+#: sequence (TOP_K1), walking the input through sizes and strides in a parameter buffer.
+AXES = "axes"
+#: Their push constants (words): the tensors' word offsets in their arenas, then the parameter
+#: buffer's, then the number of invocations' worth of work.
+SELECTION_PUSH_FIELDS = ("in_offset", "out_offset", "index_offset", "params_offset", "count")
+SELECTION_WORKGROUP_SIZE = 64
 #: The family whose width-independent members (no flat facts: one expression on whole words) a
 #: command list may fuse into one dispatch, a "chain": every invocation runs each recorded step on
 #: its own 16-byte units in order, so steps that depend element by element need no barrier.
@@ -27,9 +39,6 @@ CHAIN_VARIANT = f"{CHAIN_FAMILY}-chain"
 #: The chain's push constants reuse the block's fields: in_offset0 is the program's word offset
 #: and in_offset1 its step count (chain_main.glsl).
 CHAIN_PROGRAM_FIELD, CHAIN_STEPS_FIELD = "in_offset0", "in_offset1"
-#: A chain step in its program buffer: (op code = index in CHAIN_OPS, a, b, output) as word
-#: offsets into the one arena the chain binds.
-CHAIN_STEP_WORDS = 4
 MAX_DIMS = 8
 WORKGROUP_SIZE = 256
 #: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.
@@ -48,7 +57,6 @@ SPEC_SIZES = 1
 SPEC_STRIDES_IN0 = SPEC_SIZES + MAX_DIMS
 SPEC_STRIDES_IN1 = SPEC_STRIDES_IN0 + MAX_DIMS
 SPEC_STRIDES_OUT = SPEC_STRIDES_IN1 + MAX_DIMS
-SPEC_COUNT = SPEC_STRIDES_OUT + MAX_DIMS
 KIND_CODES = {Kind.UINT: 0, Kind.INT: 1, Kind.FLOAT: 2}
 
 
@@ -64,7 +72,12 @@ class Variant:
     def name(self) -> str:
         parts = [self.op.short, self.layout]
         for fact, value in self.facts:
-            parts.append(value.value if isinstance(value, Kind) else f"{fact.split('_')[0]}{value}")
+            if isinstance(value, Kind):
+                parts.append(value.value)
+            elif isinstance(value, ReduceFunction):
+                parts.append(value.name.lower())
+            else:
+                parts.append(f"{fact.split('_')[0]}{value}")
         return "-".join(parts)
 
     @property
@@ -87,13 +100,13 @@ class Variant:
     def defines(self) -> dict[str, object]:
         # OP names the operator's function(s) in its family source; ARITY its input count.
         defines = {"OP": self.op.short, "ARITY": len(self.op.inputs), "LAYOUT_" + self.layout.upper(): 1}
-        if self.layout != STRIDED:
+        if self.layout not in (STRIDED, AXES):
             defines["UNIT_WORDS"] = self.unit_bytes // 4
         for fact, value in self.facts:
             if fact == "kind":
                 defines["IN_KIND"] = KIND_CODES[value]
             else:
-                defines[fact.upper()] = value
+                defines[fact.upper()] = int(value)
         return defines
 
 
@@ -116,6 +129,15 @@ def variant_for(op: Operator, in_type: DataType, out_type: DataType, layout: str
     return Variant(op, layout, tuple((f, _fact(f, in_type, out_type)) for f in facts))
 
 
+def selection_variant(op: Operator, in_type: DataType, out_type: DataType, function=None) -> Variant:
+    """The variant that runs a reduce or top-k row (`out_type`: REDUCE's output, TOP_K1's
+    index output; `function`: REDUCE's DML_REDUCE_FUNCTION)."""
+    facts = tuple((f, _fact(f, in_type, out_type)) for f in op.element_facts)
+    if function is not None:
+        facts = (("function", ReduceFunction(function)),) + facts
+    return Variant(op, AXES, facts)
+
+
 def all_variants() -> list[Variant]:
     """Every variant any validated operator can select (the newest level allows the most types)."""
     seen: dict[str, Variant] = {}
@@ -127,12 +149,17 @@ def all_variants() -> list[Variant]:
                 for layout in LAYOUTS:
                     variant = variant_for(op, in_type, out_type, layout)
                     seen.setdefault(variant.name, variant)
+    for op in SELECTIONS:
+        for function, in_type, out_type in op.computed_cases():
+            variant = selection_variant(op, in_type, out_type, function)
+            seen.setdefault(variant.name, variant)
     return list(seen.values())
 
 
 def abi_glsl() -> str:
     consts = {
         "MAX_DIMS": MAX_DIMS,
+        "SELECTION_WORKGROUP_SIZE": SELECTION_WORKGROUP_SIZE,
         "SPEC_WORKGROUP_SIZE": SPEC_WORKGROUP_SIZE,
         "SPEC_SIZES": SPEC_SIZES,
         "SPEC_STRIDES_IN0": SPEC_STRIDES_IN0,
@@ -148,9 +175,17 @@ def abi_glsl() -> str:
     lines.append(f"#define CHAIN_APPLY(code, a, b) ({apply}{CHAIN_OPS[-1].short}(a, b))")
     lines.append(f"#define CHAIN_PROGRAM p.{CHAIN_PROGRAM_FIELD}")
     lines.append(f"#define CHAIN_STEPS p.{CHAIN_STEPS_FIELD}")
-    lines.append("layout(push_constant) uniform Params {")
+    # The element-wise block; the reduce and top-k families declare their own (SELECTION_PUSH_FIELDS).
+    # The reduce/top-k families and the Hamming search have blocks of their own.
+    lines.append("#if defined(LAYOUT_AXES)")
+    lines.append("layout(push_constant) uniform SelectParams {")
+    lines += [f"    uint {name};" for name in SELECTION_PUSH_FIELDS]
+    lines += ["} sp;", "#elif defined(HAMMING_SCAN) || defined(HAMMING_MERGE)",
+              "layout(push_constant) uniform HammingParams {"]
+    lines += [f"    uint {name};" for name in HAMMING_PUSH_FIELDS]
+    lines += ["} hp;", "#else", "layout(push_constant) uniform Params {"]
     lines += [f"    uint {name};" for name in PUSH_FIELDS]
-    lines += ["} p;", "#endif", ""]
+    lines += ["} p;", "#endif", "#endif", ""]
     return "\n".join(lines)
 
 
@@ -163,10 +198,29 @@ class Module:
     defines: dict
 
 
+#: The fused Hamming search (XOR -> BIT_COUNT -> REDUCE(SUM) -> TOP_K, shaders/hamming.comp):
+#: a scan that keeps each invocation's k nearest, and a merge of sorted lists; HAMMING_PUSH_FIELDS
+#: is its push-constant block, in order.
+HAMMING_SCAN, HAMMING_MERGE = "hamming-scan", "hamming-merge"
+HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
+                       "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries")
+#: Lists a merge invocation merges at most (the shader's `heads` array).
+HAMMING_MERGE_GROUP = 64
+#: The scan's specialization constants: the code's 32-bit words, and the queries an invocation
+#: serves (each database word loaded once for all of them). One: on lavapipe 4 ran at 0.05 G
+#: distances/s against 0.10 for 1 (its lanes' register arrays spill); the lanes of a workgroup
+#: already share each database load.
+HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES = 0, 1
+HAMMING_QUERIES_PER_INVOCATION = 1
+
+
 def modules() -> list[Module]:
-    """Every SPIR-V module the build makes: each variant, then the command lists' chain."""
+    """Every SPIR-V module the build makes: each variant, the command lists' chain, the Hamming
+    search's two kernels."""
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
-    return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2})]
+    return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2}),
+                    Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
+                    Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1})]
 
 
 def module_names() -> list[str]:

@@ -24,21 +24,22 @@ from .bindings import Binding
 from .compiled import coalesce
 from .descs import DESC_CLASSES
 from .dtypes import DataType
-from .errors import ValidationError
-from .operands import host_array, is_python_scalar, native_dtype, python_scalar
+from .errors import DataTypeError, ValidationError
+from . import memo, operands as operand_rules
 from .operators import BIT_XOR, Operator
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from .pieces import Pieces
 from .validation import resolve_feature_level, support_row, validate
 from .views import View, extent
 
-#: Memo bound of each of the two caches below (cleared whole when reached).
-MEMO = 256
+__all__ = ["apply", "broadcast_shape", "broadcast_strides", "copy", "data_type", "fail", "fit_dimensions",
+           "operands", "output_dtype"]
+
 #: (operator, level as given, dtype as given, view keys) -> the prepared dispatch (holds no memory).
-_CALLS: dict = {}
+_CALLS = memo.TENSOR_CALLS
 #: (operator, level as given, dtype as given, input view keys) -> (runtime.Results making each
 #: new result, its shape, data type, offset and strides): a new result needs no validation again.
-_RESULTS: dict = {}
+_RESULTS = memo.TENSOR_RESULTS
 
 
 def fail(op, tensor, field, value, allowed):
@@ -46,15 +47,8 @@ def fail(op, tensor, field, value, allowed):
 
 
 def data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
-    """The DataType of numpy dtype `dtype` (any byte order), or ValidationError naming `allowed`."""
-    try:
-        found = DataType.from_numpy(native_dtype(dtype))
-    except TypeError:
-        found = None
-    if found is None:
-        names = ", ".join(t.numpy.name for t in allowed)
-        fail(op, tensor, "dtype", dtype, f"allowed: {names}")
-    return found
+    """The DataType of numpy dtype `dtype` (any byte order), or DataTypeError naming `allowed`."""
+    return operand_rules.data_type(dtype, op.dml_name, tensor, allowed)
 
 
 def output_dtype(op: Operator, out, dtype):
@@ -72,23 +66,8 @@ def output_dtype(op: Operator, out, dtype):
 def operands(op, row, arrays) -> list:
     """The operands as views or numpy data (native byte order, plain ndarrays), Python scalars
     converted to the data type of the first other operand (NEP 50: `dmlgpu.operands`)."""
-    converted, seen = [], {}
-    for name, x in zip(op.inputs, arrays):
-        if not (isinstance(x, (View, np.ndarray, np.generic)) or is_python_scalar(x)):
-            fail(op, name, "type", type(x).__name__, "allowed: numpy.ndarray, dmlgpu.Tensor or a Python scalar")
-        if id(x) not in seen:  # the same array twice stays one array (uploaded once)
-            seen[id(x)] = host_array(x, op.dml_name, name)
-        converted.append(seen[id(x)])
-    anchor = next(((name, x) for name, x in zip(op.inputs, converted) if not is_python_scalar(x)), None)
-    if anchor is None:
-        fail(op, op.inputs[0], "type", type(arrays[0]).__name__,
-             "allowed: numpy.ndarray or dmlgpu.Tensor (a Python scalar takes its data type from "
-             "an array or Tensor operand, and there is none)")
-    if len(converted) == 1:
-        return converted
-    found = data_type(op, anchor[0], anchor[1].dtype, row.input_types)
-    return [python_scalar(x, found, op.dml_name, name) if is_python_scalar(x) else x
-            for name, x in zip(op.inputs, converted)]
+    return operand_rules.convert(arrays, op.dml_name, op.inputs, row.input_types, (View,),
+                                 "numpy.ndarray, dmlgpu.Tensor or a Python scalar", "numpy.ndarray or dmlgpu.Tensor")
 
 
 def broadcast_shape(op, shapes) -> tuple[int, ...]:
@@ -191,8 +170,9 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     shape = broadcast_shape(op, [t.shape for t in tensors])
     given_out = out is not None
     if given_out and (out.data_type != out_type or out.shape != shape):
-        fail(op, op.output, "out", f"{out.shape} {out.data_type.name}",
-             f"allowed: shape {shape} and data type {out_type.name}")
+        error = DataTypeError if out.data_type != out_type else ValidationError
+        raise error(op.dml_name, op.output, "out", f"{out.shape} {out.data_type.name}",
+                    f"allowed: shape {shape} and data type {out_type.name}")
     if 0 in shape:  # nothing to bind
         return out if given_out else make(device.allocate(4), shape, out_type)
     if given_out and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
@@ -243,12 +223,8 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     launch = compiled.launch(ranges)
     compiled.enqueue(launch)
     if call is not None and all(x is t for x, t in zip(given, tensors)):  # views only: it can repeat as is
-        if len(_CALLS) >= MEMO:
-            _CALLS.clear()
         _CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
         if not given_out and ranges[-1].start == 0:
-            if len(_RESULTS) >= MEMO:
-                _RESULTS.clear()
             _RESULTS[(*call, tuple(t.key for t in tensors))] = (
                 compiled.results(launch, ranges[-1].end), out.shape, out.data_type, out.offset, out.strides)
     return out

@@ -17,6 +17,9 @@ import numpy as np
 
 from .errors import ValidationError
 
+__all__ = ["Pieces", "allocate", "allocate_runs", "piece_bytes", "upload"]
+
+
 def piece_bytes(device, shape, itemsize: int) -> int:
     """The bytes of every piece but the last of a packed tensor of `shape` on `device`: the
     most whole rows that one buffer holds, a row being the largest block of innermost

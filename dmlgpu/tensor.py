@@ -27,12 +27,14 @@ import numpy as np
 
 from . import ops, pieces, views
 from .device import Buffer, Device, default_device
-from .dtypes import DataType
+from .dtypes import ALL, DataType
 from .errors import ValidationError
-from .operands import host_array, native_dtype
+from .operands import data_type as operand_data_type, host_array
 from .operators import BIT_XOR, OPERATORS
 from .pieces import Pieces
 from .tensor_desc import MAX_ELEMENTS, packed_strides
+
+__all__ = ["Tensor", "UFUNC_OPERATORS"]
 
 #: numpy ufunc name -> operator, from the table's `numpy_ufunc` column.
 UFUNC_OPERATORS = {op.numpy_ufunc: op for op in OPERATORS if op.numpy_ufunc}
@@ -42,14 +44,7 @@ _EQUALITY = ("dmlgpu.Tensor has no element-wise {0} (DirectML's ELEMENT_WISE_LOG
 
 
 def _data_type(dtype) -> DataType:
-    try:
-        data_type = DataType.from_numpy(native_dtype(dtype))
-    except TypeError:
-        data_type = None
-    if data_type is None:
-        raise ValidationError("dmlgpu", None, "dtype", dtype,
-                              "allowed: the numpy dtypes of DirectML's data types")
-    return data_type
+    return operand_data_type(dtype, "dmlgpu", None, ALL)  # the front end's rule (dmlgpu.operands)
 
 
 def _check_fits(shape, data_type: DataType) -> int:

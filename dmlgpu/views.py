@@ -15,6 +15,9 @@ import numpy as np
 from .errors import ValidationError
 from .tensor_desc import packed_strides
 
+__all__ = ["check_shape", "extent", "index", "is_index", "is_packed", "reshape_shape", "reshape_strides",
+           "transpose_axes"]
+
 
 #: The largest size of one dimension (numpy's: a signed 64-bit count).
 MAX_SIZE = 2**63 - 1
