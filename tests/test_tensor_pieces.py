@@ -211,3 +211,43 @@ def test_a_spanning_transpose_runs_in_blocks_not_rows(small, rng, monkeypatch):
         got = ~t.T
         assert testing.same_bits(got.numpy(), ~x.T)
     assert pieces == 16 and len(dispatches) <= pieces * pieces < 128 * pieces, len(dispatches)
+
+
+def test_hamming_searches_a_spanning_database_piece_by_piece(small, rng):
+    """A packed Tensor of whole-word codes over several buffers is searched where it lies, one
+    database piece per buffer; a view whose rows a buffer boundary cuts is copied, and still right."""
+    from test_hamming import numpy_knn
+    database = rng.integers(0, 2**32, size=(300, 8), dtype=np.uint32)  # 32-byte rows, 128 per buffer
+    queries = rng.integers(0, 2**32, size=(5, 8), dtype=np.uint32)
+    with small:
+        t = Tensor.from_numpy(database)
+        assert _spans(t)
+        for view, rows in ((t, database), (t[1:], database[1:]), (t[17:290], database[17:290])):
+            index = dmlgpu.HammingIndex(view)
+            assert index.in_place and index.pieces == len(view.buffer.buffers) > 1
+            for k in (1, 7, 100):  # (a query's lists of all pieces fit one 4 KiB buffer)
+                got_d, got_i = index.search(queries, k)
+                want_d, want_i = numpy_knn(rows, queries, k)
+                assert np.array_equal(got_i, want_i) and np.array_equal(got_d, want_d)
+        codes = rng.integers(0, 256, size=(700, 12), dtype=np.uint8)  # 12-byte rows: 320 per buffer
+        cut = Tensor.from_numpy(codes)[1:]  # its pieces begin off a 16-byte boundary
+        index = dmlgpu.HammingIndex(cut)
+        assert _spans(cut) and not index.in_place
+        spanning_queries = Tensor.from_numpy(codes[:400])
+        assert _spans(spanning_queries)
+        got_d, got_i = index.search(spanning_queries, 3)
+        want_d, want_i = numpy_knn(codes[1:], codes[:400], 3)
+        assert np.array_equal(got_i.numpy(), want_i) and np.array_equal(got_d.numpy(), want_d)
+
+
+@pytest.mark.parametrize("call", [lambda x: dmlgpu.sum(x), lambda x: dmlgpu.argmax(x, axis=1),
+                                  lambda x: dmlgpu.top_k(x, 2)], ids=["sum", "argmax", "top_k"])
+def test_reductions_refuse_data_over_several_buffers(small, call):
+    x = np.arange(64 * 64, dtype=np.uint32).reshape(64, 64)
+    with small:
+        t = Tensor.from_numpy(x)
+        for given in (t, t[:2], x):  # a spanning Tensor, a view of its memory, numpy data too large
+            with pytest.raises(ValidationError, match="do not run over Tensors that span buffers") as caught:
+                call(given)
+            assert caught.value.field == "x" and "DML_OPERATOR_" in str(caught.value)
+        assert np.array_equal(dmlgpu.sum(Tensor.from_numpy(x[:8])).numpy(), x[:8].sum(dtype=np.uint32))
