@@ -3,10 +3,11 @@
 A Tensor is a strided view of a device Buffer (`views.View`): shape, element strides
 (DirectML's convention) and the byte offset of its first element. `Tensor.from_numpy` and
 `Tensor.empty` make packed tensors; indexing, `.T`, `transpose`, `reshape` and `view(dtype)`
-make zero-copy views of the same Buffer. Python's operators (`~`, `^`, ..., made here from each
-operator row's `python_operator`), the numpy-style functions and numpy's matching ufuncs take
-Tensors and return Tensors without host round trips; they run through `dmlgpu.ops`, the layer
-below both Tensor and the numpy front end. `.numpy()` downloads.
+make zero-copy views of the same Buffer. Python's operators (`~`, `^`, ...: the base
+`TensorOperators`, generated from each operator row's `python_operator` with their types),
+the numpy-style functions and numpy's matching ufuncs take Tensors and return Tensors without
+host round trips; they run through `dmlgpu.ops`, the layer below both Tensor and the numpy
+front end. `.numpy()` downloads.
 
 What a numpy user expects of an array, and where dmlgpu differs:
 - `t == u`, `t != u` raise TypeError (DirectML's LOGICAL_EQUALS is not among dmlgpu's
@@ -33,6 +34,7 @@ from .operands import data_type as operand_data_type, host_array
 from .operators import BIT_XOR, OPERATORS
 from .pieces import Pieces
 from .tensor_desc import MAX_ELEMENTS, packed_strides
+from .tensor_operators import TensorOperators
 
 __all__ = ["Tensor", "UFUNC_OPERATORS"]
 
@@ -56,39 +58,12 @@ def _check_fits(shape, data_type: DataType) -> int:
     return count * data_type.size
 
 
-def _operator_methods() -> dict:
-    """Tensor's Python operators, from each row's `python_operator` ("xor": `t ^ u`, `u ^ t`,
-    `t ^= u`), each a call of `dmlgpu.ops` as `dmlgpu.<short>` would make it."""
-    methods = {}
-    for op in OPERATORS:
-        if not op.python_operator:
-            continue
-        name, dtype = op.python_operator, ops.output_dtype(op, None, None)
-        if len(op.inputs) == 1:
-            made = {f"__{name}__": lambda self, op=op, dtype=dtype: ops.apply(op, (self,), None, dtype, None)}
-        else:
-            made = {f"__{name}__": lambda self, other, op=op, dtype=dtype: ops.apply(op, (self, other), None, dtype, None),
-                    f"__r{name}__": lambda self, other, op=op, dtype=dtype: ops.apply(op, (other, self), None, dtype, None),
-                    f"__i{name}__": lambda self, other, op=op, dtype=dtype: ops.apply(op, (self, other), self, dtype, None)}
-        for method_name, method in made.items():
-            method.__name__ = method_name
-            method.__qualname__ = f"Tensor.{method_name}"
-            method.__doc__ = f"`dmlgpu.{op.short}` as a Python operator" + (
-                " (in place: `out` is this Tensor)." if method_name.startswith("__i") else ".")
-        methods.update(made)
-    return methods
-
-
-#: The operators of the table as a base of Tensor: defined here, from the table, once.
-_TableOperators = type("_TableOperators", (), {"__slots__": (), "__module__": __name__, **_operator_methods()})
-
-
 def _rebuild(array: np.ndarray) -> "Tensor":
     """Unpickle a Tensor: its data uploaded to the current (or default) device."""
     return Tensor.from_numpy(array)
 
 
-class Tensor(views.View, _TableOperators):
+class Tensor(views.View, TensorOperators):
     """A strided view of a device Buffer, as a numpy-like array that lives on the device.
 
     Args:

@@ -315,8 +315,8 @@ def test_operators_are_defined_with_tensor_from_the_table():
         if op.python_operator:
             names = [""] if len(op.inputs) == 1 else ["", "r", "i"]
             expected |= {f"__{p}{op.python_operator}__" for p in names}
-    for name in expected:
+    for name in expected:  # declared by tools/generate_functions.py in Tensor's base (tests/test_typing.py)
         method = getattr(Tensor, name)
-        assert method.__qualname__ == f"Tensor.{name}" and method.__module__ == "dmlgpu.tensor"
+        assert method.__qualname__ == f"TensorOperators.{name}" and method.__module__ == "dmlgpu.tensor_operators"
     assert "setattr" not in inspect.getsource(numpy_api) and "install_front_end" not in dir(tensor_module)
     assert "numpy_api" not in inspect.getsource(tensor_module)
