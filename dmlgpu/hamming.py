@@ -99,8 +99,9 @@ class HammingIndex:
     Args:
         database: (n, words) unsigned integers (numpy or Tensor): n codes of words * itemsize * 8
             bits. A packed Tensor whose rows are whole 32-bit words is searched where it lies
-            (keep it alive and unchanged while the index is used); other input is copied to the
-            device once, in pieces of at most one storage buffer.
+            (keep it alive and unchanged while the index is used), one piece per buffer where
+            it spans several; other input is copied to the device once, in pieces of at most
+            one storage buffer.
         device: where it lives (default: the Tensor's device, else the default device).
         stream: keep the database on the host and upload it piece by piece in every search (each
             piece freed once scanned), for databases larger than the device's memory.
