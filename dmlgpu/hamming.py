@@ -144,8 +144,9 @@ class HammingIndex:
                                         for name in (scan, merge))
         return self._programs[key]
 
-    def _tile_rows(self, k: int, count: int) -> int:
-        """Rows per scan tile (lane-slice) for k and count queries."""
+    def tile_rows(self, k: int, count: int) -> int:
+        """Rows of the database each scan invocation walks (a tile) in a search of `count`
+        queries for the k nearest, before the partial lists' fit in one buffer is checked."""
         largest = max(rows for _, _, _, rows in self._pieces)
         floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
         partial = min(PARTIAL_BYTES, self.device.max_buffer_size)
@@ -190,7 +191,7 @@ class HammingIndex:
         if count:
             partial = min(PARTIAL_BYTES, self.device.max_buffer_size)
             largest = max(rows for _, _, _, rows in self._pieces)
-            per_slice = self._tile_rows(k, count)
+            per_slice = self.tile_rows(k, count)
             while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
                 slices = [math.ceil(rows / per_slice) for _, _, _, rows in self._pieces]
                 total = sum(slices)
