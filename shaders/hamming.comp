@@ -75,34 +75,49 @@ layout(constant_id = 2) const uint K = 10u;
 // A key is (distance << SHIFT) | row_in_tile: distance <= WORDS * 32 < 2^(32 - SHIFT), and
 // rows_per_slice <= 2^SHIFT (dmlgpu/hamming.py), so keys order as (distance, row) pairs do, and
 // no key is all ones (WORDS * 32 has five zero low bits): EMPTY sorts last.
+// Rows whose distances are computed before any of them is considered: their loads are in flight
+// together (a 128-byte line holds four 256-bit codes).
+const uint ROWS_AT_ONCE = 4u;
+
+uint qw[WORDS];  // the lane's query
+uint best[K];    // the lane's k least keys, sorted
+
+uint distance(uint at) {
+    uint d = 0u;
+    if (WORDS % 4u == 0u) {
+        for (uint v = 0u; v < WORDS / 4u; ++v) {
+            uvec4 x = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]);
+            uvec4 c = uvec4(bitCount(x));
+            d += (c.x + c.y) + (c.z + c.w);
+        }
+    } else {
+        for (uint w = 0u; w < WORDS; ++w) d += uint(bitCount(in_w[at + w] ^ qw[w]));
+    }
+    return d;
+}
+
+void consider(uint key) {
+    if (key < best[K - 1u]) {  // rare after the first rows: about K * ln(rows / K) times
+        [[unroll]] for (uint i = K - 1u; i > 0u; --i)
+            best[i] = key < best[i - 1u] ? best[i - 1u] : min(key, best[i]);
+        best[0] = min(best[0], key);
+    }
+}
+
 void main() {
     uint tile = gl_WorkGroupID.y, q = gl_GlobalInvocationID.x;
     if (tile >= hp.slices || q >= hp.queries) return;
     uint shift = 31u - uint(findMSB(WORDS * 32u));
-    uint qw[WORDS];
     for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[hp.query_offset + q * WORDS + w];
-    uint best[K];
     [[unroll]] for (uint i = 0u; i < K; ++i) best[i] = EMPTY;
     uint first = tile * hp.rows_per_slice, count = min(hp.rows_per_slice, hp.rows - first);
-    uint at = hp.in_offset + first * WORDS;
-    for (uint t = 0u; t < count; ++t, at += WORDS) {
-        uint d = 0u;
-        if (WORDS % 4u == 0u) {
-            for (uint v = 0u; v < WORDS / 4u; ++v) {
-                uvec4 x = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]);
-                uvec4 c = uvec4(bitCount(x));
-                d += (c.x + c.y) + (c.z + c.w);
-            }
-        } else {
-            for (uint w = 0u; w < WORDS; ++w) d += uint(bitCount(in_w[at + w] ^ qw[w]));
-        }
-        uint key = (d << shift) | t;
-        if (key < best[K - 1u]) {  // rare after the first rows: about K * ln(count / K) times
-            [[unroll]] for (uint i = K - 1u; i > 0u; --i)
-                best[i] = key < best[i - 1u] ? best[i - 1u] : min(key, best[i]);
-            best[0] = min(best[0], key);
-        }
+    uint at = hp.in_offset + first * WORDS, t = 0u;
+    for (; t + ROWS_AT_ONCE <= count; t += ROWS_AT_ONCE, at += ROWS_AT_ONCE * WORDS) {
+        uint d[ROWS_AT_ONCE];
+        [[unroll]] for (uint u = 0u; u < ROWS_AT_ONCE; ++u) d[u] = distance(at + u * WORDS);
+        [[unroll]] for (uint u = 0u; u < ROWS_AT_ONCE; ++u) consider((d[u] << shift) | (t + u));
     }
+    for (; t < count; ++t, at += WORDS) consider((distance(at) << shift) | t);
     uint list = hp.out_offset + 2u * K * (q * hp.slices_total + hp.slice_base + tile);
     uint mask = (1u << shift) - 1u, row0 = hp.row_base + first;
     [[unroll]] for (uint i = 0u; i < K; ++i) {
