@@ -214,8 +214,11 @@ HAMMING_MERGE_GROUP = 64
 #: serves (each database word loaded once for all of them). One: on lavapipe 4 ran at 0.05 G
 #: distances/s against 0.10 for 1 (its lanes' register arrays spill); the lanes of a workgroup
 #: already share each database load.
-HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES, HAMMING_SPEC_K = 0, 1, 2
+HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES, HAMMING_SPEC_K, HAMMING_SPEC_ROWS_AT_ONCE = 0, 1, 2, 3
 HAMMING_QUERIES_PER_INVOCATION = 1
+#: The register scan computes this many rows' distances before considering any (their loads in
+#: flight together).
+HAMMING_ROWS_AT_ONCE = 4
 
 
 def modules() -> list[Module]:

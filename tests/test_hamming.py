@@ -195,3 +195,16 @@ def test_streamed_database(monkeypatch, device, rng):
     for _ in range(2):
         check(database, rng.integers(0, 2**16, size=(6, 4), dtype=np.uint16), 9, index)
     assert device.live_buffers == live  # the pieces were freed
+
+
+@pytest.mark.parametrize("rows_at_once", [1, 3])
+def test_register_scan_rows_at_once(monkeypatch, rows_at_once, rng):
+    """The register scan's group of rows (a specialization constant) with a tail in every tile."""
+    monkeypatch.setattr(kernels, "HAMMING_ROWS_AT_ONCE", rows_at_once)
+    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 101)
+    monkeypatch.setattr(hamming, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(hamming, "TARGET_LANES_CPU", 1 << 30)
+    database = rng.integers(0, 16, size=(1001, 4), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    assert index.tile_rows(6, 5) == 101
+    check(database, rng.integers(0, 256, size=(5, 4), dtype=np.uint8), 6, index)
