@@ -138,7 +138,7 @@ class HammingIndex:
             spec[kernels.HAMMING_SPEC_WORDS] = self.words
             spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
             spec[kernels.HAMMING_SPEC_K] = key
-            spec[kernels.HAMMING_SPEC_ROWS_AT_ONCE] = kernels.HAMMING_ROWS_AT_ONCE
+            spec[kernels.HAMMING_SPEC_ROWS_AT_ONCE] = max(1, kernels.HAMMING_WORDS_AT_ONCE // self.words)
             scan, merge = ((kernels.HAMMING_REGISTER_SCAN, kernels.HAMMING_REGISTER_MERGE) if key
                            else (kernels.HAMMING_SCAN, kernels.HAMMING_MERGE))
             self._programs[key] = tuple(Program(name, spirv.load(name), spec, len(kernels.HAMMING_PUSH_FIELDS))

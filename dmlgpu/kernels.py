@@ -216,9 +216,10 @@ HAMMING_MERGE_GROUP = 64
 #: already share each database load.
 HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES, HAMMING_SPEC_K, HAMMING_SPEC_ROWS_AT_ONCE = 0, 1, 2, 3
 HAMMING_QUERIES_PER_INVOCATION = 1
-#: The register scan computes this many rows' distances before considering any (their loads in
-#: flight together).
-HAMMING_ROWS_AT_ONCE = 4
+#: The register scan computes the distances of max(1, this // the code's words) rows before
+#: considering any: their loads are in flight together (4 rows of 256 bits: a 128-byte line),
+#: without holding more words than that in registers for wide codes.
+HAMMING_WORDS_AT_ONCE = 32
 
 
 def modules() -> list[Module]:

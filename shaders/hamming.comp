@@ -76,7 +76,7 @@ layout(constant_id = 2) const uint K = 10u;
 // rows_per_slice <= 2^SHIFT (dmlgpu/hamming.py), so keys order as (distance, row) pairs do, and
 // no key is all ones (WORDS * 32 has five zero low bits): EMPTY sorts last.
 // Rows whose distances are computed before any of them is considered: their loads are in flight
-// together (a 128-byte line holds four 256-bit codes); kernels.HAMMING_ROWS_AT_ONCE.
+// together (a 128-byte line holds four 256-bit codes); from kernels.HAMMING_WORDS_AT_ONCE.
 layout(constant_id = 3) const uint ROWS_AT_ONCE = 4u;
 
 uint qw[WORDS];  // the lane's query

@@ -197,10 +197,11 @@ def test_streamed_database(monkeypatch, device, rng):
     assert device.live_buffers == live  # the pieces were freed
 
 
-@pytest.mark.parametrize("rows_at_once", [1, 3])
-def test_register_scan_rows_at_once(monkeypatch, rows_at_once, rng):
-    """The register scan's group of rows (a specialization constant) with a tail in every tile."""
-    monkeypatch.setattr(kernels, "HAMMING_ROWS_AT_ONCE", rows_at_once)
+@pytest.mark.parametrize("words_at_once", [1, 3])
+def test_register_scan_rows_at_once(monkeypatch, words_at_once, rng):
+    """The register scan's group of rows (a specialization constant: 1 and 3 rows of one word)
+    with a tail in every tile."""
+    monkeypatch.setattr(kernels, "HAMMING_WORDS_AT_ONCE", words_at_once)
     monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 101)
     monkeypatch.setattr(hamming, "TARGET_LANES", 1 << 30)
     monkeypatch.setattr(hamming, "TARGET_LANES_CPU", 1 << 30)
