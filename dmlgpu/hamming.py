@@ -134,11 +134,12 @@ class HammingIndex:
         for k <= kernels.HAMMING_REGISTER_K, else the global-memory path's (any k)."""
         key = k if k <= kernels.HAMMING_REGISTER_K else 0
         if key not in self._programs:
-            spec = np.zeros(4, np.uint32)
+            spec = np.zeros(5, np.uint32)
             spec[kernels.HAMMING_SPEC_WORDS] = self.words
             spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
             spec[kernels.HAMMING_SPEC_K] = key
             spec[kernels.HAMMING_SPEC_ROWS_AT_ONCE] = max(1, kernels.HAMMING_WORDS_AT_ONCE // self.words)
+            spec[kernels.HAMMING_SPEC_CARRY_SAVE] = kernels.HAMMING_CARRY_SAVE
             scan, merge = ((kernels.HAMMING_REGISTER_SCAN, kernels.HAMMING_REGISTER_MERGE) if key
                            else (kernels.HAMMING_SCAN, kernels.HAMMING_MERGE))
             self._programs[key] = tuple(Program(name, spirv.load(name), spec, len(kernels.HAMMING_PUSH_FIELDS))

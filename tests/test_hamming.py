@@ -209,3 +209,17 @@ def test_register_scan_rows_at_once(monkeypatch, words_at_once, rng):
     index = dmlgpu.HammingIndex(database)
     assert index.tile_rows(6, 5) == 101
     check(database, rng.integers(0, 256, size=(5, 4), dtype=np.uint8), 6, index)
+
+
+@pytest.mark.parametrize("carry_save", [True, False])
+@pytest.mark.parametrize("words", [8, 16, 32])
+def test_register_scan_bit_counts(monkeypatch, carry_save, words, rng):
+    """Codes of whole eights of words, with and without the carry-save bit count; codes that
+    differ in every bit, in one bit of each word, in none."""
+    monkeypatch.setattr(kernels, "HAMMING_CARRY_SAVE", carry_save)
+    database = rng.integers(0, 2**32, size=(500, words), dtype=np.uint32)
+    queries = rng.integers(0, 2**32, size=(4, words), dtype=np.uint32)
+    database[10], database[20], database[30] = ~queries[0], queries[0] ^ 1, queries[0]
+    database[40:48] = database[50:58] = rng.integers(0, 2**32, size=(8, words), dtype=np.uint32)  # ties
+    check(database, queries, 16)
+    check(database, queries[:1], 500)  # (the global-memory path: the last is distance words * 32)
