@@ -12,7 +12,8 @@ any of equal distances, so only distances are compared for them) before it is ti
 G distances/s (database rows x queries / seconds) and each peer's time / ours. --sweep: also
 ours alone on the first case over the register scan's tuning knobs (hamming.TARGET_LANES, or
 TARGET_LANES_CPU on a CPU driver: lanes x row tiles the grid aims at, which sets the tile
-length; kernels.HAMMING_WORDS_AT_ONCE), each checked against numpy first.
+length; kernels.HAMMING_WORDS_AT_ONCE; kernels.HAMMING_CARRY_SAVE), each checked against
+numpy first; the best is printed last.
 
 Peers:
 - CuPy: `bitwise_count(q[:, None] ^ db).sum(axis=2)` + `argpartition` + a sort of the k, on
@@ -21,6 +22,7 @@ Peers:
 - numpy vectorised: `np.bitwise_count(q ^ db).sum(1)` + `argpartition` per query.
 """
 import argparse
+import itertools
 import json
 import os
 import time
@@ -149,28 +151,31 @@ def main():
 
 
 def tune(database, queries, want_d, want_i):
-    """Ours on one case over TARGET_LANES x HAMMING_WORDS_AT_ONCE (a fresh index each: the
-    pipelines are specialised when made)."""
+    """Ours on one case over TARGET_LANES x HAMMING_WORDS_AT_ONCE x HAMMING_CARRY_SAVE (a fresh
+    index each: the pipelines are specialised when made)."""
     n, nq, found = database.shape[0], queries.shape[0], []
     knob = "TARGET_LANES_CPU" if dmlgpu.default_device().is_cpu else "TARGET_LANES"
-    saved = getattr(hamming, knob), kernels.HAMMING_WORDS_AT_ONCE
+    saved = getattr(hamming, knob), kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE
     try:
-        for lanes in (SWEEP_LANES_CPU if knob == "TARGET_LANES_CPU" else SWEEP_LANES):
-            for at_once in SWEEP_WORDS_AT_ONCE:
-                setattr(hamming, knob, lanes)
-                kernels.HAMMING_WORDS_AT_ONCE = at_once
-                index = dmlgpu.HammingIndex(database)
-                got_d, got_i = index.search(queries[:4], K)
-                assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), "dmlgpu differs from numpy"
-                seconds = timed(lambda: index.search(queries, K))
-                found.append({"target_lanes": lanes, "words_at_once": at_once, "tile_rows": index.tile_rows(K, nq),
-                              "ours_s": seconds, "ours_gdist_per_s": n * nq / seconds / 1e9})
-                print(f"  sweep: target lanes {lanes}, words at once {at_once}, tiles of "
-                      f"{found[-1]['tile_rows']} rows: {found[-1]['ours_gdist_per_s']:.3f} G/s", flush=True)
-                index = None
+        for lanes, at_once, carry_save in itertools.product(
+                SWEEP_LANES_CPU if knob == "TARGET_LANES_CPU" else SWEEP_LANES, SWEEP_WORDS_AT_ONCE, (True, False)):
+            setattr(hamming, knob, lanes)
+            kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE = at_once, carry_save
+            index = dmlgpu.HammingIndex(database)
+            got_d, got_i = index.search(queries[:4], K)
+            assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), "dmlgpu differs from numpy"
+            seconds = timed(lambda: index.search(queries, K))
+            found.append({"target_lanes": lanes, "words_at_once": at_once, "carry_save": carry_save,
+                          "tile_rows": index.tile_rows(K, nq),
+                          "ours_s": seconds, "ours_gdist_per_s": n * nq / seconds / 1e9})
+            print(f"  sweep: target lanes {lanes}, words at once {at_once}, carry-save {carry_save}, tiles of "
+                  f"{found[-1]['tile_rows']} rows: {found[-1]['ours_gdist_per_s']:.3f} G/s", flush=True)
+            index = None
+        top = max(found, key=lambda r: r["ours_gdist_per_s"])
+        print(f"  sweep best: {top}", flush=True)
     finally:
         setattr(hamming, knob, saved[0])
-        kernels.HAMMING_WORDS_AT_ONCE = saved[1]
+        kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE = saved[1:]
     return found
 
 
