@@ -5,6 +5,9 @@
 of shaders/hamming.comp (XOR -> BIT_COUNT -> REDUCE(SUM over a code's words) -> TOP_K, the
 distances kept in registers, never an N x Q matrix) over every piece, merges the partial top-k
 lists on the device and downloads the answer once. `hamming_knn` is the one-call form.
+For k up to kernels.HAMMING_REGISTER_K each lane keeps its k best in registers over a long tile
+of rows and one workgroup per query merges the tiles' lists; a larger k (a lane's list would
+spill) keeps the lists in global memory and merges them in levels: slower, as exact.
 
 The answer is numpy's, exactly: distance = `np.bitwise_count(db ^ q).sum()` over a code's bytes,
 the k smallest in order, ties by lower row (a stable argsort). Codes are rows of unsigned
