@@ -107,22 +107,32 @@ uint bit_count8(uvec4 a, uvec4 b) {
 // Whether codes of whole eights of words take bit_count8 (kernels.HAMMING_CARRY_SAVE).
 layout(constant_id = 4) const bool CARRY_SAVE = true;
 
+// The word loops, unrolled for codes of up to UNROLL_WORDS words so that the query stays in
+// registers (constant indices), left rolled for wider codes (the query in local memory then).
+const uint UNROLL_WORDS = 64u;
+#define SUM_BITS(LOOP) \
+    if (CARRY_SAVE && WORDS % 8u == 0u) { \
+        LOOP for (uint v = 0u; v < WORDS / 4u; v += 2u) { \
+            uvec4 a = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]); \
+            uvec4 b = in_v[at / 4u + v + 1u] ^ uvec4(qw[4u * v + 4u], qw[4u * v + 5u], qw[4u * v + 6u], qw[4u * v + 7u]); \
+            d += bit_count8(a, b); \
+        } \
+    } else if (WORDS % 4u == 0u) { \
+        LOOP for (uint v = 0u; v < WORDS / 4u; ++v) { \
+            uvec4 x = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]); \
+            uvec4 c = uvec4(bitCount(x)); \
+            d += (c.x + c.y) + (c.z + c.w); \
+        } \
+    } else { \
+        LOOP for (uint w = 0u; w < WORDS; ++w) d += uint(bitCount(in_w[at + w] ^ qw[w])); \
+    }
+
 uint distance(uint at) {
     uint d = 0u;
-    if (CARRY_SAVE && WORDS % 8u == 0u) {
-        for (uint v = 0u; v < WORDS / 4u; v += 2u) {
-            uvec4 a = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]);
-            uvec4 b = in_v[at / 4u + v + 1u] ^ uvec4(qw[4u * v + 4u], qw[4u * v + 5u], qw[4u * v + 6u], qw[4u * v + 7u]);
-            d += bit_count8(a, b);
-        }
-    } else if (WORDS % 4u == 0u) {
-        for (uint v = 0u; v < WORDS / 4u; ++v) {
-            uvec4 x = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]);
-            uvec4 c = uvec4(bitCount(x));
-            d += (c.x + c.y) + (c.z + c.w);
-        }
+    if (WORDS <= UNROLL_WORDS) {
+        SUM_BITS([[unroll]])
     } else {
-        for (uint w = 0u; w < WORDS; ++w) d += uint(bitCount(in_w[at + w] ^ qw[w]));
+        SUM_BITS([[dont_unroll]])
     }
     return d;
 }
@@ -139,7 +149,11 @@ void main() {
     uint tile = gl_WorkGroupID.y, q = gl_GlobalInvocationID.x;
     if (tile >= hp.slices || q >= hp.queries) return;
     uint shift = 31u - uint(findMSB(WORDS * 32u));
-    for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[hp.query_offset + q * WORDS + w];
+    if (WORDS <= UNROLL_WORDS) {
+        [[unroll]] for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[hp.query_offset + q * WORDS + w];
+    } else {
+        for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[hp.query_offset + q * WORDS + w];
+    }
     [[unroll]] for (uint i = 0u; i < K; ++i) best[i] = EMPTY;
     uint first = tile * hp.rows_per_slice, count = min(hp.rows_per_slice, hp.rows - first);
     uint at = hp.in_offset + first * WORDS, t = 0u;
