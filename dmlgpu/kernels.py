@@ -219,11 +219,15 @@ HAMMING_SPEC_CARRY_SAVE = 4
 HAMMING_QUERIES_PER_INVOCATION = 1
 #: The register scan computes the distances of max(1, this // the code's words) rows before
 #: considering any: their loads are in flight together (4 rows of 256 bits: a 128-byte line),
-#: without holding more words than that in registers for wide codes.
-HAMMING_WORDS_AT_ONCE = 32
+#: without holding more words than that in registers for wide codes. 16 (2 rows of 256 bits) was
+#: the fastest of 8/16/32/64 on an H100 (benchmarks/hamming.py --sweep: 355 G distances/s, 1M x
+#: 256-bit, 1,024 queries; 32: 350), and no setting moved lavapipe.
+HAMMING_WORDS_AT_ONCE = 16
 #: The register scan counts the bits of eight words with four bitCounts and carry-save adders
-#: (codes of a multiple of 256 bits): bitCount runs at a quarter of the logic ops' rate on NVIDIA.
-HAMMING_CARRY_SAVE = True
+#: (codes of a multiple of 256 bits), where bitCount runs at a quarter of the logic ops' rate.
+#: Off: on an H100 the plain count was faster at every setting of the sweep (355 against 288 G
+#: distances/s at the best): the scan is bound by instruction issue, not by bitCount's rate.
+HAMMING_CARRY_SAVE = False
 
 
 def modules() -> list[Module]:
