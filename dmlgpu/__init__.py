@@ -5,7 +5,7 @@ The operator table in `dmlgpu.operators` drives everything: each row gives a des
 validation, kernel selection and the tests. Semantics follow DirectML's documentation (raw-bit
 bitwise operators, SIGN(NaN) = 0).
 """
-from . import descs, numpy_api
+from . import descs, graph, numpy_api
 from .runtime import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
@@ -15,6 +15,8 @@ from .device import Buffer, Device, default_device, devices
 from .dtypes import DataType
 from .errors import DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
+from .graph import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
+from .compiled_graph import CompiledGraph
 from .numpy_api import *  # noqa: F401,F403 -- one function per table row (numpy_api.__all__)
 from .tensor import Tensor
 from .tensor_desc import TensorDesc, calc_buffer_tensor_size
@@ -22,7 +24,8 @@ from .validation import validate
 
 __version__ = "0.1.0"
 __all__ = [
-    "Binding", "Buffer", "CommandList", "CompiledOperator", "DataType", "Device", "DeviceError",
+    "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "Device", "DeviceError",
     "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
     "calc_buffer_tensor_size", "default_device", "devices", "validate", *descs.__all__, *numpy_api.__all__,
+    *graph.__all__,
 ]

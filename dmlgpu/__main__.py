@@ -1,10 +1,10 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`."""
+"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi|graph-abi)`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import kernels
+from . import graph_kernel, kernels
 from .bench import main as bench_main
 from .demo import run_demo
 from .device import devices
@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     sub.add_parser("worker", help="dask worker SCHEDULER with one worker process per device (needs .[dask])",
                    add_help=False)
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")
-    shaders.add_argument("what", choices=("variants", "abi"))
+    shaders.add_argument("what", choices=("variants", "abi", "graph-abi"))
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
         return bench_main(argv[1:])
@@ -33,7 +33,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "shaders":
-        sys.stdout.write(kernels.variant_lines() if args.what == "variants" else kernels.abi_glsl())
+        texts = {"variants": kernels.variant_lines, "abi": kernels.abi_glsl, "graph-abi": graph_kernel.graph_abi_glsl}
+        sys.stdout.write(texts[args.what]())
         return 0
     if args.command == "table":
         sys.stdout.write(support_table())

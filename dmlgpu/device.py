@@ -8,6 +8,7 @@ from collections import OrderedDict
 
 from . import runtime
 from .compiled import CompiledOperator
+from .compiled_graph import CompiledGraph
 from .runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
 from .validation import resolve_feature_level
 
@@ -31,6 +32,7 @@ class Device(runtime.Device):
     def __init__(self, index: int | None = None, *, staging: bool | None = None):
         super().__init__(index, staging=staging)
         self._operators: OrderedDict = OrderedDict()
+        self._graphs: OrderedDict = OrderedDict()
 
     def create_operator(self, operator_desc, feature_level=None) -> CompiledOperator:
         """Validate `operator_desc` at `feature_level` and compile it for this device.
@@ -53,9 +55,33 @@ class Device(runtime.Device):
                 self._operators.move_to_end(key)
             return compiled
 
+    def compile_graph(self, graph_desc, feature_level=None) -> CompiledGraph:
+        """Validate a `GraphDesc` at `feature_level` and compile it for this device
+        (`IDMLDevice1::CompileGraph`).
+
+        Returns a `CompiledGraph`: `execute(inputs=[Binding...], outputs=[Binding...])` with one
+        binding per graph input and output; `dispatches` says how many dispatches it runs (one
+        per output shape of its nodes). Raises `ValidationError` for a graph DirectML would
+        reject, naming the node or edge and the field.
+        """
+        level = resolve_feature_level(feature_level, "DML_GRAPH_DESC")
+        key = (_strict_repr(graph_desc), level)
+        with self._lock:
+            compiled = self._graphs.get(key)
+            if compiled is not None:
+                self._graphs.move_to_end(key)
+                return compiled
+        compiled = CompiledGraph(self, graph_desc, level)
+        with self._lock:
+            self._graphs[key] = compiled
+            while len(self._graphs) > _OPERATOR_CACHE:
+                self._graphs.popitem(last=False)
+        return compiled
+
     def close(self) -> None:
         with self._lock:
             self._operators.clear()
+            self._graphs.clear()
             super().close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from . import graph_kernel
 from .dtypes import DataType, Kind
 from .operators import OPERATORS, Operator
 
@@ -164,9 +165,11 @@ class Module:
 
 
 def modules() -> list[Module]:
-    """Every SPIR-V module the build makes: each variant, then the command lists' chain."""
+    """Every SPIR-V module the build makes: each variant, the command lists' chain, and the
+    fused-graph kernel (its program is specialization constants: dmlgpu/graph_kernel.py)."""
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
-    return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2})]
+    return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2}),
+                    Module(graph_kernel.GRAPH_VARIANT, graph_kernel.GRAPH_SOURCE, {"GRAPH": 1})]
 
 
 def module_names() -> list[str]:
