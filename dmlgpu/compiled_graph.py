@@ -55,6 +55,10 @@ def _scalar_value(node, desc) -> int | None:
     return int.from_bytes(node.data[:desc.data_type.size], "little")
 
 
+class _TooBig(Exception):
+    """A program beyond the fused kernel's limits: (what, allowed)."""
+
+
 def _fail(what, value, allowed):
     raise ValidationError(GRAPH, None, what, value, allowed)
 
@@ -75,18 +79,60 @@ class CompiledGraph:
         for n in self.graph.order:
             if nodes[n].op is not None:
                 groups.setdefault(nodes[n].output_desc.sizes, []).append(n)
-        self._kernels = [self._plan(sizes, members) for sizes, members in groups.items()]
+        self._kernels = []
+        for sizes, members in groups.items():
+            self._kernels += self._split(sizes, members)
+        # In place needs every input element read before its output is written: one dispatch
+        # per output shape (a shape split over several dispatches recomputes, and would read
+        # an input another dispatch already overwrote).
+        self._in_place = len(self._kernels) == len(groups)
         self._launches: dict = {}
 
     @property
     def dispatches(self) -> int:
-        """How many dispatches one execution runs: one per output shape of the graph's nodes."""
+        """How many dispatches one execution runs: one per output shape of the graph's nodes
+        (more only where one shape's program exceeds the fused kernel's limits)."""
         return len(self._kernels)
 
     def __repr__(self):
         return f"<dmlgpu.CompiledGraph {len(self.graph.nodes)} nodes, {self.dispatches} dispatch(es)>"
 
-    def _plan(self, sizes, members) -> _Kernel:
+    def _split(self, sizes, members) -> list:
+        """The dispatches of one output shape: one, unless its program exceeds the kernel's
+        limits; then the outputs are split greedily and each dispatch recomputes what its
+        outputs need (intermediates are still never stored)."""
+        outputs = [j for j, n in enumerate(self.graph.outputs) if n in members]
+        try:
+            return [self._plan(sizes, members, outputs)]
+        except _TooBig:
+            pass
+        kernels_, chunk = [], []
+        for j in outputs:
+            try:
+                self._plan(sizes, self._ancestors(members, chunk + [j]), chunk + [j])
+                chunk.append(j)
+            except _TooBig as exc:
+                if not chunk:
+                    _fail("Nodes", exc.args[0], exc.args[1])
+                kernels_.append(self._plan(sizes, self._ancestors(members, chunk), chunk))
+                chunk = [j]
+        try:
+            kernels_.append(self._plan(sizes, self._ancestors(members, chunk), chunk))
+        except _TooBig as exc:
+            _fail("Nodes", exc.args[0], exc.args[1])
+        return kernels_
+
+    def _ancestors(self, members, outputs) -> list:
+        needed = {self.graph.outputs[j] for j in outputs}
+        for n in reversed(members):
+            if n in needed:
+                for j in range(len(self.graph.nodes[n].input_descs)):
+                    kind, k = self.graph.feeds[(n, j)]
+                    if kind == "node":
+                        needed.add(k)
+        return [n for n in members if n in needed]
+
+    def _plan(self, sizes, members, output_indices) -> _Kernel:
         nodes, feeds = self.graph.nodes, self.graph.feeds
         reads: list[_Read] = []
         slots: list[tuple] = []  # (op code, a, b, bits, kind, lo, hi)
@@ -121,12 +167,12 @@ class CompiledGraph:
             b = operand(n, 1) if len(node.op.inputs) > 1 else a
             out_type = node.output_desc.data_type
             slot(("node", n), (gk.op_code(node.op), a, b, out_type.bits, gk.KIND_CODES[out_type.kind], 0, 0))
-        outputs = [(j, nodes[n].output_desc) for j, n in enumerate(self.graph.outputs) if n in members]
-        for what, have, limit in (("slots (loads, constants and nodes) of one output shape", len(slots), gk.MAX_SLOTS),
-                                  ("distinct input reads of one output shape", len(reads), gk.MAX_INPUTS),
-                                  ("graph outputs of one output shape", len(outputs), gk.MAX_OUTPUTS)):
+        outputs = [(j, nodes[self.graph.outputs[j]].output_desc) for j in output_indices]
+        for what, have, limit in (("slots (loads, constants and nodes) for one output", len(slots), gk.MAX_SLOTS),
+                                  ("distinct input reads for one output", len(reads), gk.MAX_INPUTS),
+                                  ("graph outputs", len(outputs), gk.MAX_OUTPUTS)):
             if have > limit:
-                _fail("Nodes", f"{have} {what}", f"allowed: at most {limit} in one fused dispatch")
+                raise _TooBig(f"{have} {what}", f"allowed: at most {limit} in one fused dispatch")
         tensors = [r.desc for r in reads] + [d for _, d in outputs]
         csizes, cstrides = coalesce(sizes, [list(t.effective_strides) for t in tensors])
         packed = list(packed_strides(csizes))
@@ -194,7 +240,8 @@ class CompiledGraph:
 
     def check(self, inputs, outputs):
         """(input ranges, output ranges) of these bindings; `ValidationError` if DirectML rejects them."""
-        return check_graph_bindings(GRAPH, self._input_descs, self._output_descs, inputs, outputs, self.device)
+        return check_graph_bindings(GRAPH, self._input_descs, self._output_descs, inputs, outputs, self.device,
+                                    in_place=self._in_place)
 
     def launches(self, in_ranges, out_ranges) -> list:
         """The runtime's prepared dispatches over checked ranges, in order."""

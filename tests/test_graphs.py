@@ -258,3 +258,18 @@ def test_too_many_slots_is_a_validation_error(device):
                      [IntermediateGraphEdgeDesc(i, 0, i + 1, 0) for i in range(n - 1)])
     with pytest.raises(ValidationError, match="at most"):
         device.compile_graph(desc)
+
+
+def test_more_outputs_than_one_dispatch_binds_split_and_recompute(device, rng):
+    """Ten outputs of one shape: two dispatches, each recomputing the shared node; never in place."""
+    n = 21
+    t = TensorDesc(U32, (n,))
+    nodes = [node("bit_not", t, t)] + [node("bit_xor", t, t, t) for _ in range(10)]
+    desc = GraphDesc(1, 10, nodes, [InputGraphEdgeDesc(0, 0, 0)] + [InputGraphEdgeDesc(0, i, 1) for i in range(1, 11)],
+                     [OutputGraphEdgeDesc(i, 0, i - 1) for i in range(1, 11)],
+                     [IntermediateGraphEdgeDesc(0, 0, i, 0) for i in range(1, 11)])
+    compiled = check(device, desc, [testing.sample(U32, (n,), rng)], dispatches=2)
+    buffer = device.upload(np.zeros(n, np.uint32))
+    outs = [dmlgpu.Binding(buffer)] + [dmlgpu.Binding(device.allocate(n * 4)) for _ in range(9)]
+    with pytest.raises(ValidationError, match="several dispatches"):
+        compiled.execute([dmlgpu.Binding(buffer)], outs)
