@@ -42,6 +42,7 @@ class _Kernel:
     """One dispatch: its program, its inputs (reads) and outputs (graph output index, desc)."""
 
     program: Program
+    tier: tuple  # (slots, inputs, outputs) of its module
     reads: list
     outputs: list
     count: int
@@ -173,6 +174,7 @@ class CompiledGraph:
                                   ("graph outputs", len(outputs), gk.MAX_OUTPUTS)):
             if have > limit:
                 raise _TooBig(f"{have} {what}", f"allowed: at most {limit} in one fused dispatch")
+        tier = gk.tier_for(len(slots), len(reads), len(outputs))
         tensors = [r.desc for r in reads] + [d for _, d in outputs]
         csizes, cstrides = coalesce(sizes, [list(t.effective_strides) for t in tensors])
         packed = list(packed_strides(csizes))
@@ -184,6 +186,9 @@ class CompiledGraph:
 
         put("WORKGROUP_SIZE", 0, WORKGROUP_SIZE)
         put("SLOT_COUNT", 0, len(slots))
+        bits = [t.data_type.bits for t in tensors]
+        group = gk.group_elements(min(bits), max(bits))
+        put("GROUP", 0, group)
         pad = gk.MAX_DIMS - len(csizes)
         for d in range(gk.MAX_DIMS):
             put("SIZE", d, 1 if d < pad else csizes[d - pad])
@@ -211,10 +216,11 @@ class CompiledGraph:
                 data = nodes[read.index].data
                 self._constants[read.index] = self.device.upload(np.frombuffer(data, dtype=np.uint8))
         count = math.prod(sizes)
-        groups = -(-count // gk.GROUP)
+        groups = -(-count // group)
         per = kernels.CPU_UNITS_PER_INVOCATION if self.device.is_cpu else 1
-        program = Program(gk.GRAPH_VARIANT, spirv.load(gk.GRAPH_VARIANT), spec, gk.PUSH_WORDS)
-        return _Kernel(program, reads, outputs, count, kernels.grid(groups, per))
+        name = gk.tier_name(tier)
+        program = Program(name, spirv.load(name), spec, gk.PUSH_WORDS)
+        return _Kernel(program, tier, reads, outputs, count, kernels.grid(groups, per))
 
     def execute(self, inputs, outputs) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, one per graph
@@ -257,8 +263,9 @@ class CompiledGraph:
                     bound.append((buffer, 0, buffer.size_in_bytes))
             written = [(out_ranges[j].buffer, out_ranges[j].start, out_ranges[j].end) for j, _ in kernel.outputs]
             anchor = (bound or written)[0][0]
-            buffers = [b for b, _, _ in bound] + [anchor] * (gk.MAX_INPUTS - len(bound))
-            buffers += [b for b, _, _ in written] + [anchor] * (gk.MAX_OUTPUTS - len(written))
+            _, tier_inputs, tier_outputs = kernel.tier
+            buffers = [b for b, _, _ in bound] + [anchor] * (tier_inputs - len(bound))
+            buffers += [b for b, _, _ in written] + [anchor] * (tier_outputs - len(written))
             push = np.zeros(gk.PUSH_WORDS, dtype=np.uint32)
             for k, (b, start, _) in enumerate(bound):
                 push[k] = (b.arena_offset + start) // 4

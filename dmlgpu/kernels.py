@@ -169,7 +169,8 @@ def modules() -> list[Module]:
     fused-graph kernel (its program is specialization constants: dmlgpu/graph_kernel.py)."""
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
     return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2}),
-                    Module(graph_kernel.GRAPH_VARIANT, graph_kernel.GRAPH_SOURCE, {"GRAPH": 1})]
+                    *(Module(graph_kernel.tier_name(t), graph_kernel.GRAPH_SOURCE, graph_kernel.tier_defines(t))
+                      for t in graph_kernel.TIERS)]
 
 
 def module_names() -> list[str]:

@@ -12,8 +12,8 @@
 // slot's switch to one operator and keeps the slot array in registers: intermediates are never
 // stored.
 //
-// Invocations own groups of GRAPH_GROUP consecutive elements of the output shape (so whole
-// 32-bit words of every packed output, even 8-bit ones): a group's packed inputs are read as
+// Invocations own groups of GROUP consecutive elements of the output shape, 16 bytes of the
+// narrowest tensor (so whole 32-bit words of every packed output, even 8-bit ones): a group's packed inputs are read as
 // whole words or vectors, its packed outputs written as whole words; strided tensors are
 // addressed element by element through their strides, sub-word strided outputs with atomics.
 // Every input element of a group is read before any output of it is written (in place).
@@ -71,7 +71,7 @@ uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroup
 
 // Bytes of word w of a group that belong to elements below n (0 to 4), for width `bits`.
 uint valid_bytes(uint g, uint n, uint bits, uint w) {
-    uint elements = min(n - g * uint(GRAPH_GROUP), uint(GRAPH_GROUP));
+    uint elements = min(n - g * GROUP, GROUP);
     uint bytes = elements * bits / 8u;
     return bytes <= 4u * w ? 0u : min(bytes - 4u * w, 4u);
 }
@@ -85,21 +85,21 @@ uint valid_bytes(uint g, uint n, uint bits, uint w) {
     ? uvec2(buf[(base) + 2u * (e)], buf[(base) + 2u * (e) + 1u]) \
     : uvec2((buf[(base) + (e) * (bits) / 32u] >> (((e) * (bits)) % 32u)) & lane_mask(bits), 0u))
 
-// A packed input's group: GRAPH_GROUP * IN_BITS / 32 words (1 to 8).
-#define DECLARE_INPUT(k) uint iw##k[8];
-#define READ_INPUT(k) if (k < GRAPH_MAX_INPUTS && IN_MODE##k == MODE_PACKED) { \
-    uint words = uint(GRAPH_GROUP) * IN_BITS##k / 32u, base = p.in_offset##k + g * words; \
+// A packed input's group: GROUP * IN_BITS / 32 words (1 to GRAPH_GROUP_WORDS).
+#define DECLARE_INPUT(k) uint iw##k[GRAPH_GROUP_WORDS];
+#define READ_INPUT(k) if (IN_MODE##k == MODE_PACKED) { \
+    uint words = GROUP * IN_BITS##k / 32u, base = p.in_offset##k + g * words; \
     if (full && words >= 4u) { \
         [[unroll]] for (uint q = 0u; q < words / 4u; ++q) { uvec4 v = in##k##_v[base / 4u + q]; \
             iw##k[4u * q] = v.x; iw##k[4u * q + 1u] = v.y; iw##k[4u * q + 2u] = v.z; iw##k[4u * q + 3u] = v.w; } \
     } else if (full && words == 2u) { \
         uvec2 v = in##k##_p[base / 2u]; iw##k[0] = v.x; iw##k[1] = v.y; \
     } else { \
-        [[unroll]] for (uint q = 0u; q < 8u; ++q) \
+        [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) \
             if (q < words) iw##k[q] = valid_bytes(g, n, IN_BITS##k, q) != 0u ? in##k##_w[base + q] : 0u; \
     } }
 // Input k's element `e` (index `i` in its group), into xin[k].
-#define LOAD_INPUT(k) if (k < GRAPH_MAX_INPUTS && IN_MODE##k != MODE_UNUSED) { \
+#define LOAD_INPUT(k) if (IN_MODE##k != MODE_UNUSED) { \
     if (IN_MODE##k == MODE_PACKED) xin[k] = LOAD_ELEMENT(iw##k, 0u, i, IN_BITS##k); \
     else xin[k] = LOAD_ELEMENT(in##k##_w, p.in_offset##k, OFFSET(IN##k##_STRIDE), IN_BITS##k); }
 
@@ -109,13 +109,13 @@ uint valid_bytes(uint g, uint n, uint bits, uint w) {
     else r[s] = graph_apply(SLOT_OP##s, r[SLOT_A##s], r[SLOT_B##s], SLOT_BITS##s, SLOT_KIND##s); }
 
 // Packed outputs collect a group's words in ow<j>; strided ones store each element.
-#define DECLARE_OUTPUT(j) uint ow##j[8];
-#define PUT_OUTPUT(j) if (j < GRAPH_MAX_OUTPUTS && OUT_MODE##j != MODE_UNUSED) { \
+#define DECLARE_OUTPUT(j) uint ow##j[GRAPH_GROUP_WORDS];
+#define PUT_OUTPUT(j) if (OUT_MODE##j != MODE_UNUSED) { \
     uvec2 v = r[OUT_SLOT##j]; uint bits = OUT_BITS##j; \
     if (OUT_MODE##j == MODE_PACKED) { \
         if (bits == 64u) { ow##j[2u * i] = v.x; ow##j[2u * i + 1u] = v.y; } \
         else ow##j[i * bits / 32u] |= v.x << ((i * bits) % 32u); \
-    } else { \
+    } else if (live) { \
         uint o = OFFSET(OUT##j##_STRIDE); \
         if (bits == 64u) { out##j##_w[p.out_offset##j + 2u * o] = v.x; out##j##_w[p.out_offset##j + 2u * o + 1u] = v.y; } \
         else if (bits == 32u) out##j##_w[p.out_offset##j + o] = v.x; \
@@ -123,33 +123,34 @@ uint valid_bytes(uint g, uint n, uint bits, uint w) {
             uint mask = lane_mask(bits) << shift; \
             atomicAnd(out##j##_w[index], ~mask); atomicOr(out##j##_w[index], (v.x << shift) & mask); } \
     } }
-#define WRITE_OUTPUT(j) if (j < GRAPH_MAX_OUTPUTS && OUT_MODE##j == MODE_PACKED) { \
-    uint words = uint(GRAPH_GROUP) * OUT_BITS##j / 32u, base = p.out_offset##j + g * words; \
+#define WRITE_OUTPUT(j) if (OUT_MODE##j == MODE_PACKED) { \
+    uint words = GROUP * OUT_BITS##j / 32u, base = p.out_offset##j + g * words; \
     if (full && words >= 4u) { \
         [[unroll]] for (uint q = 0u; q < words / 4u; ++q) \
             out##j##_v[base / 4u + q] = uvec4(ow##j[4u * q], ow##j[4u * q + 1u], ow##j[4u * q + 2u], ow##j[4u * q + 3u]); \
     } else { \
-        [[unroll]] for (uint q = 0u; q < 8u; ++q) { if (q < words) { \
+        [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) { if (q < words) { \
             uint vb = full ? 4u : valid_bytes(g, n, OUT_BITS##j, q); \
             if (vb == 4u) out##j##_w[base + q] = ow##j[q]; \
             else if (vb != 0u) out##j##_w[base + q] = merge_bits(out##j##_w[base + q], ow##j[q], low_bytes_mask(vb)); \
         } } \
     } }
-#define CLEAR_OUTPUT(j) [[unroll]] for (uint q = 0u; q < 8u; ++q) ow##j[q] = 0u;
+#define CLEAR_OUTPUT(j) [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) if (q < GROUP * OUT_BITS##j / 32u) ow##j[q] = 0u;
 #define COORD(d) c[d] = rest % SIZE##d; rest /= SIZE##d;
 
 void main() {
     uint n = p.count;
-    uint groups = n / uint(GRAPH_GROUP) + (n % uint(GRAPH_GROUP) != 0u ? 1u : 0u);
+    uint groups = n / GROUP + (n % GROUP != 0u ? 1u : 0u);
     for (uint g = first_unit(), step_ = grid_size(); g < groups; g = (groups - g > step_) ? g + step_ : groups) {
-        bool full = n - g * uint(GRAPH_GROUP) >= uint(GRAPH_GROUP);
+        bool full = n - g * GROUP >= GROUP;
         FOR_INPUTS(DECLARE_INPUT)
         FOR_INPUTS(READ_INPUT)
         FOR_OUTPUTS(DECLARE_OUTPUT)
         FOR_OUTPUTS(CLEAR_OUTPUT)
-        [[unroll]] for (uint i = 0u; i < uint(GRAPH_GROUP); ++i) {
-            uint e = g * uint(GRAPH_GROUP) + i;
-            if (e >= n) break;
+        [[unroll]] for (uint i = 0u; i < GROUP; ++i) {
+            // Past the end (the last group only): the last element again, never stored.
+            bool live = g * GROUP + i < n;
+            uint e = live ? g * GROUP + i : n - 1u;
             uint c[8];
             uint rest = e;
             COORD(7) COORD(6) COORD(5) COORD(4) COORD(3) COORD(2) COORD(1) COORD(0)
