@@ -17,6 +17,7 @@ from .errors import DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
 from .graph import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
 from .compiled_graph import CompiledGraph
+from .fuse import fuse
 from .numpy_api import *  # noqa: F401,F403 -- one function per table row (numpy_api.__all__)
 from .tensor import Tensor
 from .tensor_desc import TensorDesc, calc_buffer_tensor_size
@@ -26,6 +27,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "Device", "DeviceError",
     "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
-    "calc_buffer_tensor_size", "default_device", "devices", "validate", *descs.__all__, *numpy_api.__all__,
+    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "validate", *descs.__all__, *numpy_api.__all__,
     *graph.__all__,
 ]

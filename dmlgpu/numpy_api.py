@@ -81,6 +81,10 @@ def _apply(op: Operator, arrays, out, out_dtype, feature_level):
                 _run_pieces(pieces, flat_in, arrays, out, None)
                 result = out
             return result if out is not None or result.ndim else result[()]
+    for x in arrays:  # an operand traced by dmlgpu.fuse: the call becomes a node of its graph
+        traced = getattr(x, "dmlgpu_traced_call", None)
+        if traced is not None:
+            return traced(op, arrays, out, out_dtype, feature_level)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     given = arrays
