@@ -67,6 +67,12 @@ def _units_per_invocation(device) -> int:
     return kernels.CPU_UNITS_PER_INVOCATION if device.is_cpu else 1
 
 
+def _is_scalar(desc) -> bool:
+    """A tensor of more than one element that reads one element throughout (a broadcast scalar)."""
+    return desc.element_count > 1 and all(
+        stride == 0 for size, stride in zip(desc.sizes, desc.effective_strides) if size > 1)
+
+
 def _rows_fit(sizes, input_strides, in_size, out_size) -> bool:
     """Whether the ROWS layout applies: every input contiguous along the innermost dimension,
     rows a whole number of 16-byte units in and out, and every input row 16-byte aligned."""
@@ -86,9 +92,16 @@ class CompiledOperator:
         self._descs = operator_desc.tensor_descs()
         tensors = list(self._descs.values())
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
-        if all(t.is_packed for t in tensors):
+        # Broadcast scalar operands of two-operand operators (whose flat kernels all read their
+        # operands through OPERAND_VEC, elementwise_main.glsl) keep the flat layout.
+        scalars = [_is_scalar(t) and len(self.op.inputs) == 2 for t in tensors[:-1]]
+        if all(t.is_packed or scalar for t, scalar in zip(tensors, scalars + [False])):
             layout = kernels.FLAT
             spec = [WORKGROUP_SIZE]
+            if any(scalars):  # broadcast scalar operands, repeated across vectors by the kernel
+                scalars += [False] * (2 - len(scalars))
+                spec += [1] * kernels.MAX_DIMS + [0] * (kernels.SPEC_SCALAR_IN0 - kernels.SPEC_STRIDES_IN0)
+                spec += [t.data_type.bits if scalar else 0 for t, scalar in zip(tensors + tensors, scalars)]
         else:
             strides = [list(t.effective_strides) for t in tensors]
             sizes, strides = coalesce(tensors[-1].sizes, strides)

@@ -74,6 +74,10 @@ layout(std430, binding = 0) INPUT_ACCESS buffer In0Pairs { uvec2 in0_p[]; };
 layout(std430, binding = 1) INPUT_ACCESS buffer In1Words { uint in1_w[]; };
 layout(std430, binding = 1) INPUT_ACCESS buffer In1Vecs { uvec4 in1_v[]; };
 #endif
+#ifdef LAYOUT_FLAT
+layout(constant_id = SPEC_SCALAR_IN0) const uint SCALAR_IN0 = 0u;
+layout(constant_id = SPEC_SCALAR_IN1) const uint SCALAR_IN1 = 0u;
+#endif
 layout(std430, binding = ARITY) buffer OutWords { uint out_w[]; };
 layout(std430, binding = ARITY) buffer OutVecs { uvec4 out_v[]; };
 layout(std430, binding = ARITY) buffer OutPairs { uvec2 out_p[]; };
