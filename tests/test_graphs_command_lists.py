@@ -97,7 +97,8 @@ def test_hundred_thousand_independent_steps_plan_in_seconds(device, fuse):
     start = time.perf_counter()
     dispatches = commands.gpu_dispatches
     elapsed = time.perf_counter() - start
-    assert commands.barriers == 0
+    if not dmlgpu.debug_layer.requested():  # there dependencies are whole arenas, as the layer sees them
+        assert commands.barriers == 0
     assert dispatches == (count if not fuse else -(-count // 8))
     assert elapsed < 30, f"planning {count} steps took {elapsed:.1f} s"
     commands.release()
