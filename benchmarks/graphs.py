@@ -30,10 +30,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import dmlgpu  # noqa: E402
-from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, reference, testing  # noqa: E402
+from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, testing  # noqa: E402
 from dmlgpu.descs import DESC_CLASSES  # noqa: E402
 from dmlgpu.operators import BY_SHORT  # noqa: E402
-from graph_cases import node, scalar  # noqa: E402
+from graph_cases import int4_unpack, seven_step_chain  # noqa: E402
 
 try:
     import torch
@@ -85,19 +85,6 @@ def copy_bandwidth(device, nbytes) -> tuple[float, str]:
     a, b = device.allocate(nbytes), device.allocate(nbytes)
     launch = compiled.launch(compiled.check([Binding(a)], [Binding(b)]))
     return 2 * nbytes / gpu_seconds(device, launch), "dmlgpu flat bit_not (1 read, 1 write)"
-
-
-def int4_unpack_graph(n):
-    t, c = TensorDesc(U8, (n,)), TensorDesc(U8, (n,), (0,))
-    nodes = [scalar(15, U8), scalar(4, U8), node("bit_and", t, c, t), node("bit_shift_right", t, c, t)]
-    return dmlgpu.GraphDesc(1, 2, nodes, [dmlgpu.InputGraphEdgeDesc(0, 2, 0), dmlgpu.InputGraphEdgeDesc(0, 3, 0)],
-                            [dmlgpu.OutputGraphEdgeDesc(2, 0, 0), dmlgpu.OutputGraphEdgeDesc(3, 0, 1)],
-                            [dmlgpu.IntermediateGraphEdgeDesc(0, 0, 2, 1), dmlgpu.IntermediateGraphEdgeDesc(1, 0, 3, 1)])
-
-
-def chain_graph(n):
-    from test_graphs import seven_step_chain
-    return seven_step_chain(n)
 
 
 def numpy_chain(x, y):
@@ -154,7 +141,7 @@ def main(argv=None) -> int:
 
     # int4 unpack
     w = rng.integers(0, 256, nbytes, dtype=np.uint8)
-    compiled, launch, ins, outs, first, hit = timed_graph(device, int4_unpack_graph(nbytes), [w], [nbytes, nbytes])
+    compiled, launch, ins, outs, first, hit = timed_graph(device, int4_unpack(nbytes), [w], [nbytes, nbytes])
     assert testing.same_bits(outs[0].buffer.read().view(np.uint8), w & 15)
     assert testing.same_bits(outs[1].buffer.read().view(np.uint8), w >> 4)
     ours = gpu_seconds(device, launch)
@@ -196,13 +183,12 @@ def main(argv=None) -> int:
         peer["numpy"] = wall(lambda: np.bitwise_and(w, 15, out=out_np))
     rows.append(row(f"bit_and(w_u8, 15, out=) {nbytes // MiB} MiB (GPU time, layout {plain.layout})",
                     gpu_seconds(device, plain_launch), 2 * nbytes / bandwidth, **peer))
-    del tw, lo_t, hi_t, lo, hi
 
     # 7-step chain + BIT_COUNT -> uint8
     n = nbytes // 4
     x = rng.integers(0, 2**32, n, dtype=np.uint32)
     y = rng.integers(0, 2**32, n, dtype=np.uint32)
-    compiled, launch, ins, outs, first, hit = timed_graph(device, chain_graph(n), [x, y], [4 * n, n])
+    compiled, launch, ins, outs, first, hit = timed_graph(device, seven_step_chain(n), [x, y], [4 * n, n])
     t, counts = numpy_chain(x, y)
     assert testing.same_bits(outs[0].buffer.read().view(np.uint32), t)
     assert testing.same_bits(outs[1].buffer.read().view(np.uint8)[:n], counts)
@@ -216,7 +202,7 @@ def main(argv=None) -> int:
             t = t & 0x0F0F0F0F
             t = t | 0x10101010
             t = ~t
-            t = (t.view(torch.uint32) >> 1).view(torch.int32)
+            t = (t >> 1) & 0x7FFFFFFF  # a logical shift of int32 (torch's uint32 shifts are partial)
             return t ^ a
         peers["torch_eager"] = torch_seconds(lambda: seven(tx, ty))
         compiled_seven = torch.compile(seven)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import dmlgpu
-from dmlgpu import (Binding, ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
+from dmlgpu import (Binding, DataType, ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
                     OutputGraphEdgeDesc, TensorDesc)
 from dmlgpu.descs import DESC_CLASSES
 from dmlgpu.operators import BY_SHORT
@@ -110,5 +110,29 @@ def scalar(value: int, data_type, name=None) -> ConstantDataGraphNodeDesc:
     return ConstantDataGraphNodeDesc(int(value % (1 << (8 * size))).to_bytes(size, "little"), name)
 
 
-__all__ = ["GUARD", "reference", "run", "node", "scalar", "view", "GraphDesc", "InputGraphEdgeDesc",
+U8, U32 = DataType.UINT8, DataType.UINT32
+
+
+def int4_unpack(n):
+    t, c = TensorDesc(U8, (n,)), TensorDesc(U8, (n,), (0,))
+    nodes = [scalar(15, U8, "mask"), scalar(4, U8, "four"), node("bit_and", t, c, t), node("bit_shift_right", t, c, t)]
+    return GraphDesc(1, 2, nodes, [InputGraphEdgeDesc(0, 2, 0), InputGraphEdgeDesc(0, 3, 0)],
+                     [OutputGraphEdgeDesc(2, 0, 0), OutputGraphEdgeDesc(3, 0, 1)],
+                     [IntermediateGraphEdgeDesc(0, 0, 2, 1), IntermediateGraphEdgeDesc(1, 0, 3, 1)])
+
+def seven_step_chain(n, dtype=U32):
+    """x^y, <<3, &m, |k, ~, >>1, ^x, then BIT_COUNT -> uint8 as a second output."""
+    t, c = TensorDesc(dtype, (n,)), TensorDesc(dtype, (n,), (0,))
+    nodes = [node("bit_xor", t, t, t), scalar(3, dtype), node("bit_shift_left", t, c, t),
+             scalar(0x0F0F0F0F, dtype), node("bit_and", t, c, t), scalar(0x10101010, dtype), node("bit_or", t, c, t),
+             node("bit_not", t, t), scalar(1, dtype), node("bit_shift_right", t, c, t), node("bit_xor", t, t, t),
+             node("bit_count", t, TensorDesc(U8, (n,)))]
+    inter = [(0, 2, 0), (1, 2, 1), (2, 4, 0), (3, 4, 1), (4, 6, 0), (5, 6, 1), (6, 7, 0), (7, 9, 0), (8, 9, 1),
+             (9, 10, 0), (10, 11, 0)]
+    return GraphDesc(2, 2, nodes, [InputGraphEdgeDesc(0, 0, 0), InputGraphEdgeDesc(1, 0, 1), InputGraphEdgeDesc(0, 10, 1)],
+                     [OutputGraphEdgeDesc(10, 0, 0), OutputGraphEdgeDesc(11, 0, 1)],
+                     [IntermediateGraphEdgeDesc(a, 0, b, j) for a, b, j in inter])
+
+
+__all__ = ["GUARD", "int4_unpack", "seven_step_chain", "reference", "run", "node", "scalar", "view", "GraphDesc", "InputGraphEdgeDesc",
            "IntermediateGraphEdgeDesc", "OutputGraphEdgeDesc", "dmlgpu"]

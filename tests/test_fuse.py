@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import DataType, testing
+from dmlgpu import testing
 from dmlgpu.dtypes import ALL, UINTS
 from dmlgpu.reference import REFERENCES
 

@@ -10,7 +10,7 @@ from dmlgpu import (ConstantDataGraphNodeDesc, DataType, GraphDesc, InputGraphEd
                     OperatorGraphNodeDesc, OutputGraphEdgeDesc, TensorDesc, ValidationError, testing)
 from dmlgpu.operators import OPERATORS
 
-from graph_cases import node, run, scalar
+from graph_cases import int4_unpack, node, run, scalar, seven_step_chain
 
 U8, U16, U32, U64 = DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64
 SHAPE = (3, 37)  # 111 elements: groups of 4 with a tail
@@ -48,16 +48,7 @@ CASES = [(op, i, o) for op in OPERATORS for i, o in testing.case_types(op)]
 def test_every_operator_and_type(device, rng, op, in_type, out_type):
     desc = single(op, in_type, out_type)
     data = [testing.sample(in_type, SHAPE, rng) for _ in op.inputs]
-    size = int(np.prod(SHAPE)) * out_type.size
     check(device, desc, data)
-
-
-def int4_unpack(n):
-    t, c = TensorDesc(U8, (n,)), TensorDesc(U8, (n,), (0,))
-    nodes = [scalar(15, U8, "mask"), scalar(4, U8, "four"), node("bit_and", t, c, t), node("bit_shift_right", t, c, t)]
-    return GraphDesc(1, 2, nodes, [InputGraphEdgeDesc(0, 2, 0), InputGraphEdgeDesc(0, 3, 0)],
-                     [OutputGraphEdgeDesc(2, 0, 0), OutputGraphEdgeDesc(3, 0, 1)],
-                     [IntermediateGraphEdgeDesc(0, 0, 2, 1), IntermediateGraphEdgeDesc(1, 0, 3, 1)])
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 5, 64, 1001])
@@ -76,20 +67,6 @@ def test_bit_count_narrows_inside_the_graph(device, rng):
                      [IntermediateGraphEdgeDesc(0, 0, 1, 0), IntermediateGraphEdgeDesc(1, 0, 3, 0),
                       IntermediateGraphEdgeDesc(2, 0, 3, 1)])
     check(device, desc, [testing.sample(U64, (n,), rng), rng.integers(0, 256, n, dtype=np.uint8)])
-
-
-def seven_step_chain(n, dtype=U32):
-    """x^y, <<3, &m, |k, ~, >>1, ^x, then BIT_COUNT -> uint8 as a second output."""
-    t, c = TensorDesc(dtype, (n,)), TensorDesc(dtype, (n,), (0,))
-    nodes = [node("bit_xor", t, t, t), scalar(3, dtype), node("bit_shift_left", t, c, t),
-             scalar(0x0F0F0F0F, dtype), node("bit_and", t, c, t), scalar(0x10101010, dtype), node("bit_or", t, c, t),
-             node("bit_not", t, t), scalar(1, dtype), node("bit_shift_right", t, c, t), node("bit_xor", t, t, t),
-             node("bit_count", t, TensorDesc(U8, (n,)))]
-    inter = [(0, 2, 0), (1, 2, 1), (2, 4, 0), (3, 4, 1), (4, 6, 0), (5, 6, 1), (6, 7, 0), (7, 9, 0), (8, 9, 1),
-             (9, 10, 0), (10, 11, 0)]
-    return GraphDesc(2, 2, nodes, [InputGraphEdgeDesc(0, 0, 0), InputGraphEdgeDesc(1, 0, 1), InputGraphEdgeDesc(0, 10, 1)],
-                     [OutputGraphEdgeDesc(10, 0, 0), OutputGraphEdgeDesc(11, 0, 1)],
-                     [IntermediateGraphEdgeDesc(a, 0, b, j) for a, b, j in inter])
 
 
 @pytest.mark.parametrize("dtype", [U8, U16, U32, U64])
