@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from . import graph_kernel
 from .bindings import Binding
+from .compiled import CompiledOperator
 from .errors import ValidationError
 from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
 
@@ -187,19 +188,26 @@ class CommandList:
     def __init__(self, device, *, fuse: bool = True):
         self.device = device
         self.fuse = fuse
-        self._steps: list = []  # (compiled, ranges, launch) per recorded execution
+        self._steps: list = []  # (compiled, ranges, launches) per recorded execution
         self._units: list | None = None  # the planned dispatches, made on demand
         self._recorded = None
         self._graphs: list = []  # compiled graphs of fused runs (kept with the list)
         self.dispatches = 0  # executions recorded
 
     def record(self, compiled, inputs, outputs) -> None:
-        """Append one execution of `compiled` with these bindings (checked now)."""
+        """Append one execution of `compiled` (a compiled operator or graph) with these bindings
+        (checked now)."""
         if compiled.device is not self.device:
-            raise ValidationError(compiled.op.dml_name, None, "device", compiled.device.label,
-                                  f"allowed: operators of the list's {self.device.label}")
-        ranges = compiled.check(inputs, outputs)
-        self._steps.append((compiled, ranges, compiled.launch(ranges)))
+            raise ValidationError(getattr(getattr(compiled, "op", None), "dml_name", "DML_GRAPH_DESC"), None,
+                                  "device", compiled.device.label, f"allowed: operators of the list's {self.device.label}")
+        if isinstance(compiled, CompiledOperator):
+            ranges = compiled.check(inputs, outputs)
+            launches = [compiled.launch(ranges)]
+        else:  # a compiled graph: its own dispatches, never fused further
+            in_ranges, out_ranges = compiled.check(inputs, outputs)
+            ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
+            launches = compiled.launches(in_ranges, out_ranges)
+        self._steps.append((compiled, ranges, launches))
         self.dispatches += 1
         self._drop_recorded()
 
@@ -217,13 +225,13 @@ class CommandList:
         """Consecutive steps grouped: a list of step indices, or a `_Run`."""
         groups, run = [], None
         for i, (compiled, ranges, _) in enumerate(self._steps):
-            if run is not None and run.admits(compiled, ranges):
+            if run is not None and isinstance(compiled, CompiledOperator) and run.admits(compiled, ranges):
                 run.add(i, compiled, ranges)
                 continue
             if run is not None:
                 groups.append(run if len(run.steps) > 1 else run.steps)
             run = None
-            if self.fuse:
+            if self.fuse and isinstance(compiled, CompiledOperator):
                 fresh = _Run(list(compiled.desc.tensor_descs().values())[-1].sizes)
                 if fresh.admits(compiled, ranges):
                     fresh.add(i, compiled, ranges)
@@ -246,8 +254,8 @@ class CommandList:
                 launches = graph.launches(in_ranges, out_ranges)
             else:
                 indices = group
-                launches = [self._steps[group[0]][2]]
-            members = [self._steps[i][2] for i in indices]
+                launches = self._steps[group[0]][2]
+            members = [launch for i in indices for launch in self._steps[i][2]]
             unit_reads = [r for launch in members for r in launch.reads]
             unit_writes = [w for launch in members for w in launch.writes]
             dependent = any(writes.overlaps(s) for s in (*unit_reads, *unit_writes)) or \

@@ -13,6 +13,7 @@ raises `TypeError` naming it while tracing.
 from __future__ import annotations
 
 import functools
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -222,6 +223,7 @@ class Fused:
         self._function = function
         self._level = feature_level
         self._compiled: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
 
     def _signature(self, args):
         parts = []
@@ -274,14 +276,16 @@ class Fused:
 
     def _lookup(self, args, device) -> _Compiled:
         key = (device, self._signature(args))
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            compiled = self._trace(args, device)
+        with self._lock:
+            compiled = self._compiled.get(key)
+            if compiled is not None:
+                self._compiled.move_to_end(key)
+                return compiled
+        compiled = self._trace(args, device)
+        with self._lock:
             self._compiled[key] = compiled
             while len(self._compiled) > SIGNATURES:
                 self._compiled.popitem(last=False)
-        else:
-            self._compiled.move_to_end(key)
         return compiled
 
     def graph(self, *args):

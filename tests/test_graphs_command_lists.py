@@ -13,6 +13,8 @@ from dmlgpu.descs import DESC_CLASSES
 from dmlgpu.operators import BY_SHORT
 from dmlgpu.reference import REFERENCES
 
+from graph_cases import int4_unpack
+
 N = 37  # elements per tensor: not a whole number of 16-byte vectors
 
 
@@ -102,3 +104,23 @@ def test_hundred_thousand_independent_steps_plan_in_seconds(device, fuse):
     assert dispatches == (count if not fuse else -(-count // 8))
     assert elapsed < 30, f"planning {count} steps took {elapsed:.1f} s"
     commands.release()
+
+
+def test_a_compiled_graph_records_like_an_operator(device, rng):
+    """An int4-unpack graph recorded between two plain executions: the list's answer is the
+    sequential one."""
+    n = 64
+    graph = device.compile_graph(int4_unpack(n))
+    w = rng.integers(0, 256, n, dtype=np.uint8)
+    bw, lo, hi = device.upload(w), device.allocate(n), device.allocate(n)
+    desc = TensorDesc(DataType.UINT8, (n,))
+    invert = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    commands = CommandList(device)
+    commands.record(invert, [Binding(bw)], [Binding(bw)])
+    commands.record(graph, [Binding(bw)], [Binding(lo), Binding(hi)])
+    commands.record(invert, [Binding(lo)], [Binding(lo)])
+    commands.execute()
+    inverted = ~w
+    assert testing.same_bits(lo.read().view(np.uint8), ~(inverted & 15))
+    assert testing.same_bits(hi.read().view(np.uint8), inverted >> 4)
+    assert commands.barriers == 2 or dmlgpu.debug_layer.requested()
