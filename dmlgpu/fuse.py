@@ -84,6 +84,7 @@ class _Trace:
                 _unsupported(f"a {type(x).__name__} operand of {op.short} (pass arrays as arguments of the "
                              "fused function)")
         shape = tuple(np.broadcast_shapes(*(x.shape if isinstance(x, Traced) else () for x in operands)))
+        dims = shape or (1,)  # a 0-d result is one element (DirectML has no 0-d tensors)
         descs = []
         index = len(self.nodes)
         self.nodes.append(None)
@@ -91,7 +92,7 @@ class _Trace:
             if isinstance(x, Traced):
                 data_type, strides = x.data_type, None
                 if x.source is None:  # a function argument: a graph input, broadcast as needed
-                    strides = _broadcast(x.shape, x.strides, shape)
+                    strides = _broadcast(x.shape or (1,), x.strides or None, dims)
                     self.input_edges.append(InputGraphEdgeDesc(x.input_index, index, j))
                 elif x.shape != shape:
                     _unsupported(f"broadcasting the intermediate result {x.shape} to {shape} in {op.short}")
@@ -102,8 +103,8 @@ class _Trace:
                 data_type = DataType.from_numpy(value.dtype)
                 self.nodes.append(ConstantDataGraphNodeDesc(np.ascontiguousarray(value).tobytes()))
                 self.inter_edges.append(IntermediateGraphEdgeDesc(len(self.nodes) - 1, 0, index, j))
-                strides = (0,) * len(shape)
-            descs.append(TensorDesc(data_type, shape, strides))
+                strides = (0,) * len(dims)
+            descs.append(TensorDesc(data_type, dims, strides))
         if op.same_type:
             out_type = descs[0].data_type
         else:
@@ -111,7 +112,7 @@ class _Trace:
             if out_type not in row.output_types:
                 raise ValidationError(op.dml_name, op.output, "dtype", out_dtype,
                                       f"allowed: {', '.join(t.name for t in row.output_types)}")
-        out_desc = TensorDesc(out_type, shape)
+        out_desc = TensorDesc(out_type, dims)
         self.nodes[index] = OperatorGraphNodeDesc(DESC_CLASSES[op.name](*descs, out_desc))
         return Traced(self, out_type, shape, None, source=index)
 

@@ -127,3 +127,13 @@ def test_mixed_dtypes_are_a_validation_error():
 
     with pytest.raises(dmlgpu.ValidationError):
         f(np.zeros(4, np.uint32), np.zeros(4, np.uint16))
+
+
+def test_zero_dimensional_arguments():
+    @dmlgpu.fuse
+    def f(x, y):
+        return x ^ y, ~x
+
+    x, y = np.array(0x5A, np.uint8), np.arange(5, dtype=np.uint8)
+    got = f(x, y)
+    assert same(got[0], x ^ y) and same(got[1], ~x) and got[1].shape == ()
