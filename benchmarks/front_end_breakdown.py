@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 import dmlgpu
-from dmlgpu.bench import wall_seconds
+from dmlgpu_tools.bench import wall_seconds
 from dmlgpu.runtime import host_copy
 
 

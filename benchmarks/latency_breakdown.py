@@ -16,7 +16,7 @@ import numpy as np
 
 import dmlgpu
 from dmlgpu import Tensor, kernels, spirv
-from dmlgpu.bench import wall_seconds
+from dmlgpu_tools.bench import wall_seconds
 from dmlgpu.runtime import vulkan
 
 N = 256  # uint32: 1 KiB

@@ -17,7 +17,7 @@ import numpy as np
 
 import dmlgpu
 from dmlgpu import kernels, spirv
-from dmlgpu.bench import wall_seconds
+from dmlgpu_tools.bench import wall_seconds
 from dmlgpu.runtime import Program
 
 HEAD = """#version 450

@@ -14,7 +14,7 @@ import numpy as np
 
 import dmlgpu
 from dmlgpu import Binding, DataType, Tensor, TensorDesc
-from dmlgpu.bench import wall_seconds
+from dmlgpu_tools.bench import wall_seconds
 
 GiB, MiB = 1 << 30, 1 << 20
 

@@ -5,7 +5,7 @@ The operator table in `dmlgpu.operators` drives everything: each row gives a des
 validation, kernel selection and the tests. Semantics follow DirectML's documentation (raw-bit
 bitwise operators, SIGN(NaN) = 0).
 """
-from . import descs, graph, numpy_api
+from . import descs, functions, graph, hamming, numpy_api, reductions
 from .runtime import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
@@ -13,20 +13,22 @@ from .compiled import CompiledOperator
 from .descs import *  # noqa: F401,F403 -- one descriptor class per table row (descs.__all__)
 from .device import Buffer, Device, default_device, devices
 from .dtypes import DataType
-from .errors import DeviceError, DeviceMemoryError, ValidationError
+from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
 from .graph import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
 from .compiled_graph import CompiledGraph
 from .fuse import fuse
-from .numpy_api import *  # noqa: F401,F403 -- one function per table row (numpy_api.__all__)
+from .functions import *  # noqa: F401,F403 -- one function per table row (functions.__all__)
+from .hamming import HammingIndex, hamming_knn
+from .reductions import argmax, argmin, max, min, prod, sum, top_k  # noqa: A004 -- numpy's names
 from .tensor import Tensor
 from .tensor_desc import TensorDesc, calc_buffer_tensor_size
 from .validation import validate
 
 __version__ = "0.1.0"
 __all__ = [
-    "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "Device", "DeviceError",
-    "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
-    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "validate", *descs.__all__, *numpy_api.__all__,
-    *graph.__all__,
+    "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",
+    "DeviceError", "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
+    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "validate", *descs.__all__, *functions.__all__,
+    *graph.__all__, "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex", "hamming_knn",
 ]

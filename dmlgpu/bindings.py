@@ -2,7 +2,7 @@
 
 The second of dmlgpu's two checking functions (the first, `validate`, judges descriptors). Both
 read the operator table: whether an output may alias an input comes from the operator's row.
-Rules: `shared/spec/directml.md` §4.
+Rules: `docs/directml.md` §4.
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from .errors import ValidationError
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT
 from .validation import is_int
+
+__all__ = ["Binding", "BoundRange", "check_bindings"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def check_bindings(op, descs: dict, inputs, outputs, device) -> list[BoundRange]
     """
     names = list(descs)
     given = {"inputs": inputs, "outputs": outputs}
-    expected = {"inputs": names[:-1], "outputs": names[-1:]}
+    expected = {"inputs": list(op.inputs), "outputs": list(op.outputs)}
     ranges = []
     for group in ("inputs", "outputs"):
         bindings = given[group]
@@ -90,12 +92,20 @@ def _check_one(op, name, desc, binding, device) -> BoundRange:
 
 
 def _check_hazards(op, names, descs, ranges):
+    inputs = len(op.inputs)
+    for k in range(inputs, len(names)):  # each output against the inputs and the earlier outputs
+        _check_output_hazards(op, names[:k + 1], descs, ranges[:k + 1], inputs)
+
+
+def _check_output_hazards(op, names, descs, ranges, inputs):
     out_name, out = names[-1], ranges[-1]
-    for name, bound in zip(names[:-1], ranges[:-1]):
+    for position, (name, bound) in enumerate(zip(names[:-1], ranges[:-1])):
         if bound.buffer is not out.buffer or bound.end <= out.start or out.end <= bound.start:
             continue
         identical = (bound.start, bound.end) == (out.start, out.end)
-        if not identical:
+        if position >= inputs:
+            allowed = "two outputs may not share bytes"
+        elif not identical:
             allowed = "an output may share bytes with an input only over an identical range"
         elif not op.in_place:
             allowed = f"{op.dml_name} does not support in-place execution"

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from . import graph_kernel
 from .bindings import Binding
 from .compiled import CompiledOperator
+from .compiled_graph import CompiledGraph
 from .errors import ValidationError
 from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
 
@@ -31,6 +32,8 @@ from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, Ope
 _RUN_SLOTS = graph_kernel.MAX_SLOTS
 _RUN_INPUTS = graph_kernel.MAX_INPUTS
 _RUN_OUTPUTS = graph_kernel.MAX_OUTPUTS
+
+__all__ = ["CommandList"]
 
 
 class _Spans:
@@ -200,13 +203,13 @@ class CommandList:
         if compiled.device is not self.device:
             raise ValidationError(getattr(getattr(compiled, "op", None), "dml_name", "DML_GRAPH_DESC"), None,
                                   "device", compiled.device.label, f"allowed: operators of the list's {self.device.label}")
-        if isinstance(compiled, CompiledOperator):
-            ranges = compiled.check(inputs, outputs)
-            launches = [compiled.launch(ranges)]
-        else:  # a compiled graph: its own dispatches, never fused further
+        if isinstance(compiled, CompiledGraph):  # its own dispatches, never fused further
             in_ranges, out_ranges = compiled.check(inputs, outputs)
             ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
             launches = compiled.launches(in_ranges, out_ranges)
+        else:  # an operator: an element-wise one may join a fused run, a reduction or selection not
+            ranges = compiled.check(inputs, outputs)
+            launches = [compiled.launch(ranges)]
         self._steps.append((compiled, ranges, launches))
         self.dispatches += 1
         self._drop_recorded()

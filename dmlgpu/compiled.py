@@ -24,6 +24,8 @@ from .kernels import WORKGROUP_SIZE
 from .runtime import Program
 from .validation import validate
 
+__all__ = ["Chain", "ChainStep", "CompiledOperator", "coalesce"]
+
 _PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 
 #: Binding lists remembered per operator (as prepared dispatches, which hold no memory).

@@ -19,6 +19,7 @@ from .bindings import check_graph_bindings
 from .compiled import coalesce
 from .errors import ValidationError
 from .kernels import WORKGROUP_SIZE
+from .operators import ELEMENT_WISE
 from .runtime import Program
 from .tensor_desc import packed_strides
 from .validation import GRAPH, validate_graph
@@ -73,6 +74,11 @@ class CompiledGraph:
         self.desc = graph_desc
         self.feature_level = feature_level
         nodes = self.graph.nodes
+        for node in nodes:
+            if node.op is not None and node.op.family != ELEMENT_WISE:
+                raise ValidationError(f"{GRAPH} {node.label}", None, "operator", node.op.dml_name,
+                                      "allowed: element-wise operators (the fused kernel computes those; "
+                                      "run a reduction or selection as its own operator)")
         self._input_descs = [[nodes[n].input_descs[j] for n, j in reads] for reads in self.graph.input_reads]
         self._output_descs = [nodes[n].output_desc for n in self.graph.outputs]
         self._constants: dict = {}  # constant node index -> uploaded Buffer (non-scalar reads)
@@ -166,8 +172,10 @@ class CompiledGraph:
             node = nodes[n]
             a = operand(n, 0)
             b = operand(n, 1) if len(node.op.inputs) > 1 else a
-            out_type = node.output_desc.data_type
-            slot(("node", n), (gk.op_code(node.op), a, b, out_type.bits, gk.KIND_CODES[out_type.kind], 0, 0))
+            # An operator decides on its operands' encoding (a same-type row's output is the
+            # same type; a UINT8/UINT32 result such as a count or a flag fits any output width).
+            operand_type = node.input_descs[0].data_type
+            slot(("node", n), (gk.op_code(node.op), a, b, operand_type.bits, gk.KIND_CODES[operand_type.kind], 0, 0))
         outputs = [(j, nodes[self.graph.outputs[j]].output_desc) for j in output_indices]
         for what, have, limit in (("slots (loads, constants and nodes) for one output", len(slots), gk.MAX_SLOTS),
                                   ("distinct input reads for one output", len(reads), gk.MAX_INPUTS),

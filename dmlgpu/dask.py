@@ -3,9 +3,10 @@
 Every operator of the table (`dmlgpu.operators.OPERATORS`) has a function here with the numpy
 front end's name and keywords (`bit_xor(a, b)`, `bit_count(x, dtype=np.uint32)`, ...); each block
 is run by the numpy front end on the device of the worker that holds it. Arrays broadcast as
-`dask.array` broadcasts them. Data types, shapes and the feature level are checked on the client
-before the graph is built, with the front end's `ValidationError` messages; errors raised on a
-worker reach the client with their type and message.
+`dask.array` broadcasts them. Operands follow the front end's rules, by the same code
+(`dmlgpu.operands.convert`: any byte order, Python scalars by NEP 50). Data types, shapes and the
+feature level are checked on the client before the graph is built, with the front end's
+`ValidationError` messages; errors raised on a worker reach the client with their type and message.
 
 Devices: `LocalVulkanCluster` starts one worker process per Vulkan device, each pinned to its
 device by `DMLGPU_DEVICE` in its environment (as dask-cuda's `LocalCUDACluster` pins CUDA devices
@@ -23,18 +24,25 @@ import os
 import socket
 import weakref
 
-import dask.array as da
 import numpy as np
-from dask.base import tokenize
-from distributed import LocalCluster, Nanny
-from distributed.cli import dask_worker
-from distributed.worker_memory import parse_memory_limit
+
+try:
+    import dask.array as da
+    from dask.base import tokenize
+    from distributed import LocalCluster, Nanny
+    from distributed.cli import dask_worker
+    from distributed.worker_memory import parse_memory_limit
+except ImportError as missing:  # the [dask] extra is not installed
+    raise ModuleNotFoundError(f"dmlgpu.dask needs dask[array] and distributed ({missing.name} is missing): "
+                              "pip install 'dmlgpu[dask]'", name=missing.name) from missing
 
 from . import numpy_api
+from .call_plan import output_type
+from .dask_hamming import hamming_knn  # noqa: F401  (exact binary-code k-NN over row blocks)
 from .descs import DESC_CLASSES
 from .device import default_device
-from .dtypes import DataType
 from .errors import ValidationError
+from .operands import convert, data_type
 from .operators import OPERATORS, Operator
 from .tensor import Tensor
 from .tensor_desc import TensorDesc
@@ -47,6 +55,10 @@ DEVICE_VARIABLE = "DMLGPU_DEVICE"
 DEVICES_VARIABLE = "DMLGPU_DEVICES"
 
 logger = logging.getLogger(__name__)
+
+#: What the operators take as operands, as their messages name them.
+_TAKES = "dask.array.Array, numpy.ndarray, a numpy scalar or a Python scalar"
+_ANCHORS = "numpy.ndarray or dask.array.Array"
 
 
 # --- The operators over dask arrays -------------------------------------------------------------
@@ -70,33 +82,21 @@ def _blockwise(func, arrays, dtype, token: str):
                         meta=np.empty((0,) * ndim, dtype))
 
 
-def _data_type(op: Operator, tensor: str, dtype, allowed) -> DataType:
-    """The front end's check of a dtype that no DirectML data type encodes (same message)."""
-    try:
-        data_type = DataType.from_numpy(dtype)
-    except TypeError:
-        data_type = None
-    if data_type is None:
-        names = ", ".join(t.numpy.name for t in allowed)
-        raise ValidationError(op.dml_name, tensor, "dtype", dtype, f"allowed: {names}")
-    return data_type
+def _check(op: Operator, arrays, options: dict) -> tuple[list, np.dtype]:
+    """What can be checked without a device, before any graph exists; returns the operands
+    (Python scalars as numpy scalars of the other operand's type) and the output dtype.
 
-
-def _check(op: Operator, arrays, options: dict) -> np.dtype:
-    """What can be checked without a device, before any graph exists; returns the output dtype.
-
-    The data types and the feature level go through `dmlgpu.validate` on one-element
-    descriptors, so the messages are those a worker's front end would give.
+    The operands follow the front end's rules (`dmlgpu.operands.convert`: any byte order,
+    Python scalars by NEP 50); the data types and the feature level go through
+    `dmlgpu.validate` on one-element descriptors, so the messages are those a worker's front
+    end would give.
     """
     level = resolve_feature_level(options.get("feature_level"), op.dml_name)
     row = support_row(op, level)
-    for name, x in zip(op.inputs, arrays):
-        if not isinstance(x, (da.Array, np.ndarray, np.generic)):
-            raise ValidationError(op.dml_name, name, "type", type(x).__name__,
-                                  "allowed: dask.array.Array, numpy.ndarray or a numpy scalar")
-    types = [_data_type(op, name, x.dtype, row.input_types) for name, x in zip(op.inputs, arrays)]
-    dtype = options.get("dtype")  # as the front end: no output dtype means the first input's
-    out_type = types[0] if dtype is None else _data_type(op, op.output, dtype, row.output_types)
+    arrays = convert(arrays, op.dml_name, op.inputs, row.input_types, (da.Array,), _TAKES, _ANCHORS)
+    arrays = [x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x for x in arrays]
+    types = [data_type(x.dtype, op.dml_name, name, row.input_types) for name, x in zip(op.inputs, arrays)]
+    out_type = output_type(op, row, None, options.get("dtype"), types)
     shapes = [tuple(np.shape(x)) for x in arrays]
     if all(isinstance(n, int) for shape in shapes for n in shape):  # unknown chunks: nan sizes
         try:
@@ -106,7 +106,7 @@ def _check(op: Operator, arrays, options: dict) -> np.dtype:
                                   f"must broadcast with {op.inputs[0]}'s shape {shapes[0]}") from None
     probe = (1,) * row.dims[0]
     validate(DESC_CLASSES[op.name](*(TensorDesc(t, probe) for t in types + [out_type])), level)
-    return out_type.numpy
+    return arrays, out_type.numpy
 
 
 def _make_operator(op: Operator):
@@ -122,7 +122,7 @@ def _make_operator(op: Operator):
         if unknown:
             raise TypeError(f"{op.short}() got unexpected keyword arguments {unknown}; "
                             f"allowed: {sorted(defaults)}")
-        dtype = _check(op, arrays, {**defaults, **options})
+        arrays, dtype = _check(op, arrays, {**defaults, **options})
         return _blockwise(functools.partial(_run_block, op.short, options), arrays, dtype, op.short)
 
     operator.__name__ = operator.__qualname__ = op.short
@@ -132,7 +132,7 @@ def _make_operator(op: Operator):
     operator.__doc__ = (
         f"{summary}\n\n`dmlgpu.{op.short}` over dask arrays, each block on its worker's device "
         f"({op.dml_name}).\n\n"
-        f"Args:\n    {names}: dask arrays, numpy arrays or numpy scalars; shapes broadcast.\n"
+        f"Args:\n    {names}: dask arrays, numpy arrays, numpy or Python scalars (NEP 50); shapes broadcast.\n"
         f"    {keywords}: as `dmlgpu.{op.short}`.\n\n"
         f"Returns:\n    A lazy dask array.\n\n"
         f"Raises:\n    ValidationError: at the call for data types, shapes and levels the front end "

@@ -9,8 +9,12 @@ from collections import OrderedDict
 from . import runtime
 from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
+from .compiled_selection import CompiledSelection
+from .operators import ELEMENT_WISE
 from .runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
 from .validation import resolve_feature_level
+
+__all__ = ["DEVICE_TYPES", "Buffer", "Device", "default_device", "devices"]
 
 #: Compiled operators kept per device, least recently used dropped first.
 _OPERATOR_CACHE = 512
@@ -47,7 +51,9 @@ class Device(runtime.Device):
         with self._lock:
             compiled = self._operators.get(key)
             if compiled is None:
-                compiled = CompiledOperator(self, operator_desc, level)
+                family = getattr(getattr(operator_desc, "OPERATOR", None), "family", ELEMENT_WISE)
+                compiled = (CompiledOperator if family == ELEMENT_WISE else CompiledSelection)(
+                    self, operator_desc, level)
                 self._operators[key] = compiled
                 while len(self._operators) > _OPERATOR_CACHE:
                     self._operators.popitem(last=False)

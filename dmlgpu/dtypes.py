@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["ALL", "DataType", "FLOATS", "FLOATS_UP_TO_32", "INTS", "INTS_UP_TO_32", "Kind", "UINTS", "UINTS_UP_TO_32"]
+
 
 class Kind(enum.Enum):
     """How a shader must read an element's bits (only SIGN cares)."""
@@ -112,11 +114,11 @@ _FACTS = {
 _BY_NUMPY = {f.numpy_name: dt for dt, f in _FACTS.items() if f.numpy_name}
 
 # Named groups, in the order DirectML's tables list them.
-UINTS_32 = (DataType.UINT32, DataType.UINT16, DataType.UINT8)
-INTS_32 = (DataType.INT32, DataType.INT16, DataType.INT8)
-FLOATS_32 = (DataType.FLOAT32, DataType.FLOAT16)
-UINTS = (DataType.UINT64,) + UINTS_32
-INTS = (DataType.INT64,) + INTS_32
-FLOATS = (DataType.FLOAT64,) + FLOATS_32
+UINTS_UP_TO_32 = (DataType.UINT32, DataType.UINT16, DataType.UINT8)
+INTS_UP_TO_32 = (DataType.INT32, DataType.INT16, DataType.INT8)
+FLOATS_UP_TO_32 = (DataType.FLOAT32, DataType.FLOAT16)
+UINTS = (DataType.UINT64,) + UINTS_UP_TO_32
+INTS = (DataType.INT64,) + INTS_UP_TO_32
+FLOATS = (DataType.FLOAT64,) + FLOATS_UP_TO_32
 #: The eleven types every dmlgpu operator may meet (DirectML's 4_1 bitwise tables).
 ALL = FLOATS + INTS + UINTS

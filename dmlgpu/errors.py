@@ -1,6 +1,8 @@
 """The exceptions dmlgpu raises on purpose."""
 from __future__ import annotations
 
+__all__ = ["DataTypeError", "DeviceError", "DeviceMemoryError", "ValidationError"]
+
 
 class ValidationError(ValueError):
     """A descriptor, binding or argument that DirectML's rules reject.
@@ -23,6 +25,12 @@ class ValidationError(ValueError):
         # rebuild from the facts, so the error crosses processes (Dask workers) intact.
         return (type(self), (self.operator, self.tensor, self.field, self.value, self.allowed),
                 self.__dict__)
+
+
+class DataTypeError(ValidationError, TypeError):
+    """A data type that DirectML's rules reject: a `ValidationError` that is also a `TypeError`,
+    as numpy raises a `TypeError` subclass (`UFuncTypeError`) for a dtype a ufunc does not take.
+    """
 
 
 class DeviceError(RuntimeError):

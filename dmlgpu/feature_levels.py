@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import enum
 
+__all__ = ["FeatureLevel"]
+
 
 class FeatureLevel(enum.IntEnum):
     """`DML_FEATURE_LEVEL`; members are named `LEVEL_<major>_<minor>`."""

@@ -19,6 +19,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .bindings import Binding
+from .call_plan import output_type
 from .device import default_device
 from .dtypes import DataType
 from .errors import ValidationError
@@ -105,13 +106,7 @@ class _Trace:
                 self.inter_edges.append(IntermediateGraphEdgeDesc(len(self.nodes) - 1, 0, index, j))
                 strides = (0,) * len(dims)
             descs.append(TensorDesc(data_type, dims, strides))
-        if op.same_type:
-            out_type = descs[0].data_type
-        else:
-            out_type = DataType.from_numpy(np.dtype(out_dtype))
-            if out_type not in row.output_types:
-                raise ValidationError(op.dml_name, op.output, "dtype", out_dtype,
-                                      f"allowed: {', '.join(t.name for t in row.output_types)}")
+        out_type = output_type(op, row, None, out_dtype, [d.data_type for d in descs])
         out_desc = TensorDesc(out_type, dims)
         self.nodes[index] = OperatorGraphNodeDesc(DESC_CLASSES[op.name](*descs, out_desc))
         return Traced(self, out_type, shape, None, source=index)

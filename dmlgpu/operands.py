@@ -13,13 +13,18 @@
   take bools with integers only). numpy scalars (`np.uint8(3)`) keep their own type, as in numpy.
   The scalar's value is converted first and DirectML's raw-bit semantics apply to its encoding:
   `float32_tensor ^ 1` XORs with the bits of 1.0 (0x3F800000).
+
+These rules are the front end's and `dmlgpu.dask`'s alike: both call `convert` and `data_type`.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .dtypes import DataType
-from .errors import ValidationError
+from .errors import DataTypeError, ValidationError
+
+__all__ = ["PLAIN_ARRAYS", "SUBCLASS_ALLOWED", "convert", "data_type", "host_array", "is_python_scalar",
+           "native_dtype", "python_scalar"]
 
 #: ndarray types taken as they are (memmap: file-backed, no semantics of its own).
 PLAIN_ARRAYS = (np.ndarray, np.memmap)
@@ -57,19 +62,19 @@ def python_scalar(value, data_type: DataType, operator: str, tensor: str) -> np.
     """A Python scalar as a 0-d array of `data_type`, by NEP 50's rules (module docstring).
 
     Raises:
-        ValidationError: a value outside the data type's range, a float with an integer type,
-            a bool with a float type.
+        ValidationError: a value outside the data type's range.
+        DataTypeError: a float with an integer type, a bool with a float type.
     """
     dtype = data_type.numpy
 
-    def fail(allowed):
-        raise ValidationError(operator, tensor, "value", value,
-                              f"{allowed} ({data_type.name}, the data type of the other operand; NEP 50)")
+    def fail(allowed, error=ValidationError):
+        raise error(operator, tensor, "value", value,
+                    f"{allowed} ({data_type.name}, the data type of the other operand; NEP 50)")
 
     kind = type(value).__name__
     if isinstance(value, bool):
         if data_type.is_float:
-            fail("allowed: a Python int or float; a bool only with an integer data type")
+            fail("allowed: a Python int or float; a bool only with an integer data type", DataTypeError)
         return np.array(value, dtype)
     if isinstance(value, int) and not data_type.is_float:
         info = np.iinfo(dtype)
@@ -77,7 +82,7 @@ def python_scalar(value, data_type: DataType, operator: str, tensor: str) -> np.
             fail(f"allowed: a Python int from {info.min} to {info.max}")
         return np.array(value, dtype)
     if not data_type.is_float:
-        fail(f"allowed: a Python int; a {kind} only with a float data type")
+        fail(f"allowed: a Python int; a {kind} only with a float data type", DataTypeError)
     with np.errstate(over="ignore"):
         try:
             converted = np.array(value, dtype)
@@ -86,3 +91,53 @@ def python_scalar(value, data_type: DataType, operator: str, tensor: str) -> np.
     if converted is None or (np.isinf(converted) and not (isinstance(value, float) and np.isinf(value))):
         fail(f"allowed: a Python {kind} within +/-{np.finfo(dtype).max} (or +/-inf, nan)")
     return converted
+
+
+def data_type(dtype, operator: str, tensor: str | None, allowed) -> DataType:
+    """The DirectML data type of numpy `dtype` (any byte order), or `DataTypeError` listing the
+    numpy dtypes of `allowed` (data types) when no DirectML data type encodes it; whether the
+    operator takes it is `dmlgpu.validate`'s to say."""
+    try:
+        found = DataType.from_numpy(native_dtype(dtype))
+    except TypeError:
+        found = None
+    if found is None:
+        raise DataTypeError(operator, tensor, "dtype", dtype,
+                            "allowed: " + ", ".join(t.numpy.name for t in allowed))
+    return found
+
+
+def convert(values, operator: str, names, allowed, arrays: tuple, arrays_text: str, anchors_text: str) -> list:
+    """The operands of one call: each numpy array in native byte order (`host_array`), each
+    Python scalar as a 0-d array of the data type of the first other operand (`python_scalar`),
+    anything else of a type in `arrays` (Tensors, dask arrays) as it is.
+
+    Args:
+        values: the operands as given; `names` their tensor names (`op.inputs`).
+        allowed: the data types the operator takes (for the message of an unknown dtype).
+        arrays: the operand types taken besides numpy data and Python scalars; `arrays_text`
+            names every type taken, `anchors_text` those a scalar takes its type from (messages).
+
+    Raises:
+        ValidationError: an operand of another type, an ndarray subclass, only Python scalars,
+            or a scalar that does not fit.
+        DataTypeError: a dtype no DirectML data type encodes, a scalar of the wrong kind.
+    """
+    converted, seen = [], {}
+    for name, x in zip(names, values):
+        if not (isinstance(x, (*arrays, np.ndarray, np.generic)) or is_python_scalar(x)):
+            raise ValidationError(operator, name, "type", type(x).__name__, f"allowed: {arrays_text}")
+        if id(x) not in seen:  # the same array twice stays one array (uploaded once)
+            seen[id(x)] = host_array(x, operator, name)
+        converted.append(seen[id(x)])
+    anchor = next(((name, x) for name, x in zip(names, converted) if not is_python_scalar(x)), None)
+    if anchor is None:
+        raise ValidationError(operator, names[0], "type", type(values[0]).__name__,
+                              f"allowed: {anchors_text} (a Python scalar takes its data type from "
+                              f"an {anchors_text.replace('numpy.ndarray', 'array').replace('dmlgpu.', '')} operand, "
+                              "and there is none)")
+    if len(converted) == 1:
+        return converted
+    anchor_type = data_type(anchor[1].dtype, operator, anchor[0], allowed)
+    return [python_scalar(x, anchor_type, operator, name) if is_python_scalar(x) else x
+            for name, x in zip(names, converted)]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["kernel_seconds"]
+
 
 def kernel_seconds(compiled, inputs, outputs, repeats: int = 20) -> np.ndarray:
     """Seconds each of `repeats` back-to-back executions took on the GPU."""

@@ -6,6 +6,8 @@ from importlib import resources
 
 from .errors import DeviceError
 
+__all__ = ["load"]
+
 
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> bytes:

@@ -13,25 +13,20 @@ import numpy as np
 
 from . import views
 from .device import default_device
-from .dtypes import DataType
+from .dtypes import ALL, DataType
 from .errors import ValidationError
-from .operands import host_array, native_dtype
+from .operands import data_type as operand_data_type, host_array
 from .operators import BIT_XOR, OPERATORS
 from .tensor_desc import packed_strides
+
+__all__ = ["Tensor", "UFUNC_OPERATORS"]
 
 #: numpy ufunc name -> operator, from the table's `numpy_ufunc` column.
 UFUNC_OPERATORS = {op.numpy_ufunc: op for op in OPERATORS if op.numpy_ufunc}
 
 
 def _data_type(dtype) -> DataType:
-    try:
-        data_type = DataType.from_numpy(native_dtype(dtype))
-    except TypeError:
-        data_type = None
-    if data_type is None:
-        raise ValidationError("dmlgpu", None, "dtype", dtype,
-                              "allowed: the numpy dtypes of DirectML's data types")
-    return data_type
+    return operand_data_type(dtype, "dmlgpu", None, ALL)  # the front end's rule (dmlgpu.operands)
 
 
 

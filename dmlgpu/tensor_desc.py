@@ -12,6 +12,9 @@ import numpy as np
 
 from .dtypes import DataType
 
+__all__ = ["MAX_ELEMENTS", "MINIMUM_BUFFER_TENSOR_ALIGNMENT", "TensorDesc", "UINT32_MAX", "UINT64_MAX",
+           "calc_buffer_tensor_size", "packed_strides"]
+
 #: DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT: every buffer tensor binding is at least this aligned.
 MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16
 #: A buffer tensor may hold at most this many elements (Sizes and Strides are 32-bit UINTs).
@@ -93,10 +96,6 @@ class TensorDesc:
             object.__setattr__(self, "data_type", DataType(self.data_type))
         except (ValueError, TypeError):
             pass
-
-    @property
-    def dimension_count(self) -> int:
-        return len(self.sizes)
 
     @property
     def element_count(self) -> int:

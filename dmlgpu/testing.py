@@ -13,6 +13,9 @@ from .numpy_api import FUNCTIONS
 from .operators import OPERATORS, Operator
 from .reference import REFERENCES
 
+__all__ = ["all_cases", "case_types", "edge_bits", "front_end", "one_type_per_width", "reference",
+           "same_bits", "sample"]
+
 _FLOAT_LAYOUT = {16: (10, 5), 32: (23, 8), 64: (52, 11)}  # mantissa bits, exponent bits
 
 

@@ -1,6 +1,6 @@
 """The one place that decides whether an operator descriptor is valid at a feature level.
 
-Rules come from the operator table and DirectML's buffer-tensor rules (`shared/spec/directml.md`
+Rules come from the operator table and DirectML's buffer-tensor rules (`docs/directml.md`
 §1-2); each rejection raises `ValidationError` naming operator, tensor, field, value and what is
 allowed. Binding-time rules live in `dmlgpu.bindings`, driven by the same table.
 """
@@ -10,12 +10,14 @@ import numpy as np
 
 from .descs import DESC_CLASSES, OperatorDesc
 from .dtypes import DataType
-from .errors import ValidationError
+from .errors import DataTypeError, ValidationError
 from .feature_levels import FeatureLevel
 from .graph import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
                     OperatorGraphNodeDesc, OutputGraphEdgeDesc, ValidGraph, ValidNode)
-from .operators import Operator
+from .operators import ELEMENT_WISE, REDUCE_FAMILY, Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
+
+__all__ = ["is_int", "resolve_feature_level", "support_row", "validate", "validate_graph"]
 
 #: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
 _OVERLAP_ENUMERATION_LIMIT = 1 << 22
@@ -42,13 +44,59 @@ def resolve_feature_level(feature_level, operator: str = "dmlgpu") -> FeatureLev
                           f"allowed: None or one of {_names(FeatureLevel)}")
 
 
-def support_row(op: Operator, level: FeatureLevel):
-    """The operator's tensor-support table at `level`; an error if it does not exist there."""
-    row = op.support_at(level)
+def support_row(op: Operator, level: FeatureLevel, function=None):
+    """The operator's tensor-support table at `level` (for enum member `function`, where its
+    tables depend on one); an error if it does not exist there."""
+    row = op.support_at(level, function)
     if row is None:
+        if op.support_at(level) is not None:
+            raise ValidationError(op.dml_name, None, "Function", function,
+                                  f"not available at {level.dml_name}")
         raise ValidationError(op.dml_name, None, "feature_level", level,
                               f"the operator was introduced in {op.introduced.dml_name}")
     return row
+
+
+def _enum_member(op: Operator, attribute, value):
+    members = list(attribute.enum)
+    if isinstance(value, bool) or not is_int(value) or int(value) not in [int(m) for m in members]:
+        raise ValidationError(op.dml_name, None, attribute.name, value,
+                              f"allowed: one of {', '.join(m.dml_name for m in members)}")
+    return attribute.enum(int(value))
+
+
+def _check_attributes(op: Operator, values: dict, sizes: tuple) -> dict:
+    """The row's non-tensor members, checked against the input's `sizes` and normalised
+    (enum members, axes as a tuple of ints)."""
+    rank = len(sizes)
+    checked = {}
+    for attribute in op.attributes:
+        value = values[attribute.name]
+
+        def fail(allowed, given=value):
+            raise ValidationError(op.dml_name, None, attribute.name, given, allowed)
+
+        if attribute.kind == "enum":
+            checked[attribute.name] = _enum_member(op, attribute, value)
+        elif attribute.kind == "axes":
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                fail("allowed: a sequence of dimension indices (AxisCount is its length)")
+            axes = tuple(value)
+            if not axes or any(not is_int(a) or not 0 <= a < rank for a in axes):
+                fail(f"allowed: 1 to {rank} integers in [0, {rank - 1}] (InputTensor.DimensionCount - 1)", axes)
+            if len(set(int(a) for a in axes)) != len(axes):
+                fail("allowed: distinct axes (each at most once)", axes)
+            checked[attribute.name] = tuple(int(a) for a in axes)
+        elif attribute.kind == "axis":
+            if not is_int(value) or not 0 <= value < rank:
+                fail(f"allowed: an integer in [0, {rank - 1}] (less than InputTensor.DimensionCount)")
+            checked[attribute.name] = int(value)
+        else:  # count: K, at most the input's size along Axis (K = size is a full sort)
+            size = sizes[checked["Axis"]]
+            if not is_int(value) or not 1 <= value <= size:
+                fail(f"allowed: an integer from 1 to the input's size along Axis ({size})")
+            checked[attribute.name] = int(value)
+    return checked
 
 
 def validate(operator_desc, feature_level=None) -> Operator:
@@ -69,19 +117,60 @@ def validate(operator_desc, feature_level=None) -> Operator:
                               f"allowed: {', '.join(c.__name__ for c in DESC_CLASSES.values())}")
     op = operator_desc.OPERATOR
     level = resolve_feature_level(feature_level, op.dml_name)
-    row = support_row(op, level)
-    tensors = operator_desc.tensor_descs()
-    for name, desc in tensors.items():
-        is_output = name == op.output
-        allowed_types = row.output_types if is_output else row.input_types
-        _check_tensor(op, level, name, desc, row.dims, allowed_types, is_output)
-    _check_agreement(op, tensors)
+    checked_attributes(operator_desc, level)
     return op
+
+
+def checked_attributes(operator_desc, level: FeatureLevel) -> dict:
+    """`validate`'s work for a descriptor at a resolved level: the row's non-tensor members,
+    checked and normalised (an empty dict for element-wise rows)."""
+    op = operator_desc.OPERATOR
+    raw = operator_desc.attribute_values()
+    function = None
+    for attribute in op.attributes:  # tables that depend on an enum member: pick by its value
+        if attribute.name == "Function" and any(r.functions for r in op.support):
+            function = _enum_member(op, attribute, raw["Function"])
+    row = support_row(op, level, function)
+    tensors = operator_desc.tensor_descs()
+    index_output = function in op.index_functions
+    for name, desc in tensors.items():
+        # Inputs, values (the table's output types) and indices (TOP_K1's second output).
+        allowed_types = row.input_types if name in op.inputs else \
+            row.output_types if name == op.output else row.index_types
+        _check_tensor(op, level, name, desc, row.dims, allowed_types, name in op.outputs)
+    if op.family == ELEMENT_WISE:
+        _check_agreement(op, tensors)
+        return {}
+    source = tensors[op.inputs[0]]
+    attributes = _check_attributes(op, raw, source.sizes)
+    if not index_output and op.same_type:
+        for name in op.outputs[:1]:
+            if tensors[name].data_type != source.data_type:
+                raise ValidationError(op.dml_name, name, "DataType", tensors[name].data_type,
+                                      f"must equal {op.inputs[0]}.DataType ({source.data_type.name})")
+    why = op.computed(attributes.get("Function"), source.data_type)
+    if why is not None:
+        raise ValidationError(op.dml_name, op.inputs[0], "DataType", source.data_type, why)
+    if op.family == REDUCE_FAMILY:
+        expected = tuple(1 if d in attributes["Axes"] else s for d, s in enumerate(source.sizes))
+    else:  # TOP_K_FAMILY: K along Axis
+        expected = tuple(attributes["K"] if d == attributes["Axis"] else s for d, s in enumerate(source.sizes))
+    for name in op.outputs:
+        sizes = tensors[name].sizes
+        if len(sizes) != len(source.sizes):
+            raise ValidationError(op.dml_name, name, "DimensionCount", len(sizes),
+                                  f"must equal {op.inputs[0]}.DimensionCount ({len(source.sizes)})")
+        if sizes != expected:
+            rule = "the reduced Axes of size 1" if op.family == REDUCE_FAMILY else "size K along Axis"
+            raise ValidationError(op.dml_name, name, "Sizes", sizes,
+                                  f"must be {expected}: {op.inputs[0]}.Sizes with {rule}")
+    return attributes
 
 
 def _check_tensor(op, level, name, desc, dims, allowed_types, is_output):
     def fail(field, value, allowed):
-        raise ValidationError(op.dml_name, name, field, value, allowed)
+        error = DataTypeError if field == "DataType" else ValidationError
+        raise error(op.dml_name, name, field, value, allowed)
 
     if not isinstance(desc, TensorDesc):
         fail("Type", type(desc).__name__, "allowed: dmlgpu.TensorDesc")
@@ -163,7 +252,7 @@ def _check_agreement(op, tensors):
             raise ValidationError(op.dml_name, name, "Sizes", desc.sizes,
                                   f"must equal {first_name}.Sizes {first.sizes}")
         if op.same_type and desc.data_type != first.data_type:
-            raise ValidationError(op.dml_name, name, "DataType", desc.data_type,
+            raise DataTypeError(op.dml_name, name, "DataType", desc.data_type,
                                   f"must equal {first_name}.DataType ({first.data_type.name})")
 
 

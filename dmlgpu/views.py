@@ -14,6 +14,9 @@ import numpy as np
 from .errors import ValidationError
 from .tensor_desc import packed_strides
 
+__all__ = ["check_shape", "extent", "index", "is_index", "is_packed", "reshape_shape", "reshape_strides",
+           "transpose_axes"]
+
 
 def _fail(field, value, allowed):
     raise ValidationError("dmlgpu", None, field, value, allowed)

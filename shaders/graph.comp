@@ -6,7 +6,9 @@
 //
 // Slot i of the program (i < SLOT_COUNT) is SLOT_OP<i>: OP_LOAD (element of bound input
 // SLOT_A<i>), OP_CONST (the value SLOT_HI<i>:SLOT_LO<i>), or a table operator applied to slots
-// SLOT_A<i> and SLOT_B<i> (earlier slots), with result width SLOT_BITS<i> and kind SLOT_KIND<i>.
+// SLOT_A<i> and SLOT_B<i> (earlier slots), whose operands' width and kind are SLOT_BITS<i> and
+// SLOT_KIND<i> (a same-type operator's result has them too; a UINT8/UINT32 result, a count or a
+// flag, fits any width).
 // Values are 64-bit raw encodings (lo, hi) with the bits above the width zero. Output j stores
 // slot OUT_SLOT<j>. Every constant is fixed when the pipeline is made, so the driver folds each
 // slot's switch to one operator and keeps the slot array in registers: intermediates are never
@@ -57,6 +59,12 @@ uvec2 sign_element(uvec2 a, uvec2 b, uint bits, uint kind) {
 }
 uvec2 bit_count_element(uvec2 a, uvec2 b, uint bits, uint kind) {
     return uvec2(uint(bitCount(a.x) + bitCount(a.y)), 0u);
+}
+// 1 where the exponent is all ones and the mantissa is not zero (FLOAT32, FLOAT16), on the bits.
+uvec2 is_nan_element(uvec2 a, uvec2 b, uint bits, uint kind) {
+    uint top = 1u << (bits - 1u);
+    uint infinity = bits == 32u ? 0x7F800000u : 0x7C00u;
+    return uvec2((a.x & (top - 1u)) > infinity ? 1u : 0u, 0u);
 }
 
 #define GRAPH_ELEMENT_FUNCTIONS

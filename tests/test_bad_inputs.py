@@ -1,4 +1,4 @@
-"""A corpus of bad inputs, one row per rule of `shared/spec/directml.md` (§1-4) and of the numpy
+"""A corpus of bad inputs, one row per rule of `docs/directml.md` (§1-4) and of the numpy
 front end, each with the exact `ValidationError` it must raise.
 
 Every row checks three things: the error's `.field`, a fragment of its message (which also names
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError
+from dmlgpu import Binding, DataType, DataTypeError, FeatureLevel, TensorDesc, ValidationError
 from dmlgpu.descs import DESC_CLASSES
 from dmlgpu.numpy_api import FUNCTIONS
 from dmlgpu.operators import BIT_COUNT, BIT_NOT, OPERATORS, SIGN as SIGN_OP
@@ -321,9 +321,18 @@ def _params(cases):
     return [pytest.param(case, id=case.id) for case in cases]
 
 
+#: Fields whose rejection is a data type's: DataTypeError, a ValidationError and a TypeError.
+DATA_TYPE_FIELDS = ("DataType", "dtype", "out.dtype")
+
+
 def assert_error(info, case_field, text, operator):
     error = info.value
     assert error.field == case_field, (error.field, str(error))
+    if error.field == "value":  # a Python scalar: of the wrong kind (a type), or out of range
+        assert isinstance(error, TypeError) == ("only with" in str(error)), (type(error), str(error))
+    else:
+        assert isinstance(error, DataTypeError) == (error.field in DATA_TYPE_FIELDS), (type(error), str(error))
+    assert isinstance(error, TypeError) == isinstance(error, DataTypeError)
     assert text in str(error), (text, str(error))
     assert error.operator == operator and str(error).startswith(operator + ":"), str(error)
 

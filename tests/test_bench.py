@@ -2,7 +2,7 @@
 a harness that cannot run is a defect."""
 import json
 
-from dmlgpu.bench import main
+from dmlgpu_tools.bench import main
 
 
 def test_bench_quick_run_writes_reports(tmp_path):

@@ -166,7 +166,28 @@ def test_client_side_errors_are_the_front_ends(case):
         getattr(dmlgpu, short)(*(np.zeros(3, t) for t in dtypes), **options)
     with pytest.raises(dmlgpu.ValidationError) as ours:
         dd.FUNCTIONS[short](*(da.zeros(3, dtype=t, chunks=2) for t in dtypes), **options)
-    assert str(ours.value) == str(front.value)
+    assert str(ours.value) == str(front.value) and type(ours.value) is type(front.value)
+
+
+def test_operands_follow_the_front_ends_rules(client):
+    """One implementation of the operand rules (dmlgpu.operands): big-endian arrays and Python
+    scalars are taken as the front end takes them, and rejected with its messages."""
+    big = np.arange(100, dtype=">u4")
+    x = da.from_array(big, chunks=30)
+    expected = dmlgpu.bit_not(big)
+    np.testing.assert_array_equal(dd.bit_not(x).compute(), expected)
+    np.testing.assert_array_equal(dd.bit_not(big).compute(), expected)
+    np.testing.assert_array_equal(dd.bit_xor(x, 0xFF).compute(), dmlgpu.bit_xor(big, 0xFF))
+    np.testing.assert_array_equal(dd.bit_shift_left(3, x).compute(), dmlgpu.bit_shift_left(3, big))
+    assert dd.bit_xor(x, 0xFF).dtype == np.uint32
+    for bad in ((x, 2**40), (x, 1.5), (1, 2), (x, "1")):
+        with pytest.raises(dmlgpu.ValidationError) as front:
+            dmlgpu.bit_xor(*(big if b is x else b for b in bad))
+        with pytest.raises(dmlgpu.ValidationError) as ours:
+            dd.bit_xor(*bad)
+        assert type(ours.value) is type(front.value), bad
+        assert (ours.value.tensor, ours.value.field, ours.value.value) == \
+            (front.value.tensor, front.value.field, front.value.value), bad
 
 
 def test_shapes_that_do_not_broadcast_are_rejected_on_the_client():
@@ -198,7 +219,7 @@ def test_worker_errors_reach_the_client_intact(client):
     front = _sign_float64_error()
     with pytest.raises(dmlgpu.ValidationError) as ours:
         dd.sign(_declared_float32_holding_float64()).compute()
-    assert type(ours.value) is dmlgpu.ValidationError and str(ours.value) == str(front)
+    assert type(ours.value) is type(front) and str(ours.value) == str(front)
     assert (ours.value.operator, ours.value.tensor, ours.value.field) == (front.operator, front.tensor, front.field)
 
     with pytest.raises(dmlgpu.DeviceError) as local:

@@ -127,7 +127,11 @@ def operator_descs(draw):
             slots[k] = draw(ANYTHING)
         else:
             fields[k][name] = draw(BAD_FIELDS[name])
-    return cls(*(TensorDesc(**f) if slot is None else slot for f, slot in zip(fields, slots)))
+    # The row's other members (REDUCE's Function and Axes, TOP_K1's Axis, K, AxisDirection):
+    # small integers and sequences of them, valid or not, or anything at all.
+    attributes = [draw(st.one_of(st.integers(-1, 12), st.lists(st.integers(-1, 8), max_size=9), ANYTHING))
+                  for _ in op.attributes]
+    return cls(*(TensorDesc(**f) if slot is None else slot for f, slot in zip(fields, slots)), *attributes)
 
 
 FEATURE_LEVELS = st.one_of(st.none(), st.none(), st.sampled_from(list(FeatureLevel)),

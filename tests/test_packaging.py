@@ -64,3 +64,37 @@ def test_a_missing_tool_stops_the_build_with_one_message(tmp_path):
     assert output.count("CMake Error") == 1 and "Call Stack" not in output, output
     # It stopped before compiling anything.
     assert not [p for p in build.rglob("*") if p.suffix in (".o", ".spv", ".so")]
+
+
+TOOL_MODULES = ("dmlgpu_tools", "dmlgpu.bench", "dmlgpu.bench_runtime", "dmlgpu.bench_report", "dmlgpu.demo")
+
+
+@pytest.mark.parametrize("code", [
+    "import dmlgpu",
+    # The build's step: CMake asks the table what to compile.
+    "import sys; from dmlgpu.__main__ import main; sys.stdout = open('/dev/null', 'w'); main(['shaders', 'variants'])",
+], ids=["import", "shaders-step"])
+def test_the_library_loads_none_of_the_tools(code):
+    """The demo and the benchmarks live in `dmlgpu_tools`, beside the package: importing dmlgpu
+    (or running the build's shader step) loads none of them, nor the optional packages they use."""
+    probe = (f"{code}\nimport sys\n"
+             f"print(file=sys.__stdout__, *[sorted(m for m in sys.modules if m.startswith({TOOL_MODULES!r}) "
+             f"or m.split('.')[0] in ('matplotlib', 'tqdm', 'torch', 'cupy'))])")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_tools_are_not_in_the_library_package():
+    assert not [name for name in ("bench", "bench_runtime", "bench_report", "demo")
+                if importlib.util.find_spec(f"dmlgpu.{name}") is not None]
+    assert importlib.util.find_spec("dmlgpu_tools.demo") is not None  # shipped beside it (pyproject's wheel.packages)
+
+
+def test_bench_still_runs_from_the_command_line():
+    """`python -m dmlgpu bench` reaches the tools on demand (`--help`: nothing is measured; the
+    demo's command is run by tests/test_demo.py)."""
+    result = subprocess.run([sys.executable, "-m", "dmlgpu", "bench", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0 and "python -m dmlgpu bench" in result.stdout, result.stderr

@@ -151,7 +151,7 @@ def test_barriers_only_between_dependent_operations(fresh, rng):
         assert testing.same_bits(outs[3].numpy(), x)
         # The stream tracks the ranges of a remembered launch without ever changing its lists:
         # the same calls again give the same barriers.
-        launches = list(dmlgpu.numpy_api._TENSOR_CALLS.values())
+        launches = list(dmlgpu.memo.TENSOR_CALLS.values())
         spans = [(list(launch.reads), list(launch.writes)) for launch in launches]
         fresh.synchronize()
         before = fresh.memory_stats()["barriers"]

@@ -1,5 +1,5 @@
 """The tables restate DirectML's headers and documentation pages; these tests compare them with
-the documents themselves, written out here independently (shared/spec/directml.md §1, §3, §6):
+the documents themselves, written out here independently (docs/directml.md §1, §3):
 a new operator's page is restated here by hand, on purpose. The parts of the docs that are
 derived from the table (README's operator table) are checked against it."""
 from pathlib import Path
@@ -9,6 +9,7 @@ import pytest
 from dmlgpu import DataType, FeatureLevel, descs, numpy_api
 from dmlgpu.operators import BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name, support_table
 from dmlgpu.tensor_desc import calc_buffer_tensor_size
+from dmlgpu_tools import readme
 
 L = FeatureLevel
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -41,6 +42,7 @@ DOC_FACTS = {
     "ELEMENT_WISE_BIT_SHIFT_RIGHT": (98, BINARY, True, True),
     "ELEMENT_WISE_SIGN": (79, UNARY, True, True),
     "ELEMENT_WISE_BIT_COUNT": (125, UNARY, False, False),
+    "ELEMENT_WISE_IS_NAN": (80, UNARY, False, False),
 }
 
 
@@ -82,6 +84,8 @@ DOC_TABLES = {  # (level, dims, input types, output types), from each operator's
     ],
     "ELEMENT_WISE_BIT_COUNT": [(L.LEVEL_4_1, "1-8", ALL11, ["UINT32", "UINT8"]),
                                (L.LEVEL_3_0, "1-8", UINT32_16_8, ["UINT32", "UINT8"])],
+    "ELEMENT_WISE_IS_NAN": [(L.LEVEL_3_0, "1-8", ["FLOAT32", "FLOAT16"], ["UINT32", "UINT8"]),
+                            (L.LEVEL_2_0, "4", ["FLOAT32", "FLOAT16"], ["UINT32", "UINT8"])],
 }
 
 
@@ -107,9 +111,19 @@ def test_each_row_gives_a_descriptor_a_function_and_its_operators(op):
     assert f"(DML_{op.name})" in function.__doc__
 
 
-def test_readme_operator_table_is_the_table():
-    """README's table is `operators.support_table()`: regenerate it when a row changes."""
-    assert support_table() in README.read_text(), "README's operator table differs from support_table()"
+def test_readme_operator_section_is_the_table():
+    """README's operator section (prose and table) is written from the rows: regenerate it with
+    `python -m dmlgpu table --readme README.md` when a row changes."""
+    text = README.read_text()
+    assert readme.section() in text, "README's operator section differs: python -m dmlgpu table --readme README.md"
+    assert support_table() in text
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+def test_readme_prose_names_every_row(op):
+    prose = README.read_text().split(readme.BEGIN)[1].split("\n\n")[0]
+    lines = [line for line in prose.splitlines() if line.startswith(f"- `dmlgpu.{op.short}` (`{op.name}`): ")]
+    assert len(lines) == 1 and op.doc.partition("\n\n")[0] in lines[0]
 
 
 @pytest.mark.parametrize("data_type, sizes, strides, expected", [
@@ -124,3 +138,60 @@ def test_readme_operator_table_is_the_table():
 ])
 def test_calc_buffer_tensor_size(data_type, sizes, strides, expected):
     assert calc_buffer_tensor_size(data_type, sizes, strides) == expected
+
+
+# -- the reduce and top-k rows: DirectML.h and the DML_REDUCE_OPERATOR_DESC / DML_TOP_K1_OPERATOR_DESC
+# pages, restated by hand (struct members in order, enum values, tables per level and function).
+def test_reduce_function_and_axis_direction_values_match_directml_h():
+    from dmlgpu.operators import AxisDirection, ReduceFunction
+    expected = ["ARGMAX", "ARGMIN", "AVERAGE", "L1", "L2", "LOG_SUM", "LOG_SUM_EXP", "MAX", "MIN",
+                "MULTIPLY", "SUM", "SUM_SQUARE"]
+    assert [(f.name, f.value) for f in ReduceFunction] == [(name, i) for i, name in enumerate(expected)]
+    assert [(d.name, d.value) for d in AxisDirection] == [("INCREASING", 0), ("DECREASING", 1)]
+
+
+SELECTION_FACTS = {  # DML_OPERATOR_TYPE value, inputs, outputs, non-tensor members, introduced
+    "REDUCE": (55, ("InputTensor",), ("OutputTensor",), ("Function", "Axes"), L.LEVEL_1_0),
+    "TOP_K1": (112, ("InputTensor",), ("OutputValueTensor", "OutputIndexTensor"), ("Axis", "K", "AxisDirection"),
+               L.LEVEL_2_1),
+}
+ORDERED_5_0 = "FLOAT32 FLOAT16 INT64 INT32 INT16 INT8 UINT64 UINT32 UINT16 UINT8".split()
+ORDERED_3_0 = "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()
+SELECTION_TABLES = {  # (level, dims, functions, input types, output types, index types)
+    "REDUCE": [
+        (L.LEVEL_5_0, "1-8", "ARGMAX ARGMIN", ORDERED_5_0, ["INT64", "INT32", "UINT64", "UINT32"], []),
+        (L.LEVEL_5_0, "1-8", "AVERAGE L2 LOG_SUM LOG_SUM_EXP", ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"], []),
+        (L.LEVEL_5_0, "1-8", "L1 MULTIPLY SUM SUM_SQUARE", ["FLOAT32", "FLOAT16", "INT64", "INT32", "UINT64", "UINT32"],
+         ["FLOAT32", "FLOAT16", "INT64", "INT32", "UINT64", "UINT32"], []),
+        (L.LEVEL_5_0, "1-8", "MAX MIN", ORDERED_5_0, ORDERED_5_0, []),
+        (L.LEVEL_3_0, "1-8", "ARGMAX ARGMIN", ORDERED_3_0, ["UINT64", "UINT32"], []),
+        (L.LEVEL_3_0, "1-8", "AVERAGE L2 LOG_SUM LOG_SUM_EXP", ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"], []),
+        (L.LEVEL_3_0, "1-8", "L1 MULTIPLY SUM SUM_SQUARE", ["FLOAT32", "FLOAT16", "INT32", "UINT32"],
+         ["FLOAT32", "FLOAT16", "INT32", "UINT32"], []),
+        (L.LEVEL_3_0, "1-8", "MAX MIN", ORDERED_3_0, ORDERED_3_0, []),
+        (L.LEVEL_1_0, "4", "ARGMAX ARGMIN", ["FLOAT32", "FLOAT16"], ["UINT64", "UINT32"], []),
+        (L.LEVEL_1_0, "4", "AVERAGE L2 LOG_SUM LOG_SUM_EXP L1 MULTIPLY SUM SUM_SQUARE MAX MIN",
+         ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"], []),
+    ],
+    "TOP_K1": [
+        (L.LEVEL_5_0, "1-8", "", ORDERED_5_0, ORDERED_5_0, ["UINT64", "UINT32"]),
+        (L.LEVEL_3_0, "1-8", "", ORDERED_3_0, ORDERED_3_0, ["UINT32"]),
+        (L.LEVEL_2_1, "4", "", ORDERED_3_0, ORDERED_3_0, ["UINT32"]),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SELECTION_FACTS))
+def test_selection_rows_restate_their_pages(name):
+    from dmlgpu.operators import BY_SHORT, SELECTIONS
+    (op,) = [o for o in SELECTIONS if o.name == name]
+    assert BY_SHORT[op.short] is op
+    assert (op.type_value, op.inputs, op.outputs, tuple(a.name for a in op.attributes), op.introduced) == \
+        SELECTION_FACTS[name]
+    got = [(row.level, "4" if row.dims == (4,) else f"{row.dims[0]}-{row.dims[-1]}",
+            " ".join(f.name for f in row.functions), [t.name for t in row.input_types],
+            [t.name for t in row.output_types], [t.name for t in row.index_types]) for row in op.support]
+    assert got == SELECTION_TABLES[name]
+    cls = descs.DESC_CLASSES[name]
+    assert cls.__name__ == op.desc_class_name and list(cls.__dataclass_fields__) == \
+        [field_name(t) for t in op.tensors] + [field_name(a.name) for a in op.attributes]

@@ -32,6 +32,7 @@ BUILD_PIP_PACKAGES=(
   "ninja"
 )
 TEST_PIP_PACKAGES=(
+  "mypy>=1.8"  # tests/test_typing.py: mypy --strict on a script calling every front-end function
   "pytest>=7.4"
   "hypothesis>=6.100"
   "dask[array]>=2024.1"  # dmlgpu.dask (the [dask] extra): tests/test_dask.py

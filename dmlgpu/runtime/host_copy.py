@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from ..errors import DeviceError
+from .installation import missing_extension
 
 try:
     from .. import _host_copy as _native  # built with dmlgpu (native/host_copy.cpp)
@@ -77,8 +77,7 @@ def _splits(dst, src) -> bool:
 
 def _module():
     if _native is None:
-        raise DeviceError("dmlgpu._host_copy (built with dmlgpu) is missing: reinstall dmlgpu "
-                          "with pip install . or tools/bootstrap.sh setup")
+        raise missing_extension("_host_copy", "the host copy threads, built with dmlgpu")
     return _native
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError
+from .installation import missing_extension
 
 try:
     from .. import _kompute as _kp  # Kompute, compiled into dmlgpu by its build
@@ -30,8 +31,7 @@ DEVICE_STAGES = COMPUTE_SHADER | TRANSFER
 
 def _module():
     if _kp is None:
-        raise DeviceError("dmlgpu._kompute (Kompute, built with dmlgpu) is missing: reinstall dmlgpu "
-                          "with pip install . or tools/bootstrap.sh setup")
+        raise missing_extension("_kompute", "Kompute, built with dmlgpu")
     return _kp
 
 

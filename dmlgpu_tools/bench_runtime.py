@@ -17,15 +17,18 @@ import time
 
 import numpy as np
 
-from . import numpy_api, testing
-from .bindings import Binding
-from .command_list import CommandList
-from .descs import DESC_CLASSES
-from .device import Device, devices
-from .dtypes import DataType
-from .operators import OPERATORS
-from .tensor import Tensor
-from .tensor_desc import TensorDesc
+from dmlgpu import numpy_api, testing
+from dmlgpu.bindings import Binding
+from dmlgpu.command_list import CommandList
+from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.device import Device, devices
+from dmlgpu.dtypes import DataType
+from dmlgpu.operators import OPERATORS
+from dmlgpu.reference import shift_amount
+from dmlgpu.tensor import Tensor
+from dmlgpu.tensor_desc import TensorDesc
+
+from .peers import torch_dtype
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -177,10 +180,12 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
                 continue
             count_el = big // data_type.size
             host = [data[k * big:(k + 1) * big].view(data_type.numpy) for k in range(len(op.inputs))]
+            if op.masks_shift_amount:  # amounts below the width: PyTorch's shift is DirectML's there
+                host[-1] = shift_amount(host[-1])
+            result_type = op.default_output or data_type
             with device:
                 inputs = [Tensor.from_numpy(h) for h in host]
-                result = Tensor.empty((count_el,), data_type.numpy if op.same_type
-                                      else op.default_output.numpy)
+                result = Tensor.empty((count_el,), result_type.numpy)
             fn = getattr(numpy_api, op.short)
 
             def ours_big():
@@ -189,9 +194,18 @@ def records(device, torch, wall_seconds, quick: bool, peer_function, case_type) 
             launch = _floor_launch(device, op.name, inputs, result)
             peer_big_fn = None
             if torch:
-                dt = {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[bits]
-                px = [torch.from_numpy(h.view(np.uint8)).cuda().view(dt) for h in host]
-                py = torch.empty_like(px[0])
+                px = [torch.from_numpy(h.view(np.uint8)).cuda().view(torch_dtype(torch, data_type)) for h in host]
+                py = torch.empty(count_el, dtype=torch_dtype(torch, result_type), device="cuda")
+                try:
+                    peer_fn(*px, out=py)
+                    same = testing.same_bits(py.cpu().numpy().view(result_type.numpy),
+                                             testing.reference(op, host, result_type))
+                    reason = f"not DirectML's result on {data_type.name}"
+                except (RuntimeError, TypeError) as e:  # not implemented for this dtype, or no out=
+                    same, reason = False, str(e)[:200]
+                if not same:
+                    out.append({"kind": "peer_skipped", "peer": "torch", "op": op.short, "size": big, "reason": reason})
+                    continue
 
                 def peer_big_fn():
                     peer_fn(*px, out=py)

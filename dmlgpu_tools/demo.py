@@ -2,9 +2,10 @@
 
 Prints the device, runs the documentation pages' examples, cross-checks every operator on every
 data type of the newest feature level against `dmlgpu.reference` bit for bit, and times each
-operator against numpy in the same run, two ways: end to end (numpy arrays in and out: upload,
-kernel, download) and resident (Tensors with `out=`, then `synchronize()`: the kernel's cost).
-Exits non-zero if any result is wrong.
+operator against its peer in the same run (the row's `peer`: numpy's fastest function with the
+same result, on a data type where it has it; `dmlgpu_tools.peers`), two ways: end to end (numpy
+arrays in and out: upload, kernel, download) and resident (Tensors with `out=`, then
+`synchronize()`: the kernel's cost). Exits non-zero if any result is wrong, the peer's included.
 """
 from __future__ import annotations
 
@@ -12,18 +13,15 @@ import time
 
 import numpy as np
 
-from . import numpy_api, testing
-from .device import default_device
-from .dtypes import DataType
-from .operators import OPERATORS
-from .reference import REFERENCES
-from .tensor import Tensor
+from dmlgpu import numpy_api, testing
+from dmlgpu.device import default_device
+from dmlgpu.operators import OPERATORS
+from dmlgpu.tensor import Tensor
 
-#: What each operator is timed against: numpy's ufunc of the same raw-bit meaning (the row's
-#: `numpy_ufunc`), else dmlgpu.reference's numpy implementation of DirectML's semantics.
-NUMPY_PEERS = {op.short: getattr(np, op.numpy_ufunc) if op.numpy_ufunc else REFERENCES[op.short]
-               for op in OPERATORS}
+from .peers import numpy_result, out_type as output_type, peer_function, timed_inputs, timed_type
+
 NAME_WIDTH = max(len(op.short) for op in OPERATORS)
+PEER_WIDTH = max(len("np." + op.peer.numpy) for op in OPERATORS)
 
 #: The documents' examples (BIT_XOR's page repeats BIT_NOT's example, so it has none of its own).
 EXAMPLES = (
@@ -73,17 +71,23 @@ def run_demo(counts=(1 << 10, 1 << 16, 1 << 22), seconds=0.2) -> int:
             results.append(label if ok else f"{label} FAILED")
         print(f"  {op.short:{NAME_WIDTH}s} {len(results)} types: {', '.join(results)}")
 
-    print("\nTime per call on UINT32 data, numpy in the same run (speed-up = numpy time / dmlgpu time)")
+    print("\nTime per call against numpy's fastest function with the same result on the timed data type")
+    print("(speed-up = numpy time / dmlgpu time; both results checked against dmlgpu.reference)")
     print("  end to end: dmlgpu.<op>(numpy arrays) -> numpy array (upload, kernel, download, new array)")
     print("              vs numpy's function returning a new array")
     print("  resident:   dmlgpu.<op>(Tensors, out=Tensor) + device.synchronize() (kernel only, no copies)")
-    print("              vs numpy's ufunc with out= (its function where numpy has no ufunc)")
-    print(f"  {'operator':{NAME_WIDTH}s} {'elements':>10s} {'case':10s} {'dmlgpu':>10s} {'numpy':>10s} {'speed-up':>9s}")
+    print("              vs numpy's function with out=")
+    print(f"  {'operator':{NAME_WIDTH}s} {'type':8s} {'numpy':{PEER_WIDTH}s} {'elements':>10s} {'case':10s} {'dmlgpu':>10s} "
+          f"{'numpy':>10s} {'speed-up':>9s}")
     for op in OPERATORS:
-        peer = NUMPY_PEERS[op.short]
-        out_type = op.default_output or DataType.UINT32
+        in_type = timed_type(op)
+        out_type = output_type(op, in_type)
+        peer = peer_function(op, np)
+        if peer is None:
+            print(f"  {op.short:{NAME_WIDTH}s} not timed: numpy {np.__version__} has no {op.peer.numpy}")
+            continue
         for count in counts:
-            arrays = [testing.sample(DataType.UINT32, (count,), rng) for _ in op.inputs]
+            arrays = timed_inputs(op, in_type, count, rng)
             result = np.empty(count, out_type.numpy)
             with device:
                 tensors = [Tensor.from_numpy(a) for a in arrays]
@@ -92,13 +96,16 @@ def run_demo(counts=(1 << 10, 1 << 16, 1 << 22), seconds=0.2) -> int:
             def resident():
                 testing.front_end(op, tensors, out_type, out=out)
                 device.synchronize()
-            resident_peer = (lambda: peer(*arrays, out=result)) if op.numpy_ufunc else (lambda: peer(*arrays))
             rows = (("end to end", lambda: testing.front_end(op, arrays, out_type), lambda: peer(*arrays)),
-                    ("resident", resident, resident_peer))
+                    ("resident", resident, lambda: peer(*arrays, out=result)))
             for case, ours_fn, theirs_fn in rows:
                 ours, theirs = _time(ours_fn, seconds), _time(theirs_fn, seconds)
-                print(f"  {op.short:{NAME_WIDTH}s} {count:>10d} {case:10s} {ours * 1e6:>8.0f}us "
-                      f"{theirs * 1e6:>8.0f}us {theirs / ours:>8.2f}x")
-            failures += not testing.same_bits(out.numpy(), testing.reference(op, arrays, out_type))
+                print(f"  {op.short:{NAME_WIDTH}s} {in_type.name:8s} {'np.' + op.peer.numpy:{PEER_WIDTH}s} {count:>10d} "
+                      f"{case:10s} {ours * 1e6:>8.0f}us {theirs * 1e6:>8.0f}us {theirs / ours:>8.2f}x")
+            expected = testing.reference(op, arrays, out_type)
+            for who, got in (("dmlgpu", out.numpy()), ("numpy", numpy_result(op, arrays, in_type))):
+                if not testing.same_bits(got, expected):
+                    failures += 1
+                    print(f"  {op.short}: {who}'s result differs from the reference on the timed data")
     print("\nall results correct" if not failures else f"\n{failures} WRONG RESULTS")
     return 1 if failures else 0

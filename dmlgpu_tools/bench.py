@@ -21,8 +21,6 @@ sample beyond, so that checking never lets the GPU clock fall between timings). 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
 import shutil
 import subprocess
@@ -32,22 +30,30 @@ from pathlib import Path
 
 import numpy as np
 
-from . import bench_runtime, numpy_api, reference, testing
-from .bindings import Binding
-from .descs import DESC_CLASSES
-from .device import default_device
-from .dtypes import DataType
-from .operators import OPERATORS
-from .profiling import kernel_seconds
-from .runtime import host_copy
-from .tensor import Tensor
-from .tensor_desc import TensorDesc
+from dmlgpu import numpy_api, reference, testing
+from dmlgpu.bindings import Binding
+from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.device import default_device
+from dmlgpu.dtypes import DataType
+from dmlgpu.operators import OPERATORS
+from dmlgpu.profiling import kernel_seconds
+from dmlgpu.reference import shift_amount
+from dmlgpu.runtime import host_copy
+from dmlgpu.tensor import Tensor
+from dmlgpu.tensor_desc import TensorDesc
+
+from . import bench_runtime
+from .bench_report import write_report
+from .peers import out_type as output_type, peer_function, timed_type, torch_dtype
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-#: One data type per element width; operators that cannot take it use the signed one.
+#: The element widths measured; each operator is measured on the type its row's peer is exact on
+#: (`kernel_type`). The peers' device copy runs on these types.
 WIDTH_TYPES = {8: DataType.UINT8, 16: DataType.UINT16, 32: DataType.UINT32, 64: DataType.UINT64}
 LAYOUTS = ("contiguous", "broadcast", "strided")
 ROW = 4 * KiB  # bytes per row in the broadcast and strided layouts
+#: Elements of each peer's result checked against the reference before it is timed.
+CHECKED = 1 << 16
 #: Size of the comparisons with numpy (issue 12: numpy time / dmlgpu time, 16 MiB of uint32).
 NUMPY_TARGET_BYTES = 16 * MiB
 
@@ -133,31 +139,11 @@ class Peers:
         return float(np.median(times))
 
 
-def _torch_dtype(torch, data_type: DataType):
-    # Signed types of the same width: bitwise results are the same bits, and PyTorch supports
-    # more operators on them than on its unsigned 16/32/64-bit types.
-    return {8: torch.uint8, 16: torch.int16, 32: torch.int32, 64: torch.int64}[data_type.bits]
-
-
-#: PyTorch's names for numpy's ufuncs where they differ (CuPy uses numpy's names).
-_TORCH_NAMES = {"invert": "bitwise_not", "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift"}
-
-
-def peer_function(op, module):
-    """The peer library's operator for `op`, or None: the one named like the row's numpy ufunc
-    (else like the operator: `sign`), called as fn(*inputs, out=y)."""
-    name = op.numpy_ufunc or op.short
-    if module.__name__ == "torch":
-        name = _TORCH_NAMES.get(name, name)
-    return getattr(module, name, None)
-
-
 def kernel_type(op, bits) -> DataType | None:
-    """The data type measured for `op` at a width: unsigned, or signed where the kernel depends on
-    the kind (SIGN), as the peers run; None when the operator has no such type."""
-    signed = DataType[f"INT{bits}"]
-    data_type = signed if "kind" in op.flat_facts else WIDTH_TYPES[bits]
-    return data_type if data_type in op.newest.input_types else None
+    """The data type measured for `op` at a width: the first its peer gives DirectML's result on
+    (`Operator.peer.exact_on`: unsigned for the bitwise operators, signed for SIGN, whose kernel
+    depends on the kind, floats for IS_NAN); None when the operator takes no such type."""
+    return timed_type(op, bits)
 
 
 class Harness:
@@ -200,6 +186,8 @@ class Harness:
     # -- kernels ---------------------------------------------------------------------------
     def kernel_cases(self):
         for op in OPERATORS:
+            if not any(kernel_type(op, bits) for bits in WIDTH_TYPES):
+                raise ValueError(f"{op.name}: no data type to measure (its peer is exact on none it takes)")
             for bits in WIDTH_TYPES:
                 in_type = kernel_type(op, bits)
                 if in_type is None:
@@ -287,48 +275,61 @@ class Harness:
             raise AssertionError(f"{compiled.variant.name}: wrong result")
 
     def peer_kernel_records(self):
-        """The peers' operator and device copy at each size (PyTorch, then CuPy)."""
+        """The peers' operator (each row's peer, on its measured type, its result checked against
+        the reference first) and PyTorch's device copy at each size."""
         p = self.peers
         for size in self.sizes:
             for bits in WIDTH_TYPES:
+                n = max(1, size // (bits // 8))
                 if p.torch:
                     torch = p.torch
-                    dtype = _torch_dtype(torch, WIDTH_TYPES[bits])
-                    n = max(1, size // (bits // 8))
+                    dtype = torch_dtype(torch, WIDTH_TYPES[bits])
                     x = torch.randint(-100, 100, (n,), dtype=torch.int64, device="cuda").to(dtype)
-                    # Second operands (shift amounts too) below every width.
-                    x2 = torch.randint(0, 8, (n,), dtype=torch.int64, device="cuda").to(dtype)
                     y = torch.empty_like(x)
                     t = p.torch_time(lambda: y.copy_(x))
                     self.records.append({"kind": "peer", "peer": "torch", "op": "copy", "bits": bits,
                                          "size": size, "seconds": t, "gbps": 2 * n * bits / 8 / t / 1e9})
-                    for op in OPERATORS:
-                        fn = peer_function(op, torch)
-                        if fn is None or kernel_type(op, bits) is None:
+                    del x, y
+                for op in OPERATORS:
+                    in_type = kernel_type(op, bits)
+                    if in_type is None:
+                        continue
+                    # The harness's random bytes (amounts below the width for a shift: where the
+                    # peers' shift is DirectML's); the check runs on the first CHECKED elements.
+                    host = [self.pool[k * 16:k * 16 + n * in_type.size].view(in_type.numpy)
+                            for k in range(len(op.inputs))]
+                    if op.masks_shift_amount:
+                        host[-1] = shift_amount(host[-1])
+                    out_type = output_type(op, in_type)
+                    m = min(n, CHECKED)
+                    expected = testing.reference(op, [h[:m] for h in host], out_type)
+                    for name, module in (("torch", p.torch), ("cupy", p.cupy)):
+                        fn = peer_function(op, module) if module else None
+                        if fn is None:
                             continue
-                        operands = (x, x2)[:len(op.inputs)]
+                        if name == "torch":
+                            operands = [module.from_numpy(h.view(np.uint8)).cuda().view(torch_dtype(module, in_type))
+                                        for h in host]
+                            y = module.empty(n, dtype=torch_dtype(module, out_type), device="cuda")
+                            timer, fetch = p.torch_time, lambda y: y.cpu().numpy()
+                        else:
+                            operands = [module.asarray(h) for h in host]
+                            y = module.empty(n, out_type.numpy)
+                            timer, fetch = p.cupy_time, module.asnumpy
                         try:
-                            t = p.torch_time(lambda: fn(*operands, out=y))
-                        except RuntimeError:
-                            continue  # operator not implemented for this dtype
-                        self.records.append({"kind": "peer", "peer": "torch", "op": op.short, "bits": bits,
-                                             "size": size, "seconds": t, "gbps": _moved(op, n, bits) / t / 1e9})
-                    del x, x2, y
-                if p.cupy:
-                    cp = p.cupy
-                    n = max(1, size // (bits // 8))
-                    x = cp.asarray(self.rng.integers(-100, 100, n).astype(f"int{bits}"))
-                    x2 = cp.asarray(self.rng.integers(0, 8, n).astype(f"int{bits}"))
-                    y = cp.empty_like(x)
-                    for op in OPERATORS:
-                        fn = peer_function(op, cp)
-                        if fn is None or kernel_type(op, bits) is None:
+                            fn(*[o[:m] for o in operands], out=y[:m])
+                        except (RuntimeError, TypeError) as e:  # not implemented for this dtype, or no out=
+                            self.records.append({"kind": "peer_skipped", "peer": name, "op": op.short,
+                                                 "bits": bits, "size": size, "reason": str(e)[:200]})
                             continue
-                        operands = (x, x2)[:len(op.inputs)]
-                        t = p.cupy_time(lambda: fn(*operands, out=y))
-                        self.records.append({"kind": "peer", "peer": "cupy", "op": op.short, "bits": bits,
-                                             "size": size, "seconds": t, "gbps": _moved(op, n, bits) / t / 1e9})
-                    del x, x2, y
+                        if not testing.same_bits(fetch(y[:m]).view(out_type.numpy), expected):
+                            self.records.append({"kind": "peer_skipped", "peer": name, "op": op.short, "bits": bits,
+                                                 "size": size, "reason": f"not DirectML's result on {in_type.name}"})
+                            continue
+                        t = timer(lambda: fn(*operands, out=y))
+                        self.records.append({"kind": "peer", "peer": name, "op": op.short, "bits": bits,
+                                             "size": size, "seconds": t, "gbps": _moved(op, n, in_type, out_type) / t / 1e9})
+                        del operands, y
 
     # -- against numpy on the host -------------------------------------------------------
     def numpy_target_records(self, nbytes=NUMPY_TARGET_BYTES):
@@ -346,6 +347,7 @@ class Harness:
         resident()
         assert testing.same_bits(u.numpy(), reference.bit_not(x)), "resident bit_not"
         assert testing.same_bits(numpy_api.bit_not(x), reference.bit_not(x)), "front end bit_not"
+        assert testing.same_bits(np.invert(x), reference.bit_not(x)), "numpy's peer"
         cases = (
             ("resident bit_not(T, out=O) + synchronize vs np.invert(x, out=o)", 0.5,
              resident, lambda: np.invert(x, out=o)),
@@ -372,6 +374,7 @@ class Harness:
             o = np.zeros_like(x)  # written once: no page faults are timed with out=
             assert testing.same_bits(numpy_api.bit_not(x), expected)
             assert testing.same_bits(numpy_api.bit_not(x, out=o), expected)
+            assert testing.same_bits(np.invert(x), expected)
             record = {"kind": "front_end", "op": "bit_not", "size": size,
                       "seconds": wall_seconds(lambda: numpy_api.bit_not(x)),
                       "out_seconds": wall_seconds(lambda: numpy_api.bit_not(x, out=o)),
@@ -429,9 +432,9 @@ class Harness:
         return floors
 
 
-def _moved(op, n, bits) -> int:
-    """Bytes a same-width operator over n elements reads and writes."""
-    return n * bits // 8 * (len(op.inputs) + 1)
+def _moved(op, n, in_type, out_type) -> int:
+    """Bytes an operator over n elements reads and writes."""
+    return n * (in_type.size * len(op.inputs) + out_type.size)
 
 
 def wall_seconds(fn, repeats=None, seconds=0.5) -> float:
@@ -486,8 +489,6 @@ def main(argv=None) -> int:
                                              peer_function, kernel_type)
     del held
     env["clocks_end"] = gpu_clocks()
-    from .bench_report import write_report
-
     write_report(out, env, harness.records)
     print(f"results in {out}/")
     return 0

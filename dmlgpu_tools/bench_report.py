@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -102,8 +103,10 @@ def markdown(env, records) -> str:
              + (f"; torch {env['torch']} on {env['cuda_device']}" if "torch" in env else "")
              + (f"; cupy {env['cupy']}" if "cupy" in env else "") + f"; {env['time']}.", "",
              f"GPU clocks: warm-up {env['clocks_warm_up']}, after kernels {env.get('clocks_after_kernels')}, "
-             f"end {env.get('clocks_end')}.", "", "## Targets", "", "| target | case | measured | met |",
-             "|---|---|---|---|"]
+             f"end {env.get('clocks_end')}.", ""]
+    if env.get("plots", []) is None:
+        lines += [f"Plots: {NO_PLOTS}.", ""]
+    lines += ["## Targets", "", "| target | case | measured | met |", "|---|---|---|---|"]
     for row in targets(records):
         lines.append(f"| {row['target']} | {row['case']} | {row['value']} | {'yes' if row['met'] else '**no**'} |")
     lines += ["", "## Kernel bandwidth (GB/s, bytes read + written, GPU timestamps)", ""]
@@ -139,14 +142,20 @@ def _fmt(v):
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
-def plots(out: Path, records) -> list[str]:
-    """One PNG per operator: bandwidth against size, our layouts and widths with the peers."""
+#: What results.md and the console say when the PNG plots cannot be drawn.
+NO_PLOTS = "no PNG plots: matplotlib is not installed (pip install 'dmlgpu[bench]')"
+
+
+def plots(out: Path, records) -> list[str] | None:
+    """One PNG per operator: bandwidth against size, our layouts and widths with the peers;
+    None (and a line on stderr) where matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return []
+        print(f"dmlgpu bench: {NO_PLOTS}", file=sys.stderr)
+        return None
     written = []
     for op in sorted({r["op"] for r in records if r["kind"] == "kernel"}):
         fig, axes = plt.subplots(1, 4, figsize=(20, 4.5), sharey=True)

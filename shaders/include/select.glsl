@@ -1,0 +1,98 @@
+// Declarations shared by the reduce and top-k families (LAYOUT_AXES; dmlgpu/kernels.py): every
+// element is read as a uvec2 (lo, hi) and compared through an order key; sizes and strides come
+// from a parameter buffer that dmlgpu/compiled_selection.py writes once per compiled operator.
+// The build passes IN_BITS (8/16/32/64), IN_KIND (KIND_UINT/INT/FLOAT from abi.glsl), OUT_BITS.
+//
+// Parameter words: [0] invocations' work items, [1] elements each walks (R), [2] outer dims,
+// [3] walked dims, then per outer dim (size, input stride, output stride), then per walked dim
+// (size, input stride); outer dims innermost first, walked dims innermost first.
+#ifndef DMLGPU_SELECT_GLSL
+#define DMLGPU_SELECT_GLSL
+
+#include "abi.glsl"
+#include "words.glsl"
+
+layout(local_size_x = SELECTION_WORKGROUP_SIZE) in;  // push constants `sp`: abi.glsl
+
+layout(std430, binding = 0) readonly buffer InWords { uint in_w[]; };
+layout(std430, binding = 1) buffer OutWords { uint out_w[]; };
+#ifdef INDEX_BINDING
+layout(std430, binding = INDEX_BINDING) buffer IndexWords { uint index_w[]; };
+#endif
+layout(std430, binding = PARAMS_BINDING) readonly buffer ParamWords { uint params_w[]; };
+
+uint param(uint i) { return params_w[sp.params_offset + i]; }
+
+// The input element at element offset e, as (lo, hi): integers sign-extended to 64 bits.
+uvec2 load_value(uint e) {
+#if IN_BITS == 64
+    return uvec2(in_w[sp.in_offset + 2u * e], in_w[sp.in_offset + 2u * e + 1u]);
+#else
+    uint lanes = 32u / uint(IN_BITS);
+    uint v = (in_w[sp.in_offset + e / lanes] >> ((e % lanes) * uint(IN_BITS))) & lane_mask(uint(IN_BITS));
+#if IN_KIND == KIND_INT
+    uint top = 1u << (uint(IN_BITS) - 1u);
+    if ((v & top) != 0u) {
+        v |= ~lane_mask(uint(IN_BITS));
+        return uvec2(v, 0xFFFFFFFFu);
+    }
+#endif
+    return uvec2(v, 0u);
+#endif
+}
+
+// Order key (dmlgpu.reference.order_key): unsigned compare of keys orders the values.
+uvec2 order_key(uvec2 v) {
+#if IN_KIND == KIND_UINT
+    return v;
+#elif IN_KIND == KIND_INT
+    return uvec2(v.x, v.y ^ 0x80000000u);  // sign-extended: flip bit 63
+#else
+#if IN_BITS == 64
+    return (v.y & 0x80000000u) != 0u ? ~v : uvec2(v.x, v.y | 0x80000000u);
+#else
+    uint top = 1u << (uint(IN_BITS) - 1u);
+    return uvec2((v.x & top) != 0u ? (~v.x & lane_mask(uint(IN_BITS))) : (v.x | top), 0u);
+#endif
+#endif
+}
+
+bool key_less(uvec2 a, uvec2 b) { return a.y < b.y || (a.y == b.y && a.x < b.x); }
+
+// Element offsets of work item `item`: its input base and its output element.
+void outer_offsets(uint item, out uint in_base, out uint out_at) {
+    uint dims = param(2u), rest = item;
+    in_base = 0u;
+    out_at = 0u;
+    for (uint d = 0u; d < dims; ++d) {
+        uint size = param(4u + 3u * d), i = rest % size;
+        rest /= size;
+        in_base += i * param(5u + 3u * d);
+        out_at += i * param(6u + 3u * d);
+    }
+}
+
+// Input element offset of the r-th walked element (row-major over the walked dims).
+uint walked_offset(uint r) {
+    uint first = 4u + 3u * param(2u), dims = param(3u), at = 0u;
+    for (uint d = 0u; d < dims; ++d) {
+        uint size = param(first + 2u * d);
+        at += (r % size) * param(first + 2u * d + 1u);
+        r /= size;
+    }
+    return at;
+}
+
+// Writes element e (W bits: 8/16 by atomics, other bits of its word untouched) of a tensor.
+#define STORE_ELEMENT(buf, base, W, e, v) { \
+    if ((W) == 64) { buf[(base) + 2u * (e)] = (v).x; buf[(base) + 2u * (e) + 1u] = (v).y; } \
+    else if ((W) == 32) { buf[(base) + (e)] = (v).x; } \
+    else { uint lanes_ = 32u / uint(W), shift_ = ((e) % lanes_) * uint(W); \
+           uint mask_ = lane_mask(uint(W)) << shift_; \
+           atomicAnd(buf[(base) + (e) / lanes_], ~mask_); \
+           atomicOr(buf[(base) + (e) / lanes_], ((v).x << shift_) & mask_); } }
+
+uint work_item() { return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x; }
+uint work_stride() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x; }
+
+#endif

@@ -1,0 +1,167 @@
+"""dmlgpu.hamming_knn / HammingIndex: exactly numpy's answer (np.bitwise_count summed over a code,
+stable argsort: ties by lower row) for every word type, k = 1, n - 1 and n, databases with many
+ties, databases split in pieces and queries in batches (multi-level merges), Tensors, and
+ValidationError before any work."""
+import numpy as np
+import pytest
+
+import dmlgpu
+from conftest import POISON
+from dmlgpu import ValidationError, hamming
+
+
+def numpy_knn(database, queries, k):
+    db = np.ascontiguousarray(database).view(np.uint8).reshape(database.shape[0], -1)
+    q = np.ascontiguousarray(queries).view(np.uint8).reshape(queries.shape[0], -1)
+    distances = np.bitwise_count(q[:, None, :] ^ db[None, :, :]).sum(axis=2)
+    order = np.argsort(distances, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(distances, order, axis=1), order
+
+
+def check(database, queries, k, index=None):
+    got_d, got_i = (index or dmlgpu.HammingIndex(database)).search(queries, k)
+    want_d, want_i = numpy_knn(database, queries, k)
+    assert got_i.dtype == np.int64 and got_d.shape == got_i.shape == (queries.shape[0], k)
+    assert np.array_equal(got_i, want_i)
+    assert np.array_equal(got_d, want_d)
+
+
+@pytest.mark.parametrize("dtype, words", [(np.uint8, 32), (np.uint8, 3), (np.uint16, 5), (np.uint32, 8),
+                                          (np.uint64, 4), (np.uint64, 1)])
+def test_every_word_type(dtype, words, rng):
+    info = np.iinfo(dtype)
+    database = rng.integers(0, info.max, size=(700, words), dtype=dtype, endpoint=True)
+    queries = rng.integers(0, info.max, size=(9, words), dtype=dtype, endpoint=True)
+    check(database, queries, 10)
+
+
+@pytest.mark.parametrize("k", [1, 2, 299, 300])
+def test_many_ties_k_edges(k, rng):
+    database = rng.integers(0, 4, size=(300, 1), dtype=np.uint8)  # 2 random bits: ties everywhere
+    database[::7] = 0
+    queries = np.array([[0], [255], [3], [1]], np.uint8)
+    check(database, queries, k)
+
+
+def test_packbits_codes(rng):
+    embeddings = rng.standard_normal((500, 200)).astype(np.float32)
+    database = np.packbits(embeddings > 0, axis=1)  # 200 bits: 25 bytes, not whole words
+    check(database, database[:6], 5)
+
+
+def test_pieces_batches_and_merge_levels(monkeypatch, rng):
+    monkeypatch.setattr(hamming, "PIECE_BYTES", 64 * 32)  # 64 rows of 32 bytes per piece
+    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 3)  # many partial lists: several merge levels
+    monkeypatch.setattr(hamming, "PARTIAL_BYTES", 1 << 16)  # queries in batches
+    monkeypatch.setattr(hamming, "MAX_SLICES_PER_PIECE", 16)  # the grid's limit: longer slices
+    database = rng.integers(0, 2, size=(5000, 32), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    assert index.pieces == 79 and not index.in_place
+    check(database, rng.integers(0, 256, size=(40, 32), dtype=np.uint8), 7, index)
+
+
+def test_resident_index_reused_and_poisoned_memory(device, rng):
+    database = rng.integers(0, 256, size=(2000, 16), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    for size in (1 << 12, 1 << 16, 1 << 20):
+        # The pool hands freed blocks to the next allocations: the search's lists and results
+        # start as poison (or as the previous search's lists), and an unwritten entry shows.
+        for _ in range(4):
+            device.upload(np.full(size, POISON, np.uint8)).release()
+        check(database, rng.integers(0, 256, size=(5, 16), dtype=np.uint8), 12, index)
+
+
+def test_tensors(rng):
+    database = rng.integers(0, 2**32, size=(400, 2), dtype=np.uint32)
+    queries = rng.integers(0, 2**32, size=(3, 2), dtype=np.uint32)
+    distances, indices = dmlgpu.hamming_knn(dmlgpu.Tensor.from_numpy(database), dmlgpu.Tensor.from_numpy(queries), 4)
+    want_d, want_i = numpy_knn(database, queries, 4)
+    assert isinstance(indices, dmlgpu.Tensor)
+    assert np.array_equal(indices.numpy(), want_i) and np.array_equal(distances.numpy(), want_d)
+
+
+@pytest.mark.parametrize("database, queries, k, field", [
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 5), np.uint8), 1, "shape"),  # widths differ
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 1), np.uint64), 1, "shape"),  # 32 vs 64 bits
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), 0, "k"),
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), 5, "k"),
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), True, "k"),
+    (np.zeros((4, 4), np.float32), np.zeros((2, 4), np.float32), 1, "dtype"),
+    (np.zeros((4, 4), np.int8), np.zeros((2, 4), np.int8), 1, "dtype"),
+    (np.zeros(4, np.uint8), np.zeros((2, 4), np.uint8), 1, "shape"),
+    ([[1, 2]], np.zeros((2, 4), np.uint8), 1, "type"),
+])
+def test_validation(database, queries, k, field):
+    with pytest.raises(ValidationError) as info:
+        dmlgpu.hamming_knn(database, queries, k)
+    assert info.value.field == field
+
+
+DASK_SCRIPT = r"""
+import logging
+import numpy as np
+import dask.array as da
+import distributed
+import dmlgpu.dask as dd
+
+rng = np.random.default_rng(7)
+database = rng.integers(0, 8, size=(3000, 4), dtype=np.uint8)  # 3 random bits of 32: many ties
+queries = rng.integers(0, 256, size=(6, 4), dtype=np.uint8)
+with dd.LocalVulkanCluster(n_workers=2, dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+        distributed.Client(cluster) as client:
+    client.wait_for_workers(2, timeout=120)
+    sharded = client.persist(da.from_array(database, chunks=(260, 4)))  # 12 blocks: a two-level tree
+    for k in (1, 10, 2999):
+        distances, indices = dd.hamming_knn(sharded, queries, k)
+        distances, indices = client.compute([distances, indices], sync=True)
+        bits = np.bitwise_count(queries[:, None, :] ^ database[None]).sum(axis=2)
+        order = np.argsort(bits, axis=1, kind="stable")[:, :k]
+        assert np.array_equal(indices, order), k
+        assert np.array_equal(distances, np.take_along_axis(bits, order, 1)), k
+    workers = {w for w, tasks in client.has_what().items() if tasks}
+    assert len(workers) == 2, workers  # both workers hold (and searched) blocks
+print("done")
+"""
+
+
+def test_dask_two_workers_match_numpy():
+    """Two worker processes, each searching its blocks on its device, the tree merge: numpy's
+    answer. In a subprocess with a timeout, so that a hang fails instead of stalling CI."""
+    pytest.importorskip("distributed", reason="distributed is not installed (pip install .[dask])")
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", DASK_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip().endswith("done")
+
+
+def test_dask_validation():
+    da = pytest.importorskip("dask.array")
+    import dmlgpu.dask as dd
+    database = da.zeros((10, 4), dtype=np.uint8, chunks=(5, 4))
+    with pytest.raises(ValidationError):
+        dd.hamming_knn(database, np.zeros((2, 5), np.uint8), 1)
+    with pytest.raises(ValidationError):
+        dd.hamming_knn(database, np.zeros((2, 4), np.uint8), 11)
+    with pytest.raises(ValidationError):
+        dd.hamming_knn(database.astype(np.float32), np.zeros((2, 4), np.uint8), 1)
+
+
+def test_tensor_database_searched_in_place(rng):
+    database = rng.integers(0, 2**64, size=(600, 4), dtype=np.uint64)
+    tensor = dmlgpu.Tensor.from_numpy(np.concatenate([database[:1], database]))[1:]  # offset 32 bytes
+    index = dmlgpu.HammingIndex(tensor)
+    assert index.pieces == 1 and index.in_place
+    check(database, rng.integers(0, 2**64, size=(5, 4), dtype=np.uint64), 6, index)
+
+
+def test_streamed_database(monkeypatch, device, rng):
+    """stream=True: the database stays on the host, each search uploads it piece by piece."""
+    monkeypatch.setattr(hamming, "PIECE_BYTES", 100 * 8)  # 100 rows of 8 bytes per piece
+    database = rng.integers(0, 2**16, size=(1000, 4), dtype=np.uint16)
+    index = dmlgpu.HammingIndex(database, stream=True)
+    assert index.streamed and index.pieces == 10
+    live = device.live_buffers
+    for _ in range(2):
+        check(database, rng.integers(0, 2**16, size=(6, 4), dtype=np.uint16), 9, index)
+    assert device.live_buffers == live  # the pieces were freed

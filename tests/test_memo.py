@@ -1,0 +1,62 @@
+"""The front end's memos are bounded least-recently-used tables, settable, and never change a
+result: calls beyond the bound, with the memos off, and after a clear stay bit-exact."""
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import memo, testing
+
+
+@pytest.fixture
+def restore_sizes():
+    before = memo.sizes()
+    yield
+    memo.set_sizes(**before)
+
+
+def test_lru_evicts_the_least_recently_used():
+    table = memo.LRU(2)
+    table["a"], table["b"] = 1, 2
+    assert table.get("a") == 1  # "a" is now the most recent
+    table["c"] = 3
+    assert (table.get("b"), table.get("a"), table.get("c"), len(table)) == (None, 1, 3, 2)
+    table.resize(1)
+    assert (len(table), table.get("c")) == (1, 3)
+    table.resize(0)
+    table["d"] = 4
+    assert len(table) == 0
+
+
+def test_sizes_are_documented_defaults_and_settable(restore_sizes):
+    assert memo.sizes() == {name: memo.DEFAULT_SIZE for name in
+                            ("host_plans", "host_parts", "tensor_calls", "tensor_results")}
+    memo.set_sizes(8, tensor_calls=3)
+    assert memo.sizes() == {"host_plans": 8, "host_parts": 8, "tensor_calls": 3, "tensor_results": 8}
+    with pytest.raises(ValueError, match="unknown memos"):
+        memo.set_sizes(plans=3)
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="non-negative int"):
+            memo.set_sizes(bad)
+
+
+@pytest.mark.parametrize("size", [0, 3])
+def test_calls_beyond_the_bound_stay_right(restore_sizes, rng, size):
+    memo.clear()
+    memo.set_sizes(size)
+    for round_ in range(2):
+        for n in range(1, 9):  # 8 kinds of call, each twice: more kinds than the bound
+            x = rng.integers(0, 255, size=(n, 5), dtype=np.uint8)
+            y = rng.integers(0, 255, size=(n, 5), dtype=np.uint8)
+            out = np.full((n, 5), 0xA5, np.uint8)
+            assert testing.same_bits(dmlgpu.bit_xor(x, y), x ^ y)
+            assert dmlgpu.bit_xor(x, y, out=out) is out and testing.same_bits(out, x ^ y)
+            t = dmlgpu.Tensor.from_numpy(x)
+            u = dmlgpu.Tensor.from_numpy(y)
+            v = t ^ u
+            dmlgpu.bit_xor(t, u, out=v)
+            assert testing.same_bits(v.numpy(), x ^ y)
+            assert max(len(memo.HOST_PLANS), len(memo.HOST_PARTS), len(memo.TENSOR_CALLS),
+                       len(memo.TENSOR_RESULTS)) <= size
+    assert bool(len(memo.HOST_PLANS)) == bool(size)  # the memo serves within its bound
+    memo.clear()
+    assert len(memo.HOST_PLANS) == len(memo.TENSOR_CALLS) == 0

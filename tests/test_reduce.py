@@ -1,0 +1,150 @@
+"""REDUCE, generated from its row: every (function, input type, output type) dmlgpu computes at the
+newest level, over several axis sets and layouts, bit for bit against dmlgpu.reference.reduce,
+outputs poisoned first; the front end against numpy where their meanings agree; validation."""
+import numpy as np
+import pytest
+from conftest import POISON
+
+import dmlgpu
+from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
+from dmlgpu.descs import ReduceOperatorDesc
+from dmlgpu.operators import REDUCE, ReduceFunction
+from dmlgpu.reference import reduce as reference_reduce
+
+F = ReduceFunction
+CASES = REDUCE.computed_cases()
+AXES = [((2, 3, 5), (0, 2)), ((4, 7), (1,)), ((3, 1, 4, 2), (0, 1, 2, 3)), ((5,), (0,)), ((2, 3, 2, 3), (1, 3))]
+
+
+def _id(case):
+    function, in_type, out_type = case
+    return f"{function.name.lower()}-{in_type.name.lower()}-{out_type.name.lower()}"
+
+
+def _run(device, x, function, axes, out_type, in_strides=None, source=None):
+    """Execute REDUCE on `x` (or on `source`'s bytes viewed through `in_strides`), output poisoned."""
+    data_type = DataType.from_numpy(x.dtype)
+    out_shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    in_desc = TensorDesc(data_type, x.shape, in_strides)
+    out_desc = TensorDesc(out_type, out_shape)
+    op = device.create_operator(ReduceOperatorDesc(in_desc, out_desc, function, axes))
+    in_buffer = device.upload(x if source is None else source)
+    nbytes = out_desc.total_size
+    out_buffer = device.upload(np.full(nbytes, POISON, np.uint8))
+    op.execute([Binding(in_buffer)], [Binding(out_buffer)])
+    count = int(np.prod(out_shape))
+    return out_buffer.read()[:count * out_type.size].view(out_type.numpy).reshape(out_shape)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_matches_reference(device, case, rng):
+    function, in_type, out_type = case
+    for shape, axes in AXES[:3] if in_type.bits >= 32 else AXES[:2]:
+        x = testing.sample(in_type, shape, rng)
+        got = _run(device, x, function, axes, out_type)
+        expected = reference_reduce(x, function, axes, out_type.numpy)
+        assert testing.same_bits(got, expected), (shape, axes)
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.MIN, F.ARGMAX, F.MULTIPLY, F.L1, F.SUM_SQUARE])
+def test_strided_and_broadcast_input(device, function, rng):
+    base = rng.integers(-50, 50, size=(6, 8)).astype(np.int32)
+    x = np.lib.stride_tricks.as_strided(base, (3, 4, 2), (2 * 8 * 4, 4 * 2, 0))  # rows 0,2,4; cols even; broadcast
+    out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.INT32
+    got = _run(device, np.ascontiguousarray(x), function, (1, 2), out_type, in_strides=(16, 2, 0), source=base)
+    assert testing.same_bits(got, reference_reduce(np.ascontiguousarray(x), function, (1, 2), out_type.numpy))
+
+
+def test_first_index_of_ties_and_wrapping_sums(device):
+    x = np.array([[3, 7, 7, 1, 1, 7]], np.uint32)
+    assert _run(device, x, F.ARGMAX, (1,), DataType.UINT32).item() == 1
+    assert _run(device, x, F.ARGMIN, (1,), DataType.UINT64).item() == 3
+    big = np.array([[0xFFFFFFFF, 2]], np.uint32)
+    assert _run(device, big, F.SUM, (1,), DataType.UINT32).item() == 1
+    wide = np.array([[2**63, 2**63, 5]], np.uint64)
+    assert _run(device, wide, F.SUM, (1,), DataType.UINT64).item() == 5
+    assert _run(device, np.array([[-2**31, -1]], np.int32), F.L1, (1,), DataType.INT32).item() == -2**31 + 1
+
+
+def test_directml_examples(device):
+    x = np.array([[1, 2, 3], [3, 0, 4], [2, 4, 2]], np.int32)
+    assert _run(device, x, F.SUM, (0,), DataType.INT32).tolist() == [[6, 6, 9]]
+    assert _run(device, x, F.SUM, (1,), DataType.INT32).tolist() == [[6], [7], [8]]
+    assert _run(device, x, F.SUM, (0, 1), DataType.INT32).tolist() == [[21]]
+
+
+@pytest.mark.parametrize("name", ["sum", "min", "max", "argmin", "argmax", "prod"])
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, True), (-1, False), ((0, 2), False), ((0, 2), True)])
+def test_front_end_matches_numpy(name, axis, keepdims, rng):
+    x = rng.integers(-3, 4, size=(3, 4, 5)).astype(np.int64)
+    got = getattr(dmlgpu, name)(x, axis=axis, keepdims=keepdims)
+    if name.startswith("arg") and isinstance(axis, tuple):
+        moved = np.moveaxis(x, axis, (-2, -1)).reshape(4, -1)
+        expected = getattr(np, name)(moved, axis=-1).reshape(1, 4, 1) if keepdims else \
+            getattr(np, name)(moved, axis=-1)
+    else:
+        expected = getattr(np, name)(x, axis=axis, keepdims=keepdims)
+    assert got.dtype == expected.dtype and got.shape == expected.shape and np.array_equal(got, expected)
+    tensor = getattr(dmlgpu, name)(dmlgpu.Tensor.from_numpy(x), axis=axis, keepdims=keepdims)
+    assert isinstance(tensor, dmlgpu.Tensor) and np.array_equal(tensor.numpy(), expected)
+
+
+def test_front_end_on_views():
+    x = np.arange(4 * 6, dtype=np.uint32).reshape(4, 6)
+    t = dmlgpu.Tensor.from_numpy(x)
+    assert np.array_equal(dmlgpu.max(t.T, axis=1).numpy(), x.T.max(axis=1))
+    assert np.array_equal(dmlgpu.sum(t[1:, 1::2], axis=0).numpy(), x[1:, 1::2].sum(axis=0, dtype=np.uint32))
+
+
+def test_float_min_max_order_by_encoding():
+    x = np.array([1.0, -0.0, 0.0, -np.inf, np.inf, -2.5], np.float32)
+    assert dmlgpu.argmin(x) == 3 and dmlgpu.argmax(x) == 4
+    assert testing.same_bits(dmlgpu.min(x[1:3]), np.float32(-0.0))
+
+
+@pytest.mark.parametrize("bad, field", [
+    (dict(function=99), "Function"),
+    (dict(function=True), "Function"),
+    (dict(axes=()), "Axes"),
+    (dict(axes=(0, 0)), "Axes"),
+    (dict(axes=(3,)), "Axes"),
+    (dict(out_sizes=(2, 1, 5)), "Sizes"),
+    (dict(out_type=DataType.INT16), "DataType"),
+    (dict(in_type=DataType.FLOAT32, out_type=DataType.FLOAT32), "DataType"),  # a float SUM: not exact
+    (dict(in_type=DataType.INT8, out_type=DataType.INT8), "DataType"),  # SUM has no INT8 in DirectML
+    (dict(level=FeatureLevel.LEVEL_3_0, in_type=DataType.INT64, out_type=DataType.INT64), "DataType"),
+])
+def test_validation(device, bad, field):
+    in_type, out_type = bad.get("in_type", DataType.INT32), bad.get("out_type", DataType.INT32)
+    desc = ReduceOperatorDesc(TensorDesc(in_type, (2, 3, 5)), TensorDesc(out_type, bad.get("out_sizes", (2, 1, 1))),
+                              bad.get("function", F.SUM), bad.get("axes", (1, 2)))
+    with pytest.raises(ValidationError) as info:
+        dmlgpu.validate(desc, bad.get("level"))
+    assert info.value.field == field and "REDUCE" in str(info.value)
+
+
+def test_front_end_validation():
+    with pytest.raises(ValidationError):
+        dmlgpu.sum(np.zeros(3, np.float32))
+    with pytest.raises(ValidationError):
+        dmlgpu.sum(np.zeros(3, np.int32), axis=1)
+    with pytest.raises(ValidationError):
+        dmlgpu.max(np.zeros(3, np.int32), axis=(0, 0))
+
+
+def test_in_a_command_list_after_an_element_wise_operator(device, rng):
+    """REDUCE recorded behind BIT_XOR in one command list: the barrier between them holds."""
+    from dmlgpu.descs import ElementWiseBitXorOperatorDesc
+    x = rng.integers(0, 2**32, size=(8, 16), dtype=np.uint32)
+    y = rng.integers(0, 2**32, size=(8, 16), dtype=np.uint32)
+    plain = TensorDesc(DataType.UINT32, x.shape)
+    xor = device.create_operator(ElementWiseBitXorOperatorDesc(plain, plain, plain))
+    total = device.create_operator(ReduceOperatorDesc(plain, TensorDesc(DataType.UINT32, (8, 1)), F.SUM, (1,)))
+    a, b, c = device.upload(x), device.upload(y), device.allocate(x.nbytes)
+    out = device.upload(np.full(32, POISON, np.uint8))
+    commands = dmlgpu.CommandList(device)
+    commands.record(xor, [Binding(a), Binding(b)], [Binding(c)])
+    commands.record(total, [Binding(c)], [Binding(out)])
+    commands.execute()
+    expected = reference_reduce(x ^ y, F.SUM, (1,), np.uint32)
+    assert testing.same_bits(out.read().view(np.uint32).reshape(8, 1), expected)

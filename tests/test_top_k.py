@@ -1,0 +1,86 @@
+"""TOP_K1, generated from its row: every (input type, index type) dmlgpu computes at the newest
+level, both directions, K from 1 to the whole axis, many ties, bit for bit against
+dmlgpu.reference.top_k with both outputs poisoned first; the front end; validation."""
+import numpy as np
+import pytest
+from conftest import POISON
+
+import dmlgpu
+from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
+from dmlgpu.descs import TopK1OperatorDesc
+from dmlgpu.operators import TOP_K, AxisDirection
+from dmlgpu.reference import top_k as reference_top_k
+
+CASES = TOP_K.computed_cases()
+
+
+def _run(device, x, axis, k, direction, index_type):
+    data_type = DataType.from_numpy(x.dtype)
+    shape = tuple(k if d == axis else s for d, s in enumerate(x.shape))
+    descs = [TensorDesc(data_type, x.shape), TensorDesc(data_type, shape), TensorDesc(index_type, shape)]
+    op = device.create_operator(TopK1OperatorDesc(*descs, axis, k, direction))
+    buffers = [device.upload(x)] + [device.upload(np.full(d.total_size, POISON, np.uint8)) for d in descs[1:]]
+    op.execute([Binding(buffers[0])], [Binding(b) for b in buffers[1:]])
+    count = int(np.prod(shape))
+    return (buffers[1].read()[:count * data_type.size].view(data_type.numpy).reshape(shape),
+            buffers[2].read()[:count * index_type.size].view(index_type.numpy).reshape(shape))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[1].name.lower()}-{c[2].name.lower()}")
+@pytest.mark.parametrize("direction", list(AxisDirection), ids=lambda d: d.name.lower())
+def test_matches_reference(device, case, direction, rng):
+    _, in_type, index_type = case
+    x = testing.sample(in_type, (3, 9, 2), rng)
+    x[1] = x[1, :1]  # a sequence of one repeated value: all ties
+    x.reshape(-1)[::4] = x.reshape(-1)[1]  # and many ties elsewhere
+    for axis, k in ((1, 1), (1, 4), (1, 9), (0, 2), (2, 2)):
+        values, indices = _run(device, x, axis, k, direction, index_type)
+        expected = reference_top_k(x, axis, k, direction, index_type.numpy)
+        assert testing.same_bits(values, expected[0]) and testing.same_bits(indices, expected[1]), (axis, k)
+
+
+def test_directml_example(device):
+    x = np.array([[[[0, 1, 10, 11], [3, 2, 9, 8], [4, 5, 6, 7]]]], np.float32)
+    values, indices = _run(device, x, 3, 2, AxisDirection.DECREASING, DataType.UINT32)
+    assert values.tolist() == [[[[11, 10], [9, 8], [7, 6]]]] and indices.tolist() == [[[[3, 2], [2, 3], [3, 2]]]]
+    values, indices = _run(device, x, 2, 2, AxisDirection.DECREASING, DataType.UINT32)
+    assert values.tolist() == [[[[4, 5, 10, 11], [3, 2, 9, 8]]]] and indices.tolist() == [[[[2, 2, 0, 0], [1, 1, 1, 1]]]]
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_front_end_ties_by_ascending_index(largest, rng):
+    x = rng.integers(0, 3, size=(5, 40)).astype(np.uint16)
+    values, indices = dmlgpu.top_k(x, 7, largest=largest)
+    key = -x.astype(np.int64) if largest else x
+    order = np.argsort(key, axis=-1, kind="stable")[:, :7]
+    assert np.array_equal(indices, order) and np.array_equal(values, np.take_along_axis(x, order, -1))
+    t_values, t_indices = dmlgpu.top_k(dmlgpu.Tensor.from_numpy(x), 7, largest=largest)
+    assert np.array_equal(t_values.numpy(), values) and np.array_equal(t_indices.numpy(), indices)
+
+
+@pytest.mark.parametrize("k, axis", [(0, -1), (6, -1), (True, -1), (2, 2)])
+def test_front_end_validation(k, axis):
+    with pytest.raises(ValidationError):
+        dmlgpu.top_k(np.zeros((2, 5), np.int32), k, axis=axis)
+
+
+@pytest.mark.parametrize("field, attrs", [("Axis", (2, 1, 1)), ("K", (1, 0, 1)), ("K", (1, 6, 1)),
+                                          ("AxisDirection", (1, 1, 2))])
+def test_validation(field, attrs):
+    descs = [TensorDesc(DataType.INT32, (2, 5)), TensorDesc(DataType.INT32, (2, 1)), TensorDesc(DataType.UINT32, (2, 1))]
+    with pytest.raises(ValidationError) as info:
+        dmlgpu.validate(TopK1OperatorDesc(*descs, *attrs))
+    assert info.value.field == field
+
+
+def test_validation_of_output_types_and_sizes():
+    x = TensorDesc(DataType.INT32, (2, 5))
+    with pytest.raises(ValidationError) as info:
+        dmlgpu.validate(TopK1OperatorDesc(x, TensorDesc(DataType.INT32, (2, 2)), TensorDesc(DataType.INT32, (2, 2)), 1, 2, 0))
+    assert info.value.tensor == "OutputIndexTensor" and info.value.field == "DataType"
+    with pytest.raises(ValidationError) as info:
+        dmlgpu.validate(TopK1OperatorDesc(x, TensorDesc(DataType.INT32, (2, 3)), TensorDesc(DataType.UINT32, (2, 2)), 1, 2, 0))
+    assert info.value.tensor == "OutputValueTensor" and info.value.field == "Sizes"
+    with pytest.raises(ValidationError) as info:
+        dmlgpu.validate(TopK1OperatorDesc(x, TensorDesc(DataType.UINT32, (2, 2)), TensorDesc(DataType.UINT32, (2, 2)), 1, 2, 0))
+    assert info.value.field == "DataType"

@@ -1,0 +1,121 @@
+"""Type checkers see the front end: real functions generated from the table, `py.typed`, and a
+user script that calls every front-end function passes `mypy --strict` (and a wrong one fails)."""
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dmlgpu
+from dmlgpu import functions, numpy_api
+from dmlgpu.dtypes import DataType
+from dmlgpu.operators import OPERATORS
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(dmlgpu.__file__).resolve().parent
+
+
+def test_generated_functions_are_current():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "generate_functions.py"), "--check"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_package_is_typed():
+    assert (PACKAGE / "py.typed").is_file()
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
+def test_every_row_has_a_real_function(op):
+    function = getattr(dmlgpu, op.short)
+    assert function is numpy_api.FUNCTIONS[op.short] is getattr(functions, op.short)
+    assert inspect.getsourcefile(function) == str(PACKAGE / "functions.py")
+    operands = ["x"] if len(op.inputs) == 1 else ["a", "b"]
+    keywords = (["dtype"] if not op.same_type else []) + ["feature_level"]
+    parameters = inspect.signature(function).parameters
+    assert list(parameters) == operands + ["out"] + keywords
+    assert all(parameters[k].kind is inspect.Parameter.KEYWORD_ONLY for k in keywords)
+    assert all(p.annotation is not inspect.Parameter.empty for p in parameters.values())
+
+
+def _call(op, operand: str, dtype: str) -> str:
+    args = ", ".join([operand] * len(op.inputs))
+    return f"dmlgpu.{op.short}({args}{', dtype=np.uint32' if not op.same_type and dtype else ''})"
+
+
+def user_script() -> str:
+    """Every front-end function, on numpy data and on Tensors, with and without `out`."""
+    lines = ["from __future__ import annotations", "", "from typing import Any", "", "import numpy as np",
+             "import numpy.typing as npt", "", "import dmlgpu", "", "",
+             "def main() -> None:"]
+    for op in OPERATORS:
+        types = op.newest.input_types  # exact comparison: an integer type (no NaN bits)
+        kind = (DataType.UINT32 if DataType.UINT32 in types else types[-1]).numpy.name
+        out_kind = kind if op.same_type else "uint32"
+        lines += [
+            f"    x_{op.short} = np.arange(6, dtype=np.{kind})",
+            f"    t_{op.short} = dmlgpu.Tensor.from_numpy(x_{op.short})",
+            f"    host_{op.short}: Any = {_call(op, f'x_{op.short}', 'u4')}",
+            f"    out_{op.short}: npt.NDArray[Any] = np.empty(6, np.{out_kind})",
+            f"    {_call(op, f'x_{op.short}', 'u4')[:-1]}, out=out_{op.short})",
+            f"    resident_{op.short}: dmlgpu.Tensor = {_call(op, f't_{op.short}', 'u4')}",
+            f"    level_{op.short}: dmlgpu.Tensor = {_call(op, f't_{op.short}', '')[:-1]}, "
+            f"out=resident_{op.short}, feature_level=dmlgpu.FeatureLevel.LEVEL_6_4)",
+            f"    assert (level_{op.short}.numpy() == host_{op.short}).all()",
+            f"    assert (out_{op.short} == host_{op.short}).all()",
+        ]
+    lines += ["", "", 'if __name__ == "__main__":', "    main()", ""]
+    return "\n".join(lines)
+
+
+#: Calls a type checker must reject: a str level, a Tensor result read as an ndarray, an
+#: unknown keyword, a dtype on a same-type operator, an operator that does not exist.
+WRONG = """\
+import numpy as np
+import numpy.typing as npt
+
+import dmlgpu
+
+x = np.arange(6, dtype=np.uint8)
+t = dmlgpu.Tensor.from_numpy(x)
+dmlgpu.bit_not(x, feature_level="6_4")
+a: npt.NDArray[np.uint8] = dmlgpu.bit_xor(t, x)
+dmlgpu.sign(x, order="C")
+dmlgpu.bit_not(x, dtype=np.uint8)
+dmlgpu.bit_nand(x, x)
+"""
+
+
+def _mypy(tmp_path, name: str, text: str) -> subprocess.CompletedProcess:
+    pytest.importorskip("mypy", reason="mypy is not installed (tools/versions.sh TEST_PIP_PACKAGES has it)")
+    script = tmp_path / name
+    script.write_text(text)
+    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                           "--cache-dir", str(tmp_path / "cache"), str(script)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def test_mypy_strict_passes_a_script_calling_every_function(tmp_path):
+    text = user_script()
+    result = _mypy(tmp_path, "user.py", text)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # ... and the script runs as it reads.
+    run = subprocess.run([sys.executable, str(tmp_path / "user.py")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_mypy_strict_rejects_wrong_calls(tmp_path):
+    result = _mypy(tmp_path, "wrong.py", WRONG)
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    lines = sorted({int(line.split(":")[1]) for line in errors})
+    assert lines == [8, 9, 10, 11, 12], result.stdout
+
+
+def test_the_generated_module_passes_mypy_strict(tmp_path):
+    pytest.importorskip("mypy", reason="mypy is not installed (tools/versions.sh TEST_PIP_PACKAGES has it)")
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
+                             "--cache-dir", str(tmp_path / "cache"), str(PACKAGE / "functions.py")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
