@@ -24,7 +24,7 @@ from .kernels import WORKGROUP_SIZE
 from .runtime import Program
 from .validation import validate
 
-__all__ = ["Chain", "ChainStep", "CompiledOperator", "coalesce"]
+__all__ = ["CompiledOperator", "coalesce"]
 
 _PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 
