@@ -6,6 +6,7 @@ validation, kernel selection and the tests. Semantics follow DirectML's document
 bitwise operators, SIGN(NaN) = 0).
 """
 from . import descs, functions, graph, hamming, numpy_api, reductions
+from ._version import __version__
 from .runtime import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
@@ -25,7 +26,6 @@ from .tensor import Tensor
 from .tensor_desc import TensorDesc, calc_buffer_tensor_size
 from .validation import validate
 
-__version__ = "0.1.0"
 __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",
     "DeviceError", "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",

@@ -24,6 +24,8 @@ from .runtime import Program
 from .tensor_desc import packed_strides
 from .validation import GRAPH, validate_graph
 
+__all__ = ["CompiledGraph"]
+
 #: Binding lists remembered per compiled graph (as prepared dispatches, which hold no memory).
 _MEMO = 64
 

@@ -32,6 +32,8 @@ from .tensor import Tensor
 from .tensor_desc import packed_strides, TensorDesc
 from .validation import resolve_feature_level, support_row
 
+__all__ = ["Fused", "SIGNATURES", "Traced", "fuse"]
+
 #: Compiled signatures kept per fused function, least recently used dropped first.
 SIGNATURES = 64
 _BY_UFUNC = {op.numpy_ufunc: op for op in OPERATORS if op.numpy_ufunc}

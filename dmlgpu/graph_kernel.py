@@ -15,6 +15,11 @@ from __future__ import annotations
 from .dtypes import Kind
 from .operators import OPERATORS, Operator
 
+__all__ = ["GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS", "MAX_INPUTS",
+           "MAX_OUTPUTS", "MAX_SLOTS", "MODE_PACKED", "MODE_STRIDED", "MODE_UNUSED", "OP_CODES", "OP_CONST",
+           "OP_LOAD", "PUSH_COUNT", "PUSH_WORDS", "SPEC_COUNT", "SPEC_IDS", "TIERS", "graph_abi_glsl",
+           "group_elements", "op_code", "tier_defines", "tier_for", "tier_name"]
+
 GRAPH_SOURCE = "graph.comp"
 MAX_DIMS = 8
 #: Sizes of the module, (slots, inputs, outputs): slots of the program (loads, constants and

@@ -27,6 +27,7 @@ from ..errors import DeviceError, DeviceMemoryError, ValidationError
 from ..validation import is_int
 from . import debug_layer, host_copy, vulkan
 from .memory import MemoryPool
+from .pipeline_cache import DiskCache
 from .probe import physical_device_count
 from .stream import Stream, replay_key
 
@@ -46,6 +47,10 @@ STAGING_CHUNK = 8 << 20
 #: Staging memory is one pooled arena of this size, kept between transfers (`empty_cache`
 #: gives it back); it holds `STAGING_SLOTS` chunks, the most one transfer uses at once.
 STAGING_ARENA = 64 << 20
+#: The pipeline cache goes to disk at close, and after this many new pipelines if the last
+#: write is this old (a burst of compiles; never per dispatch).
+SAVE_AFTER_PIPELINES = 32
+SAVE_INTERVAL_S = 10.0
 STAGING_SLOTS = STAGING_ARENA // STAGING_CHUNK
 #: A download keeps this many device copies queued ahead of the chunk whose host copy is
 #: running (which holds the last slot).
@@ -191,6 +196,18 @@ class Device:
         self._context = context
         self.index = int(index)
         self.properties = dict(found[index])
+        props = self.properties
+        self._disk_cache = DiskCache.for_device(context.pipeline_cache_uuid(), props["vendor_id"],
+                                                props["device_id"], props["driver_version"])
+        try:
+            context.seed_pipeline_cache(self._disk_cache.load())
+        except DeviceError:  # the driver refused the data: an empty cache, the file rebuilt
+            self._disk_cache.status = "rejected: by the driver"
+            context.seed_pipeline_cache(b"")
+        self._pipelines_made = 0  # pipelines created by this device (compiled or from the cache)
+        self._pipeline_seconds = 0.0  # time spent creating them
+        self._unsaved = 0  # pipelines made since the cache file was last written
+        self._saved_at = time.monotonic()
         self.name = self.properties["device_name"]
         self.type = DEVICE_TYPES.get(self.properties["device_type"], "unknown")
         self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16
@@ -361,9 +378,29 @@ class Device:
             pipeline = self._pipelines.get(key)
             if pipeline is None:
                 program = self._programs[program_key]
+                start = time.perf_counter()
                 pipeline = self._pipelines[key] = self._context.pipeline(
                     program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
+                self._pipeline_seconds += time.perf_counter() - start
+                self._pipelines_made += 1
+                self._unsaved += 1
+                if self._unsaved >= SAVE_AFTER_PIPELINES and time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
+                    self._save_pipeline_cache()
         return key, pipeline
+
+    def _save_pipeline_cache(self) -> None:
+        """Write the pipeline cache to disk (a new process then compiles none of these)."""
+        self._unsaved, self._saved_at = 0, time.monotonic()
+        self._disk_cache.save(self._context.pipeline_cache_data())
+
+    def pipeline_stats(self) -> dict:
+        """Pipelines this device created and the seconds it spent creating them (the driver's
+        compilation, or a lookup in the pipeline cache seeded from disk), and the disk cache:
+        its file, `status` ("disabled", "missing", "loaded", "rejected: ...", "saved",
+        "save failed: ..."), bytes loaded and saved."""
+        with self._lock:
+            return {"pipelines_created": self._pipelines_made, "pipeline_seconds": self._pipeline_seconds,
+                    **self._disk_cache.info()}
 
     def results(self, template: Launch, word: int, end: int) -> "Results":
         """Repeats of `template`, each writing bytes [0, end) of a fresh output buffer (its last
@@ -724,6 +761,8 @@ class Device:
                 pipeline.destroy()
                 pipeline.handle = None
             self._pipelines.clear()
+            if self._pipelines_made:
+                self._save_pipeline_cache()
             closing = [self._memory.destroy, self._context.destroy]
             if self._staging is not None:
                 self._staging.destroy()
