@@ -226,24 +226,42 @@ class CommandList:
 
     def _runs(self) -> list:
         """Consecutive steps grouped: a list of step indices, or a `_Run`."""
-        groups, run = [], None
-        for i, (compiled, ranges, _) in enumerate(self._steps):
-            if run is not None and isinstance(compiled, CompiledOperator) and run.admits(compiled, ranges):
-                run.add(i, compiled, ranges)
-                continue
-            if run is not None:
-                groups.append(run if len(run.steps) > 1 else run.steps)
+        steps, groups, i = self._steps, [], 0
+        while i < len(steps):
+            compiled, ranges, _ = steps[i]
             run = None
             if self.fuse and isinstance(compiled, CompiledOperator):
-                fresh = _Run(list(compiled.desc.tensor_descs().values())[-1].sizes)
-                if fresh.admits(compiled, ranges):
-                    fresh.add(i, compiled, ranges)
-                    run = fresh
-                    continue
-            groups.append([i])
-        if run is not None:
+                run = _Run(list(compiled.desc.tensor_descs().values())[-1].sizes)
+            if run is None or not run.admits(compiled, ranges):
+                groups.append([i])
+                i += 1
+                continue
+            j = i
+            while j < len(steps) and isinstance(steps[j][0], CompiledOperator) and run.admits(*steps[j][:2]):
+                run.add(j, *steps[j][:2])
+                j += 1
+            length = self._periodic_length(i, j)
+            if length < j - i:  # the run again from its start, cut where the period allows
+                run = _Run(run.sizes)
+                for k in range(i, i + length):
+                    run.add(k, *steps[k][:2])
             groups.append(run if len(run.steps) > 1 else run.steps)
+            i += len(run.steps)
         return groups
+
+    def _periodic_length(self, i, j) -> int:
+        """How many of steps i..j-1 (a full run, cut before step j) to keep: where the steps
+        repeat with a period p and step j continues it, a multiple of p, so that the next run
+        starts at the same phase and compiles to the same program (one pipeline for every run
+        of a repeating list instead of one per phase)."""
+        n = j - i
+        if j >= len(self._steps) or n < 2:
+            return n
+        sig = [(id(c), tuple(_key(r) for r in ranges)) for c, ranges, _ in self._steps[i:j + 1]]
+        for p in range(1, n // 2 + 1):
+            if all(sig[k] == sig[k + p] for k in range(n + 1 - p)):
+                return n // p * p
+        return n
 
     def _plan(self) -> list:
         if self._units is not None:
