@@ -74,8 +74,9 @@ def test_a_second_process_loads_what_the_first_saved(tmp_path):
     assert second["before"]["status"] == "loaded"
     assert second["before"]["loaded_bytes"] == path.stat().st_size - pipeline_cache._HEADER.size
     assert second["before"]["pipelines_created"] == first["before"]["pipelines_created"]
-    # The driver had every pipeline's data: nothing new to write.
-    assert second["after"]["status"] == "loaded" and cache_files(tmp_path) == [path]
+    # The driver had every pipeline's data: nothing new to write (a driver may still reorder
+    # its data: then it is saved again, to the same file).
+    assert second["after"]["status"] in ("loaded", "saved") and cache_files(tmp_path) == [path]
 
 
 def test_a_corrupt_file_is_ignored_and_rebuilt(tmp_path):
