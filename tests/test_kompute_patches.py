@@ -1,4 +1,4 @@
-"""What kp patch 0009 adds, through the runtime's one Kompute module: storage memory that can be
+"""What kp patches 0009 and 0010 add, through the runtime's one Kompute module: storage memory that can be
 filled and copied, region copies, asynchronous submits with a fence poll, global barriers."""
 import numpy as np
 
