@@ -16,10 +16,10 @@ from . import graph_kernel
 from .dtypes import DataType, Kind
 from .operators import OPERATORS, SELECTIONS, Operator, ReduceFunction
 
-__all__ = ["CPU_UNITS_PER_INVOCATION", "KIND_CODES", "LAYOUTS",
-           "MAX_DIMS", "MAX_GROUPS", "Module", "PUSH_FIELDS", "SPEC_COUNT", "SPEC_SCALAR_IN0", "SPEC_SCALAR_IN1",
-           "SPEC_SIZES", "SPEC_STRIDES_IN0", "SPEC_STRIDES_IN1", "SPEC_STRIDES_OUT", "SPEC_WORKGROUP_SIZE", "Variant", "WORKGROUP_SIZE",
-           "abi_glsl", "all_variants", "grid", "module_names", "modules", "variant_for", "variant_lines"]
+__all__ = ["CPU_UNITS_PER_INVOCATION", "KIND_CODES", "LAYOUTS", "MAX_DIMS", "MAX_GROUPS", "Module", "PUSH_FIELDS",
+           "SPEC_COUNT", "SPEC_SCALAR_IN0", "SPEC_SCALAR_IN1", "SPEC_SIZES", "SPEC_STRIDES_IN0", "SPEC_STRIDES_IN1",
+           "SPEC_STRIDES_OUT", "SPEC_WORKGROUP_SIZE", "Variant", "WORKGROUP_SIZE", "abi_glsl", "all_variants", "grid",
+           "module_names", "modules", "variant_for", "variant_lines"]
 
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
 FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
