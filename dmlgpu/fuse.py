@@ -27,7 +27,7 @@ from .graph import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, In
                     OperatorGraphNodeDesc, OutputGraphEdgeDesc)
 from .descs import DESC_CLASSES
 from .operands import host_array, is_python_scalar, python_scalar
-from .operators import OPERATORS
+from .operators import ELEMENT_WISE, OPERATORS
 from .tensor import Tensor
 from .tensor_desc import packed_strides, TensorDesc
 from .validation import resolve_feature_level, support_row
@@ -69,6 +69,8 @@ class _Trace:
         self.inputs: list = []  # (DataType, shape, strides) per traced argument
 
     def apply(self, op, arrays, out, out_dtype, feature_level):
+        if op.family != ELEMENT_WISE:
+            _unsupported(f"dmlgpu.{op.short} (a reduction or selection: apply it to the fused function's result)")
         if out is not None:
             _unsupported(f"{op.short}(..., out=...)")
         if feature_level is not None and resolve_feature_level(feature_level, op.dml_name) != self.level:

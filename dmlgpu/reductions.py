@@ -32,6 +32,14 @@ INDEX_TYPE = DataType.INT64
 TOP_K_INDEX_TYPE = DataType.UINT32
 
 
+def _traced(x, op, feature_level) -> None:
+    """An operand traced by dmlgpu.fuse (the front end's protocol, as in front_end.apply) is
+    handed the call, which it refuses by name: a reduction or selection is not element-wise."""
+    traced = getattr(x, "dmlgpu_traced_call", None)
+    if traced is not None:
+        traced(op, (x,), None, None, feature_level)
+
+
 def _operand(x, name: str):
     """(Tensor on its device, whether the caller gave numpy data)."""
     if isinstance(x, Tensor):
@@ -83,6 +91,7 @@ def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, featu
         ValidationError: a type or axis DirectML (or dmlgpu's exactness) rejects, before any work.
     """
     name = REDUCE.dml_name
+    _traced(x, REDUCE, feature_level)
     t, host = _operand(x, name)
     axes = _axes(axis, builtins.max(1, t.ndim), name)
     if not t.shape:
@@ -140,6 +149,7 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
         ValidationError: a bad k, axis or data type, before any work.
     """
     name = TOP_K.dml_name
+    _traced(x, TOP_K, feature_level)
     t, host = _operand(x, name)
     if not t.shape:
         raise ValidationError(name, "InputTensor", "Sizes", (), "allowed: at least one dimension")

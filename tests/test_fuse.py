@@ -101,6 +101,8 @@ UNSUPPORTED = {
     "argument": (lambda x: x, "argument unchanged"),
     "scalar result": (lambda x: 3, "int"),
     "out=": (lambda x: dmlgpu.bit_not(x, out=x), "out="),
+    "sum": (lambda x: dmlgpu.sum(x ^ 1), "dmlgpu.reduce"),
+    "top_k": (lambda x: dmlgpu.top_k(~x, 2), "dmlgpu.top_k"),
 }
 
 
