@@ -196,3 +196,14 @@ def test_the_directory_keeps_at_most_max_files(tmp_path, monkeypatch):
         assert cache.save(vk_data())
         os.utime(cache.path, (1000 + driver, 1000 + driver))  # distinct ages, oldest first
     assert len(cache_files(tmp_path)) == 3 and cache.path.exists()
+
+
+def test_saved_at_exit_without_close(tmp_path):
+    script = ("import numpy as np, dmlgpu\n"
+              "dmlgpu.bit_not(np.arange(64, dtype=np.uint32))\n")  # the default device closes at exit
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DMLGPU_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    [path] = cache_files(tmp_path)
+    assert path.stat().st_size >= pipeline_cache._HEADER.size + 32
