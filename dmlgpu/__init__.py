@@ -12,7 +12,7 @@ from .bindings import Binding
 from .command_list import CommandList
 from .compiled import CompiledOperator
 from .descs import *  # noqa: F401,F403 -- one descriptor class per table row (descs.__all__)
-from .device import Buffer, Device, default_device, devices
+from .device import Buffer, Device, default_device, devices, set_cache_limits
 from .dtypes import DataType
 from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
@@ -29,6 +29,7 @@ from .validation import validate
 __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",
     "DeviceError", "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
-    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "validate", *descs.__all__, *functions.__all__,
-    *graph.__all__, "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex", "hamming_knn",
+    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "set_cache_limits", "validate", *descs.__all__,
+    *functions.__all__, *graph.__all__, "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex",
+    "hamming_knn",
 ]

@@ -153,9 +153,7 @@ class CompiledOperator:
                 launch = self._launches[key] = self.device.rebind(
                     launch, [b.buffer for b in (*inputs, *outputs)])
         if launch is None or not launch.valid:
-            if self.device.closed:
-                raise ValidationError(self.op.dml_name, None, "device", "closed",
-                                      "allowed: an operator of an open device")
+            self.device.check_open(self.op.dml_name)  # DeviceError in a forked child
             launch = self.launch(self.check(inputs, outputs))
             if key is not None:
                 if len(self._launches) >= _MEMO:

@@ -23,6 +23,7 @@ from .device import default_device
 from .errors import DeviceMemoryError, ValidationError
 from .operands import host_array
 from .runtime import Program
+from .pieces import Pieces
 from .tensor import Tensor
 
 __all__ = ["CODE_DTYPES", "HammingIndex", "as_codes", "hamming_knn"]
@@ -65,12 +66,27 @@ def as_codes(value, tensor: str) -> np.ndarray:
     return np.ascontiguousarray(as_bytes).view(np.uint32), row_bytes
 
 
-def _in_place(value, device) -> bool:
-    """Whether a Tensor database can be searched where it lies (no copy through the host)."""
-    return (isinstance(value, Tensor) and (device is None or device is value.device)
+def _places(value, device) -> list | None:
+    """Where a Tensor database can be searched as it lies (no copy through the host): its
+    pieces as (buffer, word offset, first row, rows), one per buffer its rows span; None if it
+    cannot (not packed whole-word rows, a piece not starting at a row or a 16-byte boundary)."""
+    if not (isinstance(value, Tensor) and (device is None or device is value.device)
             and value.dtype in CODE_DTYPES and value.ndim == 2 and value.shape[0] >= 1
-            and value.shape[1] >= 1 and value.is_packed and value.offset % 16 == 0
-            and (value.shape[1] * value.itemsize) % 4 == 0)
+            and value.shape[1] >= 1 and value.is_packed and (value.shape[1] * value.itemsize) % 4 == 0):
+        return None
+    memory, row_bytes, start = value.buffer, value.shape[1] * value.itemsize, value.offset
+    end = start + value.shape[0] * row_bytes
+    if not isinstance(memory, Pieces):
+        return [(memory, start // 4, 0, value.shape[0])] if start % 16 == 0 else None
+    places = []
+    for buffer, begins in zip(memory.buffers, memory.starts):
+        first, last = max(start, begins), min(end, memory.piece_end(begins))
+        if first >= last:
+            continue
+        if (first - start) % row_bytes or (last - start) % row_bytes or (first - begins) % 16:
+            return None  # a row cut by a piece boundary, or a piece starting off a binding boundary
+        places.append((buffer, (first - begins) // 4, (first - start) // row_bytes, (last - first) // row_bytes))
+    return places
 
 
 def _pow2(n: int) -> int:
@@ -83,8 +99,9 @@ class HammingIndex:
     Args:
         database: (n, words) unsigned integers (numpy or Tensor): n codes of words * itemsize * 8
             bits. A packed Tensor whose rows are whole 32-bit words is searched where it lies
-            (keep it alive and unchanged while the index is used); other input is copied to the
-            device once, in pieces of at most one storage buffer.
+            (keep it alive and unchanged while the index is used), one piece per buffer where
+            it spans several; other input is copied to the device once, in pieces of at most
+            one storage buffer.
         device: where it lives (default: the Tensor's device, else the default device).
         stream: keep the database on the host and upload it piece by piece in every search (each
             piece freed once scanned), for databases larger than the device's memory.
@@ -97,14 +114,15 @@ class HammingIndex:
     def __init__(self, database, device=None, *, stream: bool = False):
         self._pieces = []  # (buffer, or host words with stream, word offset, first row, rows)
         self.streamed = bool(stream)
-        self._in_place = not self.streamed and _in_place(database, device)
-        if self._in_place:
-            # A packed Tensor of whole-word rows, 16-byte aligned: searched where it is.
+        places = None if self.streamed else _places(database, device)
+        self._in_place = places is not None
+        if places is not None:
+            # A packed Tensor of whole-word rows, each piece 16-byte aligned: searched where it is.
             self.device = database.device
             self.rows = database.shape[0]
             self.code_bytes = database.shape[1] * database.itemsize
             self.words = self.code_bytes // 4
-            self._pieces.append((database.buffer, database.offset // 4, 0, self.rows))
+            self._pieces.extend(places)
         else:
             words, self.code_bytes = as_codes(database, "database")
             if words.shape[0] == 0:

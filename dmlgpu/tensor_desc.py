@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from .dtypes import DataType
+from .errors import ValidationError
 
 __all__ = ["MAX_ELEMENTS", "MINIMUM_BUFFER_TENSOR_ALIGNMENT", "TensorDesc", "UINT32_MAX", "UINT64_MAX",
            "calc_buffer_tensor_size", "packed_strides"]
@@ -37,7 +38,8 @@ def calc_buffer_tensor_size(data_type, sizes: Sequence[int], strides: Sequence[i
 
     `roundup((dot(sizes - 1, strides) + 1) * element_size, 4)`, computed in bits as DirectMLX
     does so that 4-bit types round up to whole bytes first. Like DirectML, an unknown data type
-    gives 0; so does a tensor with no elements.
+    gives 0; so does a tensor with no elements. A size of 2**64 bytes or more raises
+    ValidationError (DirectML's sizes are UINT64).
     """
     try:
         bits = DataType(data_type).bits
@@ -49,7 +51,11 @@ def calc_buffer_tensor_size(data_type, sizes: Sequence[int], strides: Sequence[i
     strides = packed_strides(sizes) if strides is None else tuple(strides)
     last = sum((s - 1) * st for s, st in zip(sizes, strides))
     size_bytes = ((last + 1) * bits + 7) // 8
-    return (size_bytes + 3) // 4 * 4
+    total = (size_bytes + 3) // 4 * 4
+    if total >= 1 << 64:  # DirectML's sizes are UINT64: no buffer tensor is this large
+        raise ValidationError("DMLCalcBufferTensorSize", None, "sizes", sizes,
+                              f"allowed: a tensor of fewer than 2**64 bytes (this one needs {total})")
+    return total
 
 
 def _plain(value):

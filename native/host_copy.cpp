@@ -10,9 +10,23 @@
 // and its `wait` copies whatever slices no thread has taken yet, so a copy never waits for a
 // sleeping thread. A thread idle for SPIN_MICROSECONDS sleeps on a condition variable (an idle
 // process costs no CPU); the next job wakes it.
+//
+// Faults: the pool's threads never touch Python and block every signal (a Ctrl-C goes to a
+// Python thread). A caller gives the GIL up around its copies and takes it back in plain code,
+// never in a destructor: once the interpreter is finalizing, a daemon thread that tries to take
+// the GIL is ended by an unwind that a noexcept destructor would turn into std::terminate. A
+// caller that finds the interpreter finalizing when its copy is done parks instead, for good
+// (as CPython 3.14 parks daemon threads): it never enters Python again.
+// A daemon thread that takes the GIL back just as the interpreter begins finalizing is ended by
+// CPython with pthread_exit: a forced unwind through the call's frames, where pybind11's argument
+// holders drop their references without the GIL (the caller's frame still holds the objects).
+// That is by design here, so pybind11's debug check of it stays off in every build type.
+#define PYBIND11_NO_ASSERT_GIL_HELD_INCREF_DECREF
 #include <pybind11/pybind11.h>
 
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +51,32 @@ namespace py = pybind11;
 namespace {
 
 constexpr auto SPIN_MICROSECONDS = std::chrono::microseconds(200);
+
+// The GIL given up for the copies (`Unlocked unlocked; ...; unlocked.relock();`): taken back in
+// relock(), where an interpreter that is finalizing parks the thread rather than ending it.
+class Unlocked {
+  public:
+    Unlocked() : state_(PyEval_SaveThread()) {}
+    Unlocked(const Unlocked &) = delete;
+    void relock() {
+        if (state_ == nullptr)
+            return;
+        if (_Py_IsFinalizing()) {
+            for (;;)
+                pause();  // exit ends the process, and this thread with it
+        }
+        PyThreadState *state = state_;
+        state_ = nullptr;
+        PyEval_RestoreThread(state);
+    }
+    ~Unlocked() {
+        if (state_ != nullptr)  // only when an exception is already leaving (no finalization
+            PyEval_RestoreThread(state_);  // then: the copies here throw nothing of their own)
+    }
+
+  private:
+    PyThreadState *state_;
+};
 
 struct Job {
     char *dst;
@@ -105,6 +145,9 @@ class Pool {
     }
 
     void work() {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the process's other threads
         for (;;) {
             uint64_t seen;
             std::shared_ptr<Job> job;
@@ -170,18 +213,15 @@ class Pending {
     Pending(Pending &&) = default;  // moved into Python's object: only that one waits
     Pending(const Pending &) = delete;
     ~Pending() {
-        if (job_) {
-            py::gil_scoped_release unlocked;
-            job_->finish();
-        }
+        if (job_)
+            job_->finish();  // holding the GIL: a destructor never gives it up and takes it back
     }
     void wait() {
         if (!job_)
             return;
-        {
-            py::gil_scoped_release unlocked;
-            job_->finish();
-        }
+        Unlocked unlocked;
+        job_->finish();
+        unlocked.relock();
         job_.reset();
     }
     bool done() const { return !job_ || job_->done.load(std::memory_order_acquire) >= job_->slices; }
@@ -209,15 +249,17 @@ std::shared_ptr<Job> prepare(const py::buffer &dst, const py::buffer &src, unsig
     const char *from = static_cast<const char *>(s.ptr);
     slice = std::max<size_t>(slice, 4096);
     unsigned parts = static_cast<unsigned>(std::min<size_t>(threads, size / slice));
-    py::gil_scoped_release unlocked;
+    Unlocked unlocked;
     if (to < from + size && from < to + size) {
         std::memmove(to, from, size);
+        unlocked.relock();
         return nullptr;
     }
     if (parts >= 2)
         parts = std::min(parts, the_pool(threads).threads() + 1);
     if (parts < 2) {
         std::memcpy(to, from, size);
+        unlocked.relock();
         return nullptr;
     }
     auto job = std::make_shared<Job>();
@@ -227,14 +269,16 @@ std::shared_ptr<Job> prepare(const py::buffer &dst, const py::buffer &src, unsig
     job->slice = ((size + parts - 1) / parts + 4095) / 4096 * 4096;  // page-aligned slices
     job->slices = static_cast<unsigned>((size + job->slice - 1) / job->slice);
     pool->post(job);
+    unlocked.relock();
     return job;
 }
 
 void copy(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t slice) {
     std::shared_ptr<Job> job = prepare(dst, src, threads, slice);
     if (job) {
-        py::gil_scoped_release unlocked;
+        Unlocked unlocked;
         job->finish();
+        unlocked.relock();
     }
 }
 

@@ -5,6 +5,7 @@ of queued work with `synchronize`, `memory_stats`/`empty_cache`, `launch`/`enque
 `Program`s, recorded lists, GPU timing), `devices()` and the current-device context.
 """
 from .device import (
+    CACHE_LIMITS,
     DEVICE_TYPES,
     Buffer,
     Device,
@@ -14,9 +15,11 @@ from .device import (
     current_device,
     devices,
     open_devices,
+    set_cache_limits,
 )
 from . import debug_layer
 from .probe import physical_device_count
 
-__all__ = ["DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "choose_device", "current_device",
-           "debug_layer", "devices", "open_devices", "physical_device_count"]
+__all__ = ["CACHE_LIMITS", "DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "choose_device", "current_device",
+           "debug_layer", "devices", "open_devices", "physical_device_count",
+           "set_cache_limits"]

@@ -24,9 +24,8 @@ from collections import OrderedDict, deque
 import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError, ValidationError
-from ..validation import is_int
-from . import debug_layer, host_copy, vulkan
-from .memory import MemoryPool
+from . import debug_layer, fork, host_copy, interrupts, vulkan
+from .memory import MemoryPool, trim_host_heap
 from .pipeline_cache import DiskCache
 from .probe import physical_device_count
 from .stream import Stream, replay_key
@@ -64,9 +63,15 @@ SUBMIT_CHUNK_BYTES = 1 << 20
 #: three submits) was ~60-80 us on the H100's host, more than its device time. Larger calls
 #: are dominated by their copies and go through the pipelined transfers.
 HOST_CALL_BYTES = 4 << 20
-#: Host calls a device keeps (the least recently used is closed first): at most
-#: HOST_CALLS x HOST_CALL_BYTES of device memory and as much staging.
-HOST_CALLS = 16
+#: Bounds of the caches a device keeps, least recently used dropped first; settable with
+#: `set_cache_limits` or, at import, the environment (DMLGPU_CACHE_PIPELINES, ...):
+#: - "pipelines": compute pipelines (program x grid x arenas). A pipeline costs lavapipe
+#:   ~1 MB of compiled code, a GPU driver far less; ones a recorded command buffer uses (a
+#:   command list, a host call) are kept besides, until it goes.
+#: - "host_calls": kept calls on host data (`host_call`): at most host_calls x HOST_CALL_BYTES
+#:   of device memory and as much staging.
+CACHE_LIMITS = {"pipelines": int(os.environ.get("DMLGPU_CACHE_PIPELINES", 256)),
+                "host_calls": int(os.environ.get("DMLGPU_CACHE_HOST_CALLS", 16))}
 #: A call on host data through staging memory that moves at least this many bytes (inputs and
 #: output) runs as two host calls over its halves, overlapped (`Device.run_host_calls`): the
 #: second half's host copy in runs while the device copies and computes the first half, and
@@ -77,6 +82,24 @@ HOST_CALLS = 16
 HOST_CALL_SPLIT_BYTES = 2 << 20
 _SERIALS = itertools.count(1)
 _CURRENT = threading.local()
+
+
+def is_int(value) -> bool:
+    """An int or numpy integer, not a bool (the runtime's own test: it imports nothing from the
+    table layers above it)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def set_cache_limits(**limits) -> dict:
+    """Set cache bounds (`CACHE_LIMITS` names them; each at least 1) for every device; returns
+    the bounds now in force. Caches over a new bound shrink at their next insertion."""
+    for name, value in limits.items():
+        if name not in CACHE_LIMITS:
+            raise ValidationError("dmlgpu", None, "cache limit", name, f"allowed: {', '.join(CACHE_LIMITS)}")
+        if not is_int(value) or value < 1:
+            raise ValidationError("dmlgpu", None, name, value, "allowed: an int of at least 1")
+    CACHE_LIMITS.update({name: int(value) for name, value in limits.items()})
+    return dict(CACHE_LIMITS)
 
 
 def devices() -> list[dict]:
@@ -127,10 +150,12 @@ class Launch:
     buffers weakly: a remembered launch never keeps memory alive.
     """
 
-    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key", "replay_key")
+    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key", "replay_key",
+                 "program")
 
-    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key):
+    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key, program):
         self.device = device
+        self.program = program
         self.name = name
         self.pipeline = pipeline
         self.push = push
@@ -147,6 +172,7 @@ class Launch:
         launch.device, launch.name, launch.pipeline, launch.push = self.device, self.name, pipeline, push
         launch.reads, launch.writes, launch.buffers, launch.key = reads, writes, buffer_refs, key
         launch.replay_key = replay_key(pipeline, push)
+        launch.program = self.program
         return launch
 
     @property
@@ -180,9 +206,13 @@ class Device:
     new Tensors use it.
     """
 
+    @interrupts.critical
     def __init__(self, index: int | None = None, *, staging: bool | None = None):
+        fork.check()
+        interrupts.install()
         debug_layer.configure()  # DMLGPU_VALIDATION=1: before the process's first instance
         physical_device_count()  # kp aborts the process when there is no driver: ask first
+        fork.mark_used()
         context = vulkan.Context(0)
         found = context.devices()
         if index is None:
@@ -216,8 +246,12 @@ class Device:
         self.mapped = self.type in _MAPPED_TYPES and not staging  # else transfers go through staging
         self._whole_arenas = debug_layer.requested()
         self._lock = threading.RLock()
-        self._pipelines: dict = {}
-        self._programs: dict = {}  # program key -> Program, for pipelines made later
+        interrupts.watch_lock(self._lock._is_owned)  # Ctrl-C waits while the main thread holds it
+        self._users = 0  # threads copying into or out of device memory outside the lock
+        self._unused = threading.Condition(self._lock)  # notified when _users drops to 0
+        self._pipelines: OrderedDict = OrderedDict()  # key -> Pipeline, least recently made first
+        self._pins: dict = {}  # pipeline key -> recorded command buffers using it
+        self._retired: list = []  # (stream position, Pipeline): destroyed once work passes it
         self._memory = MemoryPool(lambda n: context.memory(n, self.mapped),
                                   min(ARENA_BYTES, self.max_buffer_size), self._drop_pipelines)
         self._staging = None if self.mapped else MemoryPool(
@@ -227,8 +261,11 @@ class Device:
         self._live = 0  # Buffers allocated and not yet released
         self._host_calls: OrderedDict = OrderedDict()  # key -> HostCall, least recently used first
         self._handed_over = 0  # live arrays showing device memory (`hand_over`)
+        self._handed = weakref.WeakSet()  # their owners (made private in a forked child)
         self._closing = None  # what `close` left for the last of them to destroy
+        self._closing_now = False  # `close` has begun: no host call starts
         self.closed = False
+        self._forked = False  # a forked child's copy of a parent's device
         _DEVICES.add(self)
 
     def __repr__(self):
@@ -266,19 +303,25 @@ class Device:
         """Device buffers allocated and not yet released."""
         return self._live
 
-    def _check_open(self, what="device"):
+    def check_open(self, operator: str = "dmlgpu", what: str = "device") -> None:
+        """ValidationError (naming `operator`) if the device is closed; DeviceError in a
+        process forked after its parent used it."""
         if self.closed:
-            raise ValidationError("dmlgpu", None, what, "closed", "allowed: an open Device")
+            if self._forked:
+                fork.check()
+            raise ValidationError(operator, None, what, "closed", "allowed: an open Device")
+
+    _check_open = check_open
 
     # -- memory ----------------------------------------------------------------------------
     def allocate(self, size_in_bytes: int, *, zero_fill: bool = True) -> "Buffer":
         """A device buffer of `size_in_bytes` bytes, zero-filled on the device unless asked not to."""
-        self._check_open()
         if not is_int(size_in_bytes) or not 1 <= size_in_bytes <= self.max_buffer_size:
             raise ValidationError("dmlgpu", None, "size_in_bytes", size_in_bytes,
                                   f"allowed: 1 to {self.max_buffer_size} bytes (the device's "
                                   "maxStorageBufferRange)")
         with self._lock:
+            self._check_open()  # under the lock: no other thread closes it in between
             buffer = Buffer(self, int(size_in_bytes), self._take(self._memory, int(size_in_bytes)))
             if zero_fill:
                 self._fill(buffer)
@@ -301,6 +344,8 @@ class Device:
 
     def _take(self, pool: MemoryPool, nbytes: int):
         """A block, reusing memory freed by finished work before growing the pool."""
+        if self.closed:  # (callers hold the lock: checked where no close can slip in)
+            self._check_open()
         block = pool.allocate(nbytes, grow=False)
         if block is None:
             self._stream.poll()  # retire finished batches, reclaim what they freed
@@ -312,17 +357,34 @@ class Device:
             try:
                 block = pool.allocate(nbytes)
             except DeviceMemoryError:
-                self.synchronize()  # everything parked comes back
+                self._give_back()  # as CuPy's MemoryPool.malloc: free what is cached, retry once
                 try:
                     block = pool.allocate(nbytes)
                 except DeviceMemoryError as exc:
                     raise DeviceMemoryError(f"{self.label} could not allocate {nbytes} bytes: {exc}") from exc
         return block
 
+    def _give_back(self) -> None:
+        """Wait for queued work (what it freed comes back), close kept host calls and give
+        every arena no live buffer uses back to the driver, in both pools."""
+        self._stream.synchronize()
+        self._close_host_calls()
+        self._memory.release_unused()
+        if self._staging is not None:
+            self._staging.release_unused()
+
     def _reclaim(self, completed: int) -> None:
         self._memory.reclaim(completed)
         if self._staging is not None:
             self._staging.reclaim(completed)
+        if self._retired and self._retired[0][0] <= completed:
+            keep = []
+            for position, pipeline in self._retired:
+                if position <= completed:
+                    pipeline.destroy()
+                else:
+                    keep.append((position, pipeline))
+            self._retired = keep
 
     def memory_stats(self) -> dict:
         """Bytes in use, reserved, peak; arenas and dedicated buffers; staging; pipelines."""
@@ -330,6 +392,7 @@ class Device:
             stats = self._memory.stats()
             stats["staging_reserved_bytes"] = self._staging.stats()["reserved_bytes"] if self._staging else 0
             stats["pipelines"] = len(self._pipelines)
+            stats["pinned_pipelines"] = len(self._pins)
             stats["live_buffers"] = self._live
             stats["command_buffers"] = self._stream.command_buffers + len(self._host_calls)
             stats["host_calls"] = len(self._host_calls)
@@ -338,14 +401,16 @@ class Device:
             return stats
 
     def empty_cache(self) -> None:
-        """Give back to the driver every arena no live buffer uses (after queued work ends)."""
+        """Give back what no live object needs, after queued work ends: kept host calls,
+        pipelines no recorded command buffer uses, and every arena no live buffer uses."""
         with self._lock:
             self._check_open()
-            self.synchronize()
-            self._close_host_calls()
-            self._memory.release_unused()
-            if self._staging is not None:
-                self._staging.release_unused()
+            self._give_back()
+            for key in [k for k in self._pipelines if k not in self._pins]:
+                self._retire(key)
+            self._stream.synchronize()
+            self._reclaim(self._stream.completed)
+            trim_host_heap()
 
     # -- work ------------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -355,6 +420,8 @@ class Device:
         try:
             if not self.closed:
                 self._stream.synchronize()
+            elif self._forked:
+                fork.check()
         finally:
             lock.release()
 
@@ -363,30 +430,63 @@ class Device:
 
         `reads`/`writes` are (Buffer, start, end) byte ranges for dependency tracking.
         """
-        self._programs[program.key] = program
-        key, pipeline = self._pipeline(program.key, tuple(grid), [b._block.arena for b in bindings])
-        return Launch(self, name, pipeline, np.ascontiguousarray(push, np.uint32),
-                      [self._span(b._block, s, e) for b, s, e in reads],
-                      [self._span(b._block, s, e) for b, s, e in writes],
-                      tuple({id(b): b for b in bindings}.values()), key)
+        with self._lock:
+            self._check_open()
+            key, pipeline = self._pipeline(program, tuple(grid), [b._block.arena for b in bindings])
+            return Launch(self, name, pipeline, np.ascontiguousarray(push, np.uint32),
+                          [self._span(b._block, s, e) for b, s, e in reads],
+                          [self._span(b._block, s, e) for b, s, e in writes],
+                          tuple({id(b): b for b in bindings}.values()), key, program)
 
-    def _pipeline(self, program_key, grid: tuple, arenas):
-        """(key, pipeline) of a known program over `grid` binding `arenas` in order: made once
-        per program, grid and arenas (kept until one of them is released)."""
-        key = (program_key, grid, tuple(a.id for a in arenas))
+    def _pipeline(self, program: Program, grid: tuple, arenas):
+        """(key, pipeline) of `program` over `grid` binding `arenas` in order: made once per
+        program, grid and arenas, and kept until one of them is released or it is the least
+        recently made or looked up of more than CACHE_LIMITS["pipelines"] (then made again
+        when needed: a Launch of it is remade by its user, `Launch.valid` turns False)."""
+        key = (program.key, grid, tuple(a.id for a in arenas))
         with self._lock:
             pipeline = self._pipelines.get(key)
             if pipeline is None:
-                program = self._programs[program_key]
                 start = time.perf_counter()
                 pipeline = self._pipelines[key] = self._context.pipeline(
                     program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
                 self._pipeline_seconds += time.perf_counter() - start
                 self._pipelines_made += 1
                 self._unsaved += 1
+                if len(self._pipelines) > CACHE_LIMITS["pipelines"]:
+                    self._evict_pipelines(CACHE_LIMITS["pipelines"])
                 if self._unsaved >= SAVE_AFTER_PIPELINES and time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
                     self._save_pipeline_cache()
+            else:
+                self._pipelines.move_to_end(key)
         return key, pipeline
+
+    def _evict_pipelines(self, limit: int) -> None:
+        """Retire the least recently made unpinned pipelines until at most `limit` are kept
+        (pinned ones count, and are never retired)."""
+        excess = len(self._pipelines) - limit
+        for key in list(self._pipelines):
+            if excess <= 0:
+                break
+            if key not in self._pins:
+                self._retire(key)
+                excess -= 1
+
+    def _retire(self, key) -> None:
+        """Drop a pipeline from the cache now (every Launch of it is invalid from here) and
+        destroy it once the work queued so far, which may use it, has finished."""
+        pipeline = self._pipelines.pop(key)
+        self._retired.append((self._stream.position, vulkan.Pipeline(pipeline.handle)))
+        pipeline.handle = None
+
+    def _current(self, launch: Launch):
+        """`launch`'s pipeline, made again if it was retired (its buffers are live)."""
+        pipeline = launch.pipeline
+        if pipeline.handle is None:
+            program_key, grid, arena_ids = launch.key
+            _, pipeline = self._pipeline(launch.program, grid, self._arenas_by_id(arena_ids))
+            launch.pipeline, launch.replay_key = pipeline, replay_key(pipeline, launch.push)
+        return pipeline
 
     def _save_pipeline_cache(self) -> None:
         """Write the pipeline cache to disk (a new process then compiles none of these)."""
@@ -428,7 +528,9 @@ class Device:
         lock = self._lock  # acquire/release: half the cost of `with` on this hot path
         lock.acquire()
         try:
-            if launch.pipeline.handle is None or self.closed:
+            if self.closed:
+                if self._forked:
+                    fork.check()
                 return False
             buffers = []
             for ref in launch.buffers:
@@ -436,6 +538,8 @@ class Device:
                 if buffer is None or buffer._block is None:
                     return False
                 buffers.append(buffer)
+            if launch.pipeline.handle is None:  # retired from the cache: made again
+                self._current(launch)
             stream = self._stream
             position = stream.position
             stream.dispatch(launch.pipeline, launch.push, launch.reads, launch.writes, launch.name,
@@ -449,15 +553,29 @@ class Device:
     def record(self, steps, name: str):
         """Record a list of launches (with None for a barrier) into a reusable command buffer."""
         with self._lock:
+            self._check_open()
             commands = self._context.commands()
             commands.barrier()  # earlier work in the stream -> this list
             for step in steps:
                 if step is None:
                     commands.compute_barrier()
                 else:
-                    commands.dispatch(step.pipeline.handle, step.push)
+                    commands.dispatch(self._current(step).handle, step.push)
             commands.host_barrier()
-            return Recorded(self, commands, name)
+            return Recorded(self, commands, name, [step.key for step in steps if step is not None])
+
+    def _pin(self, keys) -> None:
+        """Keep the pipelines of `keys` (a recorded command buffer uses them) out of eviction."""
+        for key in keys:
+            self._pins[key] = self._pins.get(key, 0) + 1
+
+    def _unpin(self, keys) -> None:
+        for key in keys:
+            count = self._pins.get(key, 0) - 1
+            if count > 0:
+                self._pins[key] = count
+            else:
+                self._pins.pop(key, None)
 
     def time_dispatches(self, launch: Launch, repeats: int) -> np.ndarray:
         """GPU seconds of `repeats` back-to-back runs of `launch`, each behind a barrier."""
@@ -465,8 +583,9 @@ class Device:
             self.synchronize()
             commands = self._context.commands(2 * repeats)
             try:
+                handle = self._current(launch).handle
                 for _ in range(repeats):
-                    commands.dispatch(launch.pipeline.handle, launch.push)
+                    commands.dispatch(handle, launch.push)
                     commands.compute_barrier()
                 commands.submit()
                 commands.wait()
@@ -487,7 +606,7 @@ class Device:
             commands = self._context.commands()
             times = []
             try:
-                commands.dispatch(launch.pipeline.handle, launch.push)
+                commands.dispatch(self._current(launch).handle, launch.push)
                 commands.host_barrier()
                 for _ in range(repeats + 1):  # the first wakes the queue up
                     start = time.perf_counter()
@@ -551,14 +670,17 @@ class Device:
             view = block.arena.memory.view[block.offset:block.offset + nbytes]
             owner = _HandedOver(buffer, view)
             self._handed_over += 1
+            self._handed.add(owner)
             weakref.finalize(owner, self._handed_back).atexit = False
             return np.asarray(owner)
 
+    @interrupts.critical
     def _handed_back(self) -> None:
         """A handed-over array died."""
         with self._lock:
             self._handed_over -= 1
-            if self._handed_over == 0 and self._closing is not None and not sys.is_finalizing():
+            if self._handed_over == 0 and self._closing is not None and not sys.is_finalizing() \
+                    and not self._forked:
                 closing, self._closing = self._closing, None
                 for destroy in closing:
                     destroy()
@@ -583,7 +705,7 @@ class Device:
                 call.close()
                 raise
             self._host_calls[key] = call
-            while len(self._host_calls) > HOST_CALLS:
+            while len(self._host_calls) > CACHE_LIMITS["host_calls"]:
                 self._host_calls.popitem(last=False)[1].close()
             return call
 
@@ -595,6 +717,7 @@ class Device:
             return 0
         return 2 if not self.mapped and nbytes >= HOST_CALL_SPLIT_BYTES else 1
 
+    @interrupts.critical
     def run_host_calls(self, calls, inputs, outs) -> bool:
         """Run kept host calls over pieces of one call, overlapped: every piece's inputs are
         copied in and submitted before the first is waited for and copied out, so one piece's
@@ -619,6 +742,21 @@ class Device:
     def _close_host_calls(self) -> None:
         while self._host_calls:
             self._host_calls.popitem()[1].close()
+
+    def _use_memory(self) -> bool:
+        """A thread is about to copy into or out of device memory outside the lock (a host
+        call): False once the device is closing, else `close` waits for `_memory_used`."""
+        with self._lock:
+            if self.closed or self._closing_now:
+                return False
+            self._users += 1
+            return True
+
+    def _memory_used(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                self._unused.notify_all()
 
     # -- host transfers --------------------------------------------------------------------
     def _write(self, buffer: "Buffer", data: np.ndarray, offset: int, fresh: bool) -> None:
@@ -742,15 +880,21 @@ class Device:
             self._staging.free(staging)
 
     # -- lifetime --------------------------------------------------------------------------
+    @interrupts.critical
     def close(self) -> None:
         """Finish queued work, then release every buffer, pipeline and the Vulkan device.
 
         Done for every open device at interpreter exit; buffers, operators and command lists of
-        a closed device raise ValidationError when used.
+        a closed device raise ValidationError when used. Other threads' calls in flight finish
+        first (or raise ValidationError if they start after this); threads copying into or out
+        of device memory (calls on host data) are waited for before any memory is freed.
         """
         with self._lock:
             if self.closed:
                 return
+            self._closing_now = True
+            while self._users:  # releases the lock while it waits
+                self._unused.wait()
             try:
                 self._stream.synchronize()
             except DeviceError:
@@ -763,6 +907,10 @@ class Device:
             self._pipelines.clear()
             if self._pipelines_made:
                 self._save_pipeline_cache()
+            for _, pipeline in self._retired:
+                pipeline.destroy()
+            self._retired.clear()
+            interrupts.unwatch_lock(self._lock._is_owned)
             closing = [self._memory.destroy, self._context.destroy]
             if self._staging is not None:
                 self._staging.destroy()
@@ -772,6 +920,23 @@ class Device:
             else:
                 for destroy in closing:
                     destroy()
+
+    def _became_fork_child(self) -> None:
+        """In a forked child: the device is the parent's; never use or destroy it here."""
+        self._lock = threading.RLock()  # the parent's may have been held by a thread the child lacks
+        self._forked = self.closed = True
+        for owner in list(self._handed):
+            fork.privatize(owner.__array_interface__["data"][0], owner.__array_interface__["shape"][0])
+        fork.leak(self)
+
+
+def _after_fork_in_child() -> None:
+    if fork.became_child():
+        for device in list(_DEVICES):
+            device._became_fork_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _HandedOver:
@@ -814,7 +979,7 @@ class Results:
             block = device._take(device._memory, self.end)
             buffer = Buffer(device, self.end, block)
             entry = self._by_block.get((block.arena.id, block.offset))
-            if entry is None:  # (arena ids are never reused)
+            if entry is None or entry[0].handle is None:  # (arena ids are never reused)
                 entry = self._remember(block)
             stream = device._stream
             position = stream.position
@@ -827,7 +992,7 @@ class Results:
     def _remember(self, block):
         device, template = self.device, self.template
         program_key, grid, arena_ids = template.key
-        _, pipeline = device._pipeline(program_key, grid, device._arenas_by_id(arena_ids[:-1]) + [block.arena])
+        _, pipeline = device._pipeline(template.program, grid, device._arenas_by_id(arena_ids[:-1]) + [block.arena])
         push = template.push.copy()
         push[self.word] = block.offset // 4
         if len(self._by_block) >= self.BLOCKS:
@@ -889,39 +1054,50 @@ class HostCall:
                 commands.copy(buffer._block.arena.memory.handle, staging.arena.memory.handle,
                               buffer._block.offset, staging.offset, buffer.size_in_bytes)
         commands.host_barrier()
-        self._recorded = Recorded(device, commands, "a call on host data")
-        self._launch = launch  # its pipeline lives as long as the call
+        self._recorded = Recorded(device, commands, "a call on host data", [launch.key])
+        self._launch = launch  # its pipeline lives as long as the call (pinned)
 
+    @interrupts.critical
     def start(self, inputs) -> int | None:
         """Copy flat uint8 `inputs` (each at most its buffer's size) in and submit; returns the
         stream position to `finish` with, or None where it did not start (another thread runs
-        it, or it was closed). A started call must be finished."""
+        it, it was closed, or its device is closing). A started call must be finished.
+
+        Its copies run outside the device's lock, so `Device.close` waits for them (from here
+        to the end of `finish`) before it frees any memory."""
         if not self._busy.acquire(blocking=False):
             return None
+        device = self.device
         position = None
+        using = False
         try:
             if not self._closed:
+                using = device._use_memory()
+            if using:
                 for view, data in zip(self._views, inputs):
                     host_copy.copy(view[:data.size], data)
-                device = self.device
                 with device._lock:
                     if not device.closed:
                         position = self._recorded.submit((*self.inputs, self.output))
             return position
         finally:
             if position is None:
+                if using:
+                    device._memory_used()
                 self._end()
 
+    @interrupts.critical
     def finish(self, position: int, out: np.ndarray | None) -> None:
         """Wait for the started call and copy the first `out.size` bytes of its output into
         flat uint8 `out` (nothing when `out` is None)."""
+        device = self.device
         try:
-            device = self.device
             with device._lock:
                 device._stream.wait(position)
             if out is not None:
                 host_copy.copy(out, self._views[-1][:out.size])
         finally:
+            device._memory_used()
             self._end()
 
     def _end(self) -> None:
@@ -929,6 +1105,7 @@ class HostCall:
         if self._closed:
             self.close()  # closed while it ran: free now
 
+    @interrupts.critical
     def close(self) -> None:
         """Give its memory and command buffer back (at once, or when a started call is finished)."""
         self._closed = True
@@ -954,12 +1131,17 @@ class HostCall:
 
 
 class Recorded:
-    """A command buffer recorded once (a command list) and submitted on the stream on demand."""
+    """A command buffer recorded once (a command list) and submitted on the stream on demand.
 
-    def __init__(self, device, commands, name):
+    The pipelines it dispatches (`keys`) are pinned in the device's cache until `destroy`."""
+
+    def __init__(self, device, commands, name, keys=()):
         self.device = device
         self._commands = commands
         self.name = name
+        self._keys = list(keys)
+        with device._lock:
+            device._pin(self._keys)
 
     def submit(self, buffers) -> int:
         """Queue it after everything queued; `buffers` (what it uses) are in use until it ends.
@@ -975,10 +1157,15 @@ class Recorded:
     def destroy(self) -> None:
         device = self.device
         with device._lock:
+            keys, self._keys = self._keys, []
             if device.closed:
+                return
+            device._unpin(keys)
+            if self._commands is None:
                 return
             device._stream.synchronize()
             self._commands.destroy()
+            self._commands = None
 
 
 def _bound_size(nbytes: int) -> int:
@@ -1033,6 +1220,7 @@ class Buffer:
 
     def _check_range(self, offset, size, what):
         if self.released:
+            fork.check()
             raise ValidationError("dmlgpu", None, "buffer", "released buffer", "allowed: a live Buffer")
         if not is_int(offset) or not is_int(size) or offset < 0 or size < 0 \
                 or offset + size > self.size_in_bytes:
@@ -1075,6 +1263,22 @@ class Buffer:
             device._live -= 1
             device._memory.free(block, self.last_use if self.last_use > device._stream.completed else None)
 
+    def __copy__(self) -> "Buffer":
+        """A new buffer of the same size holding a copy of the data (never shared memory)."""
+        device = self.device
+        with device._lock:
+            data = self.read()
+            copy = device.allocate(self.size_in_bytes, zero_fill=False)
+            copy.write(data)
+            return copy
+
+    def __deepcopy__(self, memo) -> "Buffer":
+        return self.__copy__()
+
+    def __reduce__(self):
+        raise TypeError("a dmlgpu.Buffer cannot be pickled: read() its bytes, or pickle a Tensor")
+
+    @interrupts.critical  # a Ctrl-C here is raised after it, not lost
     def __del__(self):
         try:
             self.release()

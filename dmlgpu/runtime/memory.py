@@ -14,6 +14,8 @@ to the bins once the stream has completed that far.
 from __future__ import annotations
 
 import bisect
+import ctypes
+import ctypes.util
 import itertools
 
 from ..errors import DeviceMemoryError
@@ -280,3 +282,13 @@ class MemoryPool:
             "dedicated": sum(1 for a in self.arenas if a.dedicated),
             "arena_bytes": self.arena_bytes,
         }
+
+
+def trim_host_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's malloc_trim), where a driver
+    that keeps device memory and pipelines in host memory (lavapipe) freed them; else nothing."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # no glibc
+        pass

@@ -65,17 +65,25 @@ class Context:
         """Device memory of `nbytes` (a multiple of 16): host-mapped, or device-local only."""
         kp = _kp
         kind = kp.TensorTypes.host if mapped else kp.TensorTypes.storage
+        what = f"{nbytes} bytes of {'host-visible' if mapped else 'device'} memory"
         try:
             tensor = self._manager.tensor_empty(nbytes // 4, kind)
+        except Exception as exc:  # vkAllocateMemory failed, or the host's malloc (MemoryError)
+            raise DeviceMemoryError(f"could not allocate {what}: {exc}") from exc
+        try:
+            memory = Memory(tensor, nbytes, mapped)
         except Exception as exc:
-            raise DeviceMemoryError(f"could not allocate {nbytes} bytes of "
-                                    f"{'host-visible' if mapped else 'device'} memory: {exc}") from exc
-        return Memory(tensor, nbytes, mapped)
+            tensor.destroy()
+            raise DeviceMemoryError(f"could not map {what}: {exc}") from exc
+        return memory
 
     def pipeline(self, spirv: bytes, grid, spec: np.ndarray, push_words: int, memories) -> "Pipeline":
         """A compute pipeline and descriptor set binding `memories` in order (whole buffers)."""
-        algorithm = self._manager.algorithm(
-            [m.handle for m in memories], spirv, list(grid), spec, np.zeros(push_words, np.uint32))
+        try:
+            algorithm = self._manager.algorithm(
+                [m.handle for m in memories], spirv, list(grid), spec, np.zeros(push_words, np.uint32))
+        except Exception as exc:
+            raise _failure("creating a compute pipeline", exc) from exc
         return Pipeline(algorithm)
 
     def pipeline_cache_uuid(self) -> bytes:
@@ -95,10 +103,27 @@ class Context:
         return bytes(self._manager.pipeline_cache_data())
 
     def commands(self, timestamps: int = 0) -> "Commands":
-        return Commands(self._manager.sequence(0, timestamps))
+        try:
+            return Commands(self._manager.sequence(0, timestamps))
+        except Exception as exc:
+            raise _failure("creating a command buffer", exc) from exc
 
     def destroy(self) -> None:
         self._manager.destroy()
+
+
+def _failure(what: str, exc: Exception) -> Exception:
+    """kp's exception for a failed Vulkan call as dmlgpu's: out of host or device memory is
+    DeviceMemoryError, anything else DeviceError."""
+    text = str(exc)
+    if isinstance(exc, MemoryError) or "OutOfDeviceMemory" in text or "OutOfHostMemory" in text \
+            or "OUT_OF_" in text or "bad_alloc" in text:
+        return DeviceMemoryError(f"{what} ran out of memory: {text or type(exc).__name__}")
+    return DeviceError(f"{what} failed: {text or type(exc).__name__}")
+
+
+#: What a failed mmap returns (MAP_FAILED), as an address.
+_MAP_FAILED = (1 << 64) - 1
 
 
 class Memory:
@@ -110,7 +135,13 @@ class Memory:
         self.handle = tensor
         self.nbytes = nbytes
         self.mapped = mapped
-        self.view = tensor.data().view(np.uint8) if mapped else None
+        self.view = None
+        if mapped:
+            view = tensor.data().view(np.uint8)
+            address = view.ctypes.data
+            if address in (0, _MAP_FAILED) or view.nbytes < nbytes:  # vkMapMemory failed
+                raise DeviceMemoryError(f"mapping {nbytes} bytes of device memory failed")
+            self.view = view
 
     def destroy(self) -> None:
         self.view = None
@@ -118,6 +149,8 @@ class Memory:
 
 
 class Pipeline:
+    """A compute pipeline; `handle` is None once it was destroyed or retired from a cache."""
+
     __slots__ = ("handle",)
 
     def __init__(self, algorithm):

@@ -1,0 +1,152 @@
+"""Soak and chaos: random operations from several threads, Ctrl-C at random moments in the main
+thread, and a non-default device closed (and another opened) at random while threads use it.
+Afterwards every result that completed is bit-exact, the pool's accounting is consistent and
+(under DMLGPU_VALIDATION=1) the validation layer said nothing.
+
+It runs in a fresh interpreter with a timeout. DMLGPU_SOAK_SCALE=10 (a nightly profile) runs it
+ten times longer; the default runs ~8 s of chaos.
+"""
+import os
+
+from test_faults import ok, run
+
+SCALE = float(os.environ.get("DMLGPU_SOAK_SCALE", "1"))
+SECONDS = 8 * SCALE
+
+SOAK = """
+import _thread, copy, gc, os, random, signal, threading, time
+import numpy as np
+import dmlgpu
+from dmlgpu import Tensor
+
+SECONDS = {seconds}
+default = dmlgpu.default_device()
+chaos = {{"device": dmlgpu.Device(private=True)}}
+stop = threading.Event()
+failures, counts, lock = [], {{"done": 0, "refused": 0, "closes": 0, "interrupts": 0}}, threading.Lock()
+OPS = [("bit_xor", np.bitwise_xor, 2), ("bit_and", np.bitwise_and, 2), ("bit_or", np.bitwise_or, 2),
+       ("bit_not", np.invert, 1)]
+
+
+def check(got, want, what):
+    if not np.array_equal(got, want):
+        with lock:
+            failures.append(what)
+
+
+def one_op(rng, device):
+    kind = rng.integers(0, 5)
+    n = int(rng.choice([1, 7, 1000, 65536, 1 << 19, 1 << 21]))
+    a = rng.integers(0, 2**32, n, dtype=np.uint32)
+    b = rng.integers(0, 2**32, n, dtype=np.uint32)
+    name, ref, arity = OPS[rng.integers(0, len(OPS))]
+    with device:
+        if kind == 0:  # the numpy front end on host data (kept host calls, pipelined transfers)
+            got = getattr(dmlgpu, name)(*(a, b)[:arity])
+            check(got, ref(*(a, b)[:arity]), f"front end {{name}} {{n}}")
+        elif kind == 1:  # Tensors: upload, operators, download
+            t, u = Tensor.from_numpy(a, device), Tensor.from_numpy(b, device)
+            r = (~t ^ u).numpy()
+            check(r, ~a ^ b, f"tensor ops {{n}}")
+        elif kind == 2:  # buffers: write, read, copy, release
+            buffer = device.upload(a)
+            twin = copy.copy(buffer)
+            buffer.write(b)
+            check(twin.read().view(np.uint32)[:n], a, f"buffer copy {{n}}")
+            check(buffer.read().view(np.uint32)[:n], b, f"buffer write {{n}}")
+            buffer.release()
+        elif kind == 3:  # results into out=
+            out = np.empty_like(a)
+            getattr(dmlgpu, name)(*(a, b)[:arity], out=out)
+            check(out, ref(*(a, b)[:arity]), f"front end out= {{name}} {{n}}")
+        else:  # a strided view: a pipeline of its own
+            rows = int(rng.integers(1, 64))
+            m = a[:rows * (n // rows)].reshape(rows, -1) if n >= rows else a.reshape(1, -1)
+            t = Tensor.from_numpy(m, device)
+            check((~t.transpose()).numpy(), ~m.T, f"strided {{m.shape}}")
+
+
+def worker(seed):
+    rng = np.random.default_rng(seed)
+    while not stop.is_set():
+        device = chaos["device"] if rng.random() < 0.4 else default
+        try:
+            one_op(rng, device)
+            with lock:
+                counts["done"] += 1
+        except (dmlgpu.ValidationError, dmlgpu.DeviceError) as exc:
+            if device is default:  # only the device being closed may refuse work
+                with lock:
+                    failures.append(f"default device refused: {{exc!r}}")
+            with lock:
+                counts["refused"] += 1
+
+
+def closer():
+    rng = random.Random(5)
+    while not stop.wait(rng.uniform(0.1, 0.5)):
+        old, chaos["device"] = chaos["device"], dmlgpu.Device(private=True)
+        old.close()
+        counts["closes"] += 1
+
+
+go, seen = threading.Event(), threading.Event()
+
+
+def interrupter():  # one SIGINT in flight at a time, each seen by the main thread first
+    rng = random.Random(7)
+    go.wait()
+    while True:
+        time.sleep(rng.uniform(0.001, 0.02))
+        if stop.is_set():
+            return
+        if rng.random() < 0.5:
+            _thread.interrupt_main()
+        else:
+            os.kill(os.getpid(), signal.SIGINT)
+        seen.wait(1)  # (a signal Python dropped, in a callback, must not stop the run)
+        seen.clear()
+
+
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+threads += [threading.Thread(target=closer), threading.Thread(target=interrupter)]
+for thread in threads:
+    thread.start()
+rng = np.random.default_rng(99)
+deadline = time.monotonic() + SECONDS
+while True:
+    try:
+        go.set()
+        if time.monotonic() > deadline:
+            stop.set()
+            seen.set()
+            for thread in threads:
+                thread.join(60)
+                assert not thread.is_alive(), thread
+            break
+        while time.monotonic() < deadline:
+            one_op(rng, default)
+            counts["done"] += 1
+    except KeyboardInterrupt:
+        counts["interrupts"] += 1
+        seen.set()
+    except (dmlgpu.ValidationError, dmlgpu.DeviceError) as exc:
+        failures.append(f"default device refused in the main thread: {{exc!r}}")
+chaos["device"].close()
+assert not failures, failures[:10]
+gc.collect()
+default.synchronize()
+default.empty_cache()
+stats = default.memory_stats()
+assert stats["live_buffers"] == 0 and stats["in_use_bytes"] == 0 and stats["pending_free_bytes"] == 0, stats
+# and the device still computes
+x = np.arange(1 << 20, dtype=np.uint32)
+assert np.array_equal(dmlgpu.bit_not(x), ~x)
+assert counts["done"] > 50 and counts["closes"] >= 3 and counts["interrupts"] >= 3, counts
+print("ok", counts)
+"""
+
+
+def test_soak_and_chaos():
+    out = ok(run(SOAK.format(seconds=SECONDS), timeout=60 + 20 * SECONDS))
+    assert out.startswith("ok"), out
