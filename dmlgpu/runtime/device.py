@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import DeviceError, DeviceMemoryError, ValidationError
 from . import debug_layer, fork, host_copy, interrupts, vulkan
 from .memory import MemoryPool, trim_host_heap
+from .pipeline_cache import DiskCache
 from .probe import physical_device_count
 from .stream import Stream, replay_key
 
@@ -45,6 +46,10 @@ STAGING_CHUNK = 8 << 20
 #: Staging memory is one pooled arena of this size, kept between transfers (`empty_cache`
 #: gives it back); it holds `STAGING_SLOTS` chunks, the most one transfer uses at once.
 STAGING_ARENA = 64 << 20
+#: The pipeline cache goes to disk at close, and after this many new pipelines if the last
+#: write is this old (a burst of compiles; never per dispatch).
+SAVE_AFTER_PIPELINES = 32
+SAVE_INTERVAL_S = 10.0
 STAGING_SLOTS = STAGING_ARENA // STAGING_CHUNK
 #: A download keeps this many device copies queued ahead of the chunk whose host copy is
 #: running (which holds the last slot).
@@ -221,6 +226,18 @@ class Device:
         self._context = context
         self.index = int(index)
         self.properties = dict(found[index])
+        props = self.properties
+        self._disk_cache = DiskCache.for_device(context.pipeline_cache_uuid(), props["vendor_id"],
+                                                props["device_id"], props["driver_version"])
+        try:
+            context.seed_pipeline_cache(self._disk_cache.load())
+        except DeviceError:  # the driver refused the data: an empty cache, the file rebuilt
+            self._disk_cache.status = "rejected: by the driver"
+            context.seed_pipeline_cache(b"")
+        self._pipelines_made = 0  # pipelines created by this device (compiled or from the cache)
+        self._pipeline_seconds = 0.0  # time spent creating them
+        self._unsaved = 0  # pipelines made since the cache file was last written
+        self._saved_at = time.monotonic()
         self.name = self.properties["device_name"]
         self.type = DEVICE_TYPES.get(self.properties["device_type"], "unknown")
         self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16
@@ -430,10 +447,16 @@ class Device:
         with self._lock:
             pipeline = self._pipelines.get(key)
             if pipeline is None:
+                start = time.perf_counter()
                 pipeline = self._pipelines[key] = self._context.pipeline(
                     program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
+                self._pipeline_seconds += time.perf_counter() - start
+                self._pipelines_made += 1
+                self._unsaved += 1
                 if len(self._pipelines) > CACHE_LIMITS["pipelines"]:
                     self._evict_pipelines(CACHE_LIMITS["pipelines"])
+                if self._unsaved >= SAVE_AFTER_PIPELINES and time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
+                    self._save_pipeline_cache()
             else:
                 self._pipelines.move_to_end(key)
         return key, pipeline
@@ -464,6 +487,20 @@ class Device:
             _, pipeline = self._pipeline(launch.program, grid, self._arenas_by_id(arena_ids))
             launch.pipeline, launch.replay_key = pipeline, replay_key(pipeline, launch.push)
         return pipeline
+
+    def _save_pipeline_cache(self) -> None:
+        """Write the pipeline cache to disk (a new process then compiles none of these)."""
+        self._unsaved, self._saved_at = 0, time.monotonic()
+        self._disk_cache.save(self._context.pipeline_cache_data())
+
+    def pipeline_stats(self) -> dict:
+        """Pipelines this device created and the seconds it spent creating them (the driver's
+        compilation, or a lookup in the pipeline cache seeded from disk), and the disk cache:
+        its file, `status` ("disabled", "missing", "loaded", "rejected: ...", "saved",
+        "save failed: ..."), bytes loaded and saved."""
+        with self._lock:
+            return {"pipelines_created": self._pipelines_made, "pipeline_seconds": self._pipeline_seconds,
+                    **self._disk_cache.info()}
 
     def results(self, template: Launch, word: int, end: int) -> "Results":
         """Repeats of `template`, each writing bytes [0, end) of a fresh output buffer (its last
@@ -868,6 +905,8 @@ class Device:
                 pipeline.destroy()
                 pipeline.handle = None
             self._pipelines.clear()
+            if self._pipelines_made:
+                self._save_pipeline_cache()
             for _, pipeline in self._retired:
                 pipeline.destroy()
             self._retired.clear()
