@@ -16,6 +16,9 @@ import dmlgpu._host_copy
 import dmlgpu._kompute
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where the dmlgpu under test is installed (the source tree, or a wheel's site-packages): a
+#: subprocess must import that one, never a source tree that would shadow it.
+INSTALLED = Path(dmlgpu.__file__).resolve().parents[1]
 RUNTIME_LIBRARIES = {"libvulkan.so.1", "libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libm.so.6",
                      "ld-linux-x86-64.so.2"}
 
@@ -80,8 +83,8 @@ def test_the_library_loads_none_of_the_tools(code):
     probe = (f"{code}\nimport sys\n"
              f"print(file=sys.__stdout__, *[sorted(m for m in sys.modules if m.startswith({TOOL_MODULES!r}) "
              f"or m.split('.')[0] in ('matplotlib', 'tqdm', 'torch', 'cupy'))])")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(INSTALLED)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
@@ -95,6 +98,6 @@ def test_the_tools_are_not_in_the_library_package():
 def test_bench_still_runs_from_the_command_line():
     """`python -m dmlgpu bench` reaches the tools on demand (`--help`: nothing is measured; the
     demo's command is run by tests/test_demo.py)."""
-    result = subprocess.run([sys.executable, "-m", "dmlgpu", "bench", "--help"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run([sys.executable, "-m", "dmlgpu", "bench", "--help"], cwd="/", capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(INSTALLED)})
     assert result.returncode == 0 and "python -m dmlgpu bench" in result.stdout, result.stderr

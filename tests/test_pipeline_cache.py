@@ -50,9 +50,9 @@ print(json.dumps({"before": before, "after": after}))
 
 
 def run(cache_dir, *args, **extra_env) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DMLGPU_CACHE_DIR": str(cache_dir), **extra_env}
+    env = {**os.environ, "DMLGPU_CACHE_DIR": str(cache_dir), **extra_env}
     done = subprocess.run([sys.executable, "-c", SCRIPT, *args], env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+                          timeout=TIMEOUT_S, cwd="/")
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -201,9 +201,9 @@ def test_the_directory_keeps_at_most_max_files(tmp_path, monkeypatch):
 def test_saved_at_exit_without_close(tmp_path):
     script = ("import numpy as np, dmlgpu\n"
               "dmlgpu.bit_not(np.arange(64, dtype=np.uint32))\n")  # the default device closes at exit
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DMLGPU_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "DMLGPU_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+                          timeout=TIMEOUT_S, cwd="/")
     assert done.returncode == 0, done.stderr
     [path] = cache_files(tmp_path)
     assert path.stat().st_size >= pipeline_cache._HEADER.size + 32
