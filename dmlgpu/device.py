@@ -66,7 +66,7 @@ class Device(runtime.Device):
         level = resolve_feature_level(feature_level, name)
         # repr, not equality: 64.0 == 64 and True == 1, but only ints are valid sizes.
         key = (_strict_repr(operator_desc), level)
-        with self._lock:
+        with self.lock:
             compiled = self._operators.get(key)
             if compiled is None:
                 family = getattr(getattr(operator_desc, "OPERATOR", None), "family", ELEMENT_WISE)
@@ -80,14 +80,14 @@ class Device(runtime.Device):
             return compiled
 
     def empty_cache(self) -> None:
-        with self._lock:
+        with self.lock:
             self._operators.clear()
             super().empty_cache()
 
     empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + " Also compiled operators."
 
     def close(self) -> None:
-        with self._lock:
+        with self.lock:
             self._operators.clear()
             super().close()
 
