@@ -2,14 +2,18 @@
 IndexBinaryFlat and numpy in the same run, end to end (queries up and results down inside the
 timing; the database resident, as each peer keeps it).
 
-    python benchmarks/hamming.py [--quick] [--out results.json]
+    python benchmarks/hamming.py [--quick] [--sweep] [--out FOLDER]   (writes FOLDER/hamming.json)
 
 Cases (issue 24's targets): 1M x 256-bit codes with 1,024 queries, 1M x 1,024-bit with 1,024,
 16M x 256-bit with 256; top-10. --quick: 1M x 256-bit with 32 queries and numpy/FAISS only on
 a sample of the queries (a CPU driver such as lavapipe). Every peer's answer is checked once
 against numpy's exact answer (distances; indices where ties allow: FAISS and argpartition pick
 any of equal distances, so only distances are compared for them) before it is timed. Reports
-G distances/s (database rows x queries / seconds) and each peer's time / ours.
+G distances/s (database rows x queries / seconds) and each peer's time / ours. --sweep: also
+ours alone on the first case over the register scan's tuning knobs (hamming.TARGET_LANES, or
+TARGET_LANES_CPU on a CPU driver: lanes x row tiles the grid aims at, which sets the tile
+length; kernels.HAMMING_WORDS_AT_ONCE; kernels.HAMMING_CARRY_SAVE), each checked against
+numpy first; the best is printed last.
 
 Peers:
 - CuPy: `bitwise_count(q[:, None] ^ db).sum(axis=2)` + `argpartition` + a sort of the k, on
@@ -18,6 +22,7 @@ Peers:
 - numpy vectorised: `np.bitwise_count(q ^ db).sum(1)` + `argpartition` per query.
 """
 import argparse
+import itertools
 import json
 import os
 import time
@@ -25,6 +30,7 @@ import time
 import numpy as np
 
 import dmlgpu
+from dmlgpu import hamming, kernels
 
 try:
     import cupy
@@ -38,6 +44,9 @@ except ImportError:
 K = 10
 CASES = [(1 << 20, 256, 1024), (1 << 20, 1024, 1024), (1 << 24, 256, 256)]
 QUICK = [(1 << 20, 256, 32)]
+SWEEP_LANES = [1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 19]
+SWEEP_LANES_CPU = [1 << 8, 1 << 10, 1 << 12]  # (a CPU driver: hamming.TARGET_LANES_CPU)
+SWEEP_WORDS_AT_ONCE = [8, 16, 32, 64]
 
 
 def timed(fn, repeats=3) -> float:
@@ -86,14 +95,15 @@ def cupy_search(db_gpu, queries, k, chunk_bytes=4 << 30):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small case for a CPU driver")
-    parser.add_argument("--out", help="write the rows as JSON here")
+    parser.add_argument("--sweep", action="store_true", help="also tune the register scan on the first case")
+    parser.add_argument("--out", default=".", help="folder for hamming.json (default: here)")
     args = parser.parse_args()
     device = dmlgpu.default_device()
     print(f"{device.name} ({device.type}); {os.cpu_count()} host cores; "
           f"faiss: {getattr(faiss, '__version__', 'not importable')}"
           f"{' (GPU build)' if faiss is not None and hasattr(faiss, 'StandardGpuResources') else ''}; "
           f"cupy: {getattr(cupy, '__version__', 'not importable')}")
-    rows = []
+    rows, sweep = [], []
     for n, bits, nq in (QUICK if args.quick else CASES):
         rng = np.random.default_rng(0)
         database = rng.integers(0, 256, size=(n, bits // 8), dtype=np.uint8)
@@ -105,7 +115,7 @@ def main():
         assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), "dmlgpu differs from numpy"
         ours = timed(lambda: index.search(queries, K))
         row = {"rows": n, "bits": bits, "queries": nq, "k": K, "device": device.name,
-               "ours_s": ours, "ours_gdist_per_s": n * nq / ours / 1e9}
+               "tile_rows": index.tile_rows(K, nq), "ours_s": ours, "ours_gdist_per_s": n * nq / ours / 1e9}
         peers = {}
         numpy_d, _ = numpy_search(database, sample[:4], K)
         assert np.array_equal(numpy_d, want_d)
@@ -127,13 +137,46 @@ def main():
             row[f"{name}_gdist_per_s"] = n * nq / seconds / 1e9
             row[f"{name}_time_over_ours"] = seconds / ours
         rows.append(row)
-        print(f"{n} x {bits}-bit, {nq} queries, top-{K}: ours {row['ours_gdist_per_s']:.3f} G/s"
+        print(f"{n} x {bits}-bit, {nq} queries, top-{K} (tiles of {row['tile_rows']} rows): "
+              f"ours {row['ours_gdist_per_s']:.3f} G/s ({ours * 1e3:.2f} ms)"
               + "".join(f"; {name} {row[f'{name}_gdist_per_s']:.3f} G/s ({row[f'{name}_time_over_ours']:.2f}x ours)"
-                        for name in peers))
+                        for name in peers), flush=True)
+        if args.sweep and not sweep:
+            sweep = tune(database, queries, want_d, want_i)
         index = None  # frees the device copy before the next case
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+    path = os.path.join(args.out, "hamming.json")
+    with open(path, "w") as f:
+        json.dump({"cases": rows, "sweep": sweep}, f, indent=1)
+    print(f"wrote {path}")
+
+
+def tune(database, queries, want_d, want_i):
+    """Ours on one case over TARGET_LANES x HAMMING_WORDS_AT_ONCE x HAMMING_CARRY_SAVE (a fresh
+    index each: the pipelines are specialised when made)."""
+    n, nq, found = database.shape[0], queries.shape[0], []
+    knob = "TARGET_LANES_CPU" if dmlgpu.default_device().is_cpu else "TARGET_LANES"
+    saved = getattr(hamming, knob), kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE
+    try:
+        for lanes, at_once, carry_save in itertools.product(
+                SWEEP_LANES_CPU if knob == "TARGET_LANES_CPU" else SWEEP_LANES, SWEEP_WORDS_AT_ONCE, (True, False)):
+            setattr(hamming, knob, lanes)
+            kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE = at_once, carry_save
+            index = dmlgpu.HammingIndex(database)
+            got_d, got_i = index.search(queries[:4], K)
+            assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), "dmlgpu differs from numpy"
+            seconds = timed(lambda: index.search(queries, K))
+            found.append({"target_lanes": lanes, "words_at_once": at_once, "carry_save": carry_save,
+                          "tile_rows": index.tile_rows(K, nq),
+                          "ours_s": seconds, "ours_gdist_per_s": n * nq / seconds / 1e9})
+            print(f"  sweep: target lanes {lanes}, words at once {at_once}, carry-save {carry_save}, tiles of "
+                  f"{found[-1]['tile_rows']} rows: {found[-1]['ours_gdist_per_s']:.3f} G/s", flush=True)
+            index = None
+        top = max(found, key=lambda r: r["ours_gdist_per_s"])
+        print(f"  sweep best: {top}", flush=True)
+    finally:
+        setattr(hamming, knob, saved[0])
+        kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE = saved[1:]
+    return found
 
 
 if __name__ == "__main__":

@@ -1,5 +1,14 @@
 """`dmlgpu.Device`: the runtime's device plus DirectML's operator compilation, and the default
-(or current) device the front ends use."""
+(or current) device the front ends use.
+
+`Device(i)` names the one process-wide device of index i (as `cupy.cuda.Device(i)` or
+`torch.device("cuda:0")` name one): every call gives the same object, so `with Device(0):`
+costs nothing and Tensors made under two such calls combine. A second, private context of the
+same physical device (its own memory pool, stream and pipelines: for tests, isolated
+measurements, staging experiments) is asked for explicitly with `Device(i, private=True)`.
+Closing a shared device ends it for everyone holding it; the next `Device(i)` (and so the next
+front-end call, through `default_device()`) opens a fresh one.
+"""
 from __future__ import annotations
 
 import atexit
@@ -13,7 +22,7 @@ from .compiled_selection import CompiledSelection
 from .errors import ValidationError
 from .operators import ELEMENT_WISE
 from .runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
-from .validation import resolve_feature_level
+from .validation import is_int, resolve_feature_level
 
 __all__ = ["DEVICE_TYPES", "Buffer", "Device", "default_device", "devices", "set_cache_limits"]
 #: Compiled operators kept per device, least recently used dropped first (set_cache_limits's
@@ -38,6 +47,21 @@ def set_cache_limits(**limits) -> dict:
     return {**limits, **_LIMITS}
 
 
+#: (index, staging) -> the process-wide open Device of that index and transfer mode.
+_SHARED: dict = {}
+_SHARED_LOCK = threading.Lock()
+#: DMLGPU_DEVICE's value -> the index `Device()` picks (discovered once per value).
+_DEFAULT_INDEX: dict = {}
+
+
+def _default_index() -> int:
+    override = os.environ.get("DMLGPU_DEVICE")
+    index = _DEFAULT_INDEX.get(override)
+    if index is None:
+        index = _DEFAULT_INDEX[override] = next(d["index"] for d in runtime.devices() if d["default"])
+    return index
+
+
 class Device(runtime.Device):
     """A Vulkan device (DirectML's IDMLDevice, in spirit).
 
@@ -46,13 +70,34 @@ class Device(runtime.Device):
             else a CPU implementation such as lavapipe.
         staging: True sends host transfers through staging memory even where the device's
             memory is host-visible (a test and diagnostic knob); None: DMLGPU_STAGING=1 says.
+        private: False (default): the process-wide device of this index and transfer mode,
+            the same object on every call (opened by the first, or after a `close()`); True: a
+            new Vulkan context of its own, never shared (close it when done).
 
     `with device:` makes it the current device of the calling thread (the numpy front end,
-    `Tensor.from_numpy`, `Tensor.empty` and Tensor results use it).
+    `Tensor.from_numpy`, `Tensor.empty` and Tensor results use it); entering and leaving cost
+    nothing and close nothing.
     """
 
-    def __init__(self, index: int | None = None, *, staging: bool | None = None):
+    def __new__(cls, index: int | None = None, *, staging: bool | None = None, private: bool = False):
+        if private or (index is not None and not is_int(index)):
+            return super().__new__(cls)  # a context of its own (or the runtime's error for the index)
+        if staging is None:
+            staging = os.environ.get("DMLGPU_STAGING", "") == "1"
+        key = (_default_index() if index is None else int(index), bool(staging))
+        with _SHARED_LOCK:
+            device = _SHARED.get(key)
+            if device is None or device.closed:
+                device = super().__new__(cls)
+                device.__init__(key[0], staging=key[1])
+                _SHARED[key] = device
+            return device
+
+    def __init__(self, index: int | None = None, *, staging: bool | None = None, private: bool = False):
+        if getattr(self, "_operators", None) is not None:
+            return  # the shared device, open already
         self._operators: OrderedDict = OrderedDict()  # first: close() may run on a half-made one
+        self.private = private
         super().__init__(index, staging=staging)
 
     def create_operator(self, operator_desc, feature_level=None) -> CompiledOperator:
@@ -99,28 +144,28 @@ def _strict_repr(value) -> str:
         return f"unprintable:{id(value)}"
 
 
-_default: Device | None = None
-_default_lock = threading.Lock()
-
-
 def _after_fork_in_child() -> None:
-    global _default_lock
-    _default_lock = threading.Lock()  # a parent's thread may have held it at the fork
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()  # a parent's thread may have held it at the fork
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def default_device() -> Device:
-    """The calling thread's current device (`with device:`), else the process-wide default."""
+    """The calling thread's current device (`with device:`), else the process-wide default,
+    `Device()` (opened again if it was closed)."""
     current = runtime.current_device()
     if current is not None:
         return current
     global _default
-    with _default_lock:
-        if _default is None:
-            _default = Device()
-        return _default
+    device = _default
+    if device is None or device.closed:
+        device = _default = Device()
+    return device
+
+
+_default: Device | None = None  # what `Device()` gave last: the front end's hot path asks often
 
 
 @atexit.register

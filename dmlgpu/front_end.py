@@ -1,23 +1,24 @@
 """One call of the numpy front end: answered from the memos when it repeats, else planned and run.
 
 `apply(op, operands, out, dtype, feature_level)` is what every front-end function
-(`dmlgpu.functions`) calls. A call is planned once (`dmlgpu.call_plan.plan`: operands, output,
-pieces, all validated before any work) and the plan is carried down to the run: over numpy
-data in pieces (`dmlgpu.host_pieces`), or as one dispatch over Tensors. A call of a kind seen
-before (same operator, level and dtype as given, same operand dtypes and shapes, or the same
-Tensors) skips planning: `dmlgpu.memo` keeps what planning decided.
+(`dmlgpu.functions`) calls. A call with a Tensor operand or `out` goes down to `dmlgpu.ops`, the
+layer Tensor's own operators use. A call on numpy data is planned once (`dmlgpu.call_plan.plan`:
+operands, output, pieces, all validated before any work) and the plan is carried down to the run
+over numpy data in pieces (`dmlgpu.host_pieces`). A call of a kind seen before (same operator,
+level and dtype as given, same operand dtypes and shapes) skips planning: `dmlgpu.memo` keeps
+what planning decided.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import host_pieces, memo
-from .call_plan import HostPlan, TensorPlan, plan
+from . import host_pieces, memo, ops
+from .call_plan import HostPlan, plan
 from .device import default_device
 from .operands import convert
 from .operators import Operator
-from .tensor import Tensor
 from .validation import resolve_feature_level, support_row
+from .views import View
 
 __all__ = ["apply"]
 
@@ -30,44 +31,28 @@ def apply(op: Operator, operands: tuple, out, dtype, feature_level):
     """One call of `op`: `operands` are numpy data, Tensors or Python scalars; `dtype` is the
     output dtype as given (None: `out`'s, else the row's default; same-type operators take
     none). Returns a new array, a numpy scalar for 0-d numpy operands, a Tensor, or `out`."""
-    call = (op.name, feature_level, dtype)  # the arguments as given: part of every memo key
-    if isinstance(out, Tensor):  # hot path: the same Tensors as an earlier call
-        try:
-            launch = memo.TENSOR_CALLS.get((*call, (*[t.key for t in operands], out.key)))
-        except (AttributeError, TypeError):
-            launch = None
-        if launch is not None and launch.device.enqueue(launch):
-            return out
-    elif out is None and operands and all(isinstance(x, Tensor) for x in operands):
-        try:  # hot path: a new result of an earlier call's shape from the same Tensors
-            known = memo.TENSOR_RESULTS.get((*call, tuple([t.key for t in operands])))
-        except (AttributeError, TypeError):
-            known = None
-        if known is not None and not any(t.buffer.released for t in operands):
-            results, shape, out_type, offset, strides = known
-            return Tensor._made(results(), shape, out_type, offset, strides)
-    else:  # hot path: numpy arrays of an earlier call's dtypes and shapes
-        try:
-            key = _host_key(call, operands, out)
-            kind = memo.HOST_PLANS.get(key) if key is not None else None
-        except TypeError:  # an unhashable argument: the full path explains
-            kind = None
-        if kind is not None and not kind.device.closed:
-            flat_in = [x.reshape(-1).view(np.uint8) for x in operands]
-            result = host_pieces.run_host_call(kind.device, key, kind.pieces, flat_in, operands, out,
-                                               kind.shape, kind.dtype)
-            if result is None and out is None:
-                result = host_pieces.new_result(kind.pieces, flat_in, operands, kind.shape, kind.dtype)
-            elif result is None:
-                host_pieces.run(kind.pieces, flat_in, operands, out, None)
-                result = out
-            return result if out is not None or result.ndim else result[()]
+    if isinstance(out, View) or any(isinstance(x, View) for x in operands):
+        return ops.apply(op, operands, out, ops.output_dtype(op, out, dtype), feature_level)
+    call = (op.name, feature_level, dtype)  # the arguments as given: part of the memo key
+    try:  # hot path: numpy arrays of an earlier call's dtypes and shapes
+        key = _host_key(call, operands, out)
+        kind = memo.HOST_PLANS.get(key) if key is not None else None
+    except TypeError:  # an unhashable argument: the full path explains
+        kind = None
+    if kind is not None and not kind.device.closed:
+        flat_in = [x.reshape(-1).view(np.uint8) for x in operands]
+        result = host_pieces.run_host_call(kind.device, key, kind.pieces, flat_in, operands, out,
+                                           kind.shape, kind.dtype)
+        if result is None and out is None:
+            result = host_pieces.new_result(kind.pieces, flat_in, operands, kind.shape, kind.dtype)
+        elif result is None:
+            host_pieces.run(kind.pieces, flat_in, operands, out, None)
+            result = out
+        return result if out is not None or result.ndim else result[()]
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
-    arrays = convert(operands, op.dml_name, op.inputs, row.input_types, (Tensor,), _TAKES, _ANCHORS)
+    arrays = convert(operands, op.dml_name, op.inputs, row.input_types, (View,), _TAKES, _ANCHORS)
     planned = plan(op, level, row, arrays, out, dtype)
-    if isinstance(planned, TensorPlan):
-        return _run_tensors(planned, call, arrays)
     key = _host_key(call, operands, out)
     if key is not None and planned.in_place is None:  # the call can repeat as is
         memo.HOST_PLANS[key] = planned.kind
@@ -83,21 +68,6 @@ def _run_host(planned: HostPlan, out):
     host_pieces.run(kind.pieces, planned.flat_in, planned.arrays, result, planned.in_place)
     if not planned.direct:
         np.copyto(out, result, casting="equiv")
-    return out
-
-
-def _run_tensors(planned: TensorPlan, call, arrays):
-    compiled, tensors, out = planned.compiled, planned.tensors, planned.out
-    if compiled is None:  # an empty result: nothing to bind
-        return out
-    launch = compiled.launch(planned.ranges)
-    compiled.enqueue(launch)
-    if all(x is t for x, t in zip(arrays, tensors)):  # Tensors only: the call can repeat as is
-        memo.TENSOR_CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
-        if not planned.given and planned.ranges[-1].start == 0:
-            memo.TENSOR_RESULTS[(*call, tuple(t.key for t in tensors))] = (
-                compiled.results(launch, planned.ranges[-1].end), out.shape, out.data_type, out.offset,
-                out.strides)
     return out
 
 

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Union, overload
 
-import numpy as np
 import numpy.typing as npt
 
 from .feature_levels import FeatureLevel
 from .front_end import apply
+from .operands import HostOperand
 from .operators import BY_SHORT
 from .tensor import Tensor
 
-#: numpy data a function takes: an array (any byte order), a numpy scalar, or a Python int,
-#: float or bool, which takes the data type of the other operand (NEP 50).
-HostOperand = Union[npt.NDArray[Any], np.generic, int, float]
 #: Any operand: numpy data or a Tensor.
 Operand = Union[Tensor, HostOperand]
 #: A feature level, its value, or None for the newest.

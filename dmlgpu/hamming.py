@@ -5,6 +5,9 @@
 of shaders/hamming.comp (XOR -> BIT_COUNT -> REDUCE(SUM over a code's words) -> TOP_K, the
 distances kept in registers, never an N x Q matrix) over every piece, merges the partial top-k
 lists on the device and downloads the answer once. `hamming_knn` is the one-call form.
+For k up to kernels.HAMMING_REGISTER_K each lane keeps its k best in registers over a long tile
+of rows and one workgroup per query merges the tiles' lists; a larger k (a lane's list would
+spill) keeps the lists in global memory and merges them in levels: slower, as exact.
 
 The answer is numpy's, exactly: distance = `np.bitwise_count(db ^ q).sum()` over a code's bytes,
 the k smallest in order, ties by lower row (a stable argsort). Codes are rows of unsigned
@@ -23,6 +26,7 @@ from .device import default_device
 from .errors import DeviceMemoryError, ValidationError
 from .operands import host_array
 from .runtime import Program
+from .pieces import Pieces
 from .tensor import Tensor
 
 __all__ = ["CODE_DTYPES", "HammingIndex", "as_codes", "hamming_knn"]
@@ -32,6 +36,11 @@ NAME = "dmlgpu.hamming_knn"
 CODE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
 #: Rows an invocation of the scan walks at least (more when the partial lists would not fit).
 ROWS_PER_SLICE = 256
+#: The register path (k <= kernels.HAMMING_REGISTER_K): lanes (one per query) times row tiles the
+#: scan aims at, so that a GPU is full (an H100: 132 SMs x 2,048 lanes) with tiles as long as that
+#: allows (a lane's list takes about k * ln(rows / k) insertions); a CPU driver runs a workgroup
+#: per thread at a time and wants few, long tiles.
+TARGET_LANES, TARGET_LANES_CPU = 1 << 18, 1 << 10
 #: Row tiles (scan workgroups along the grid's y, at most 65535 on any device) per piece.
 MAX_SLICES_PER_PIECE = 1 << 15
 #: The partial top-k lists of one batch of queries take at most this many bytes (and at most one
@@ -65,12 +74,27 @@ def as_codes(value, tensor: str) -> np.ndarray:
     return np.ascontiguousarray(as_bytes).view(np.uint32), row_bytes
 
 
-def _in_place(value, device) -> bool:
-    """Whether a Tensor database can be searched where it lies (no copy through the host)."""
-    return (isinstance(value, Tensor) and (device is None or device is value.device)
+def _places(value, device) -> list | None:
+    """Where a Tensor database can be searched as it lies (no copy through the host): its
+    pieces as (buffer, word offset, first row, rows), one per buffer its rows span; None if it
+    cannot (not packed whole-word rows, a piece not starting at a row or a 16-byte boundary)."""
+    if not (isinstance(value, Tensor) and (device is None or device is value.device)
             and value.dtype in CODE_DTYPES and value.ndim == 2 and value.shape[0] >= 1
-            and value.shape[1] >= 1 and value.is_packed and value.offset % 16 == 0
-            and (value.shape[1] * value.itemsize) % 4 == 0)
+            and value.shape[1] >= 1 and value.is_packed and (value.shape[1] * value.itemsize) % 4 == 0):
+        return None
+    memory, row_bytes, start = value.buffer, value.shape[1] * value.itemsize, value.offset
+    end = start + value.shape[0] * row_bytes
+    if not isinstance(memory, Pieces):
+        return [(memory, start // 4, 0, value.shape[0])] if start % 16 == 0 else None
+    places = []
+    for buffer, begins in zip(memory.buffers, memory.starts):
+        first, last = max(start, begins), min(end, memory.piece_end(begins))
+        if first >= last:
+            continue
+        if (first - start) % row_bytes or (last - start) % row_bytes or (first - begins) % 16:
+            return None  # a row cut by a piece boundary, or a piece starting off a binding boundary
+        places.append((buffer, (first - begins) // 4, (first - start) // row_bytes, (last - first) // row_bytes))
+    return places
 
 
 def _pow2(n: int) -> int:
@@ -83,8 +107,9 @@ class HammingIndex:
     Args:
         database: (n, words) unsigned integers (numpy or Tensor): n codes of words * itemsize * 8
             bits. A packed Tensor whose rows are whole 32-bit words is searched where it lies
-            (keep it alive and unchanged while the index is used); other input is copied to the
-            device once, in pieces of at most one storage buffer.
+            (keep it alive and unchanged while the index is used), one piece per buffer where
+            it spans several; other input is copied to the device once, in pieces of at most
+            one storage buffer.
         device: where it lives (default: the Tensor's device, else the default device).
         stream: keep the database on the host and upload it piece by piece in every search (each
             piece freed once scanned), for databases larger than the device's memory.
@@ -97,14 +122,15 @@ class HammingIndex:
     def __init__(self, database, device=None, *, stream: bool = False):
         self._pieces = []  # (buffer, or host words with stream, word offset, first row, rows)
         self.streamed = bool(stream)
-        self._in_place = not self.streamed and _in_place(database, device)
-        if self._in_place:
-            # A packed Tensor of whole-word rows, 16-byte aligned: searched where it is.
+        places = None if self.streamed else _places(database, device)
+        self._in_place = places is not None
+        if places is not None:
+            # A packed Tensor of whole-word rows, each piece 16-byte aligned: searched where it is.
             self.device = database.device
             self.rows = database.shape[0]
             self.code_bytes = database.shape[1] * database.itemsize
             self.words = self.code_bytes // 4
-            self._pieces.append((database.buffer, database.offset // 4, 0, self.rows))
+            self._pieces.extend(places)
         else:
             words, self.code_bytes = as_codes(database, "database")
             if words.shape[0] == 0:
@@ -122,13 +148,38 @@ class HammingIndex:
                         f"{self.device.name}'s memory; HammingIndex(database, stream=True) searches it "
                         "piece by piece") from error
                 self._pieces.append((piece, 0, first, chunk.shape[0]))
-        spec = np.zeros(2, np.uint32)
-        spec[kernels.HAMMING_SPEC_WORDS] = self.words
-        spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
-        self._scan = Program(kernels.HAMMING_SCAN, spirv.load(kernels.HAMMING_SCAN), spec,
-                             len(kernels.HAMMING_PUSH_FIELDS))
-        self._merge = Program(kernels.HAMMING_MERGE, spirv.load(kernels.HAMMING_MERGE),
-                              np.zeros(0, np.uint32), len(kernels.HAMMING_PUSH_FIELDS))
+        self._programs = {}  # k (0: the global-memory path) -> (scan, merge)
+
+    def _kernels(self, k: int):
+        """The scan and merge Programs for k: the register path's (k a specialization constant)
+        for k <= kernels.HAMMING_REGISTER_K, else the global-memory path's (any k)."""
+        key = k if k <= kernels.HAMMING_REGISTER_K else 0
+        if key not in self._programs:
+            spec = np.zeros(5, np.uint32)
+            spec[kernels.HAMMING_SPEC_WORDS] = self.words
+            spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
+            spec[kernels.HAMMING_SPEC_K] = key
+            spec[kernels.HAMMING_SPEC_ROWS_AT_ONCE] = max(1, kernels.HAMMING_WORDS_AT_ONCE // self.words)
+            spec[kernels.HAMMING_SPEC_CARRY_SAVE] = kernels.HAMMING_CARRY_SAVE
+            scan, merge = ((kernels.HAMMING_REGISTER_SCAN, kernels.HAMMING_REGISTER_MERGE) if key
+                           else (kernels.HAMMING_SCAN, kernels.HAMMING_MERGE))
+            self._programs[key] = tuple(Program(name, spirv.load(name), spec, len(kernels.HAMMING_PUSH_FIELDS))
+                                        for name in (scan, merge))
+        return self._programs[key]
+
+    def tile_rows(self, k: int, count: int) -> int:
+        """Rows of the database each scan invocation walks (a tile) in a search of `count`
+        queries for the k nearest, before the partial lists' fit in one buffer is checked."""
+        largest = max(rows for _, _, _, rows in self._pieces)
+        floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
+        partial = min(PARTIAL_BYTES, self.device.max_buffer_size)
+        if k > kernels.HAMMING_REGISTER_K:
+            return max(floor, math.ceil(self.rows * k * 8 / partial))
+        # A key packs (distance << shift) | row_in_tile: distance <= words * 32 < 2^(32 - shift).
+        limit = 1 << (32 - (self.words * 32).bit_length())
+        lanes = _pow2(math.ceil(count / _GROUP)) * _GROUP
+        tiles = max(1, (TARGET_LANES_CPU if self.device.is_cpu else TARGET_LANES) // lanes)
+        return min(limit, max(floor, math.ceil(self.rows / tiles), math.ceil(self.rows * k * 8 / partial)))
 
     def __len__(self) -> int:
         return self.rows
@@ -163,13 +214,15 @@ class HammingIndex:
         if count:
             partial = min(PARTIAL_BYTES, self.device.max_buffer_size)
             largest = max(rows for _, _, _, rows in self._pieces)
-            per_slice = max(ROWS_PER_SLICE, math.ceil(self.rows * k * 8 / partial),
-                            math.ceil(largest / MAX_SLICES_PER_PIECE))
+            per_slice = self.tile_rows(k, count)
             while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
                 slices = [math.ceil(rows / per_slice) for _, _, _, rows in self._pieces]
                 total = sum(slices)
                 if total * k * 8 <= partial or per_slice >= largest:  # (else: a slice per piece)
                     break
+                if k <= kernels.HAMMING_REGISTER_K and per_slice * 2 > 1 << (32 - (self.words * 32).bit_length()):
+                    raise ValidationError(NAME, "database", "shape", (self.rows, self.code_bytes),
+                                          "allowed: partial top-k lists that fit one buffer")
                 per_slice *= 2
             batch = max(1, min(count, 32768, partial // (total * k * 8)))
             for start in range(0, count, batch):
@@ -191,16 +244,18 @@ class HammingIndex:
 
     def _search_batch(self, words: np.ndarray, k: int, per_slice: int, slices: list) -> np.ndarray:
         count, total = words.shape[0], sum(slices)
+        scan, merge = self._kernels(k)
+        registers = k <= kernels.HAMMING_REGISTER_K
         queries = self.device.upload(words)
         lists = self.device.allocate(count * total * k * 8, zero_fill=False)
         grid_y = _pow2(count)
-        scan_x = _pow2(math.ceil(count / (kernels.HAMMING_QUERIES_PER_INVOCATION * _GROUP)))
+        scan_x = _pow2(math.ceil(count / ((1 if registers else kernels.HAMMING_QUERIES_PER_INVOCATION) * _GROUP)))
         base = 0
         for (piece, word_offset, first, rows), piece_slices in zip(self._pieces, slices):
             streamed = isinstance(piece, np.ndarray)
             if streamed:
                 piece = self.device.upload(piece)  # freed in stream order once scanned
-            self._launch(self._scan, (scan_x, _pow2(piece_slices), 1), [piece, queries, lists],
+            self._launch(scan, (scan_x, _pow2(piece_slices), 1), [piece, queries, lists],
                          dict(in_offset=piece.arena_offset // 4 + word_offset, query_offset=queries.arena_offset // 4,
                               out_offset=lists.arena_offset // 4, words=self.words, rows=rows, row_base=first,
                               rows_per_slice=per_slice, k=k, slices=piece_slices, slice_base=base,
@@ -210,11 +265,18 @@ class HammingIndex:
             base += piece_slices
             if streamed:
                 piece.release()
-        level = total
+        if registers and total > 1:  # a workgroup per query folds its lists into one
+            merged = self.device.allocate(count * k * 8, zero_fill=False)
+            self._launch(merge, (1, grid_y, 1), [lists, merged],
+                         dict(in_offset=lists.arena_offset // 4, out_offset=merged.arena_offset // 4,
+                              rows=total, k=k, queries=count),
+                         reads=[(lists, 0, lists.size_in_bytes)], writes=[(merged, 0, merged.size_in_bytes)])
+            lists = merged
+        level = 1 if registers else total
         while level > 1:  # (a buffer dropped here is freed in stream order, after the work using it)
             out_lists = math.ceil(level / kernels.HAMMING_MERGE_GROUP)
             merged = self.device.allocate(count * out_lists * k * 8, zero_fill=False)
-            self._launch(self._merge, (_pow2(math.ceil(out_lists / _GROUP)), grid_y, 1), [lists, merged],
+            self._launch(merge, (_pow2(math.ceil(out_lists / _GROUP)), grid_y, 1), [lists, merged],
                          dict(in_offset=lists.arena_offset // 4, out_offset=merged.arena_offset // 4,
                               rows=level, rows_per_slice=kernels.HAMMING_MERGE_GROUP, k=k,
                               slices=out_lists, queries=count),

@@ -202,6 +202,10 @@ class Module:
 #: a scan that keeps each invocation's k nearest, and a merge of sorted lists; HAMMING_PUSH_FIELDS
 #: is its push-constant block, in order.
 HAMMING_SCAN, HAMMING_MERGE = "hamming-scan", "hamming-merge"
+#: The same two with each lane's k best in registers (k a specialization constant), for k up to
+#: HAMMING_REGISTER_K; larger k takes the two above (lists in global memory).
+HAMMING_REGISTER_SCAN, HAMMING_REGISTER_MERGE = "hamming-register-scan", "hamming-register-merge"
+HAMMING_REGISTER_K = 32
 HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
                        "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries")
 #: Lists a merge invocation merges at most (the shader's `heads` array).
@@ -210,8 +214,16 @@ HAMMING_MERGE_GROUP = 64
 #: serves (each database word loaded once for all of them). One: on lavapipe 4 ran at 0.05 G
 #: distances/s against 0.10 for 1 (its lanes' register arrays spill); the lanes of a workgroup
 #: already share each database load.
-HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES = 0, 1
+HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES, HAMMING_SPEC_K, HAMMING_SPEC_ROWS_AT_ONCE = 0, 1, 2, 3
+HAMMING_SPEC_CARRY_SAVE = 4
 HAMMING_QUERIES_PER_INVOCATION = 1
+#: The register scan computes the distances of max(1, this // the code's words) rows before
+#: considering any: their loads are in flight together (4 rows of 256 bits: a 128-byte line),
+#: without holding more words than that in registers for wide codes.
+HAMMING_WORDS_AT_ONCE = 32
+#: The register scan counts the bits of eight words with four bitCounts and carry-save adders
+#: (codes of a multiple of 256 bits): bitCount runs at a quarter of the logic ops' rate on NVIDIA.
+HAMMING_CARRY_SAVE = True
 
 
 def modules() -> list[Module]:
@@ -220,7 +232,9 @@ def modules() -> list[Module]:
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
     return found + [Module(CHAIN_VARIANT, f"{CHAIN_FAMILY}.comp", {"LAYOUT_CHAIN": 1, "ARITY": 2}),
                     Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
-                    Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1})]
+                    Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1}),
+                    Module(HAMMING_REGISTER_SCAN, "hamming.comp", {"HAMMING_SCAN": 1, "HAMMING_REGISTERS": 1}),
+                    Module(HAMMING_REGISTER_MERGE, "hamming.comp", {"HAMMING_MERGE": 1, "HAMMING_REGISTERS": 1})]
 
 
 def module_names() -> list[str]:

@@ -18,13 +18,21 @@ These rules are the front end's and `dmlgpu.dask`'s alike: both call `convert` a
 """
 from __future__ import annotations
 
+from typing import Any, Union
+
 import numpy as np
+import numpy.typing as npt
 
 from .dtypes import DataType
 from .errors import DataTypeError, ValidationError
 
-__all__ = ["PLAIN_ARRAYS", "SUBCLASS_ALLOWED", "convert", "data_type", "host_array", "is_python_scalar",
-           "native_dtype", "python_scalar"]
+__all__ = ["PLAIN_ARRAYS", "SUBCLASS_ALLOWED", "HostOperand", "convert", "data_type", "host_array",
+           "is_python_scalar", "native_dtype", "python_scalar"]
+
+#: numpy data an operator takes (the annotation of the generated functions and Tensor operators):
+#: an array (any byte order), a numpy scalar, or a Python int, float or bool, which takes the
+#: data type of the other operand (NEP 50).
+HostOperand = Union[npt.NDArray[Any], np.generic, int, float]
 
 #: ndarray types taken as they are (memmap: file-backed, no semantics of its own).
 PLAIN_ARRAYS = (np.ndarray, np.memmap)

@@ -23,6 +23,7 @@ from .dtypes import DataType
 from .errors import ValidationError
 from .operands import host_array
 from .operators import REDUCE, TOP_K, AxisDirection, ReduceFunction
+from .pieces import Pieces
 from .tensor import Tensor
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, calc_buffer_tensor_size
 from .bindings import Binding
@@ -32,9 +33,20 @@ INDEX_TYPE = DataType.INT64
 TOP_K_INDEX_TYPE = DataType.UINT32
 
 
+def _one_buffer(name: str, nbytes: int, buffers: int, device) -> None:
+    """ValidationError for an input larger than one device buffer: these rows run one dispatch."""
+    if buffers > 1 or nbytes > device.max_buffer_size:
+        given = f"a Tensor of {nbytes} bytes in memory over {buffers} buffers" if buffers > 1 else f"{nbytes} bytes"
+        raise ValidationError(name, "InputTensor", "x", given,
+                              f"allowed: at most one buffer ({device.max_buffer_size} bytes on {device.name}): "
+                              "reductions and top_k do not run over Tensors that span buffers")
+
+
 def _operand(x, name: str):
     """(Tensor on its device, whether the caller gave numpy data)."""
     if isinstance(x, Tensor):
+        if isinstance(x.buffer, Pieces):
+            _one_buffer(name, x.nbytes, len(x.buffer.buffers), x.device)
         if x.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
             x = x.copy()  # DirectML binds at 16-byte multiples: a packed copy starts at 0
         return x, False
@@ -46,7 +58,9 @@ def _operand(x, name: str):
     if DataType.from_numpy(x.dtype) is None:
         raise ValidationError(name, "InputTensor", "dtype", x.dtype,
                               "allowed: the numpy dtypes of DirectML's data types")
-    return Tensor.from_numpy(np.ascontiguousarray(x), default_device()), True
+    device = default_device()
+    _one_buffer(name, x.nbytes, 1, device)
+    return Tensor.from_numpy(np.ascontiguousarray(x), device), True
 
 
 def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:

@@ -7,6 +7,7 @@ stride) has no view: it raises `ValidationError`.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -16,6 +17,10 @@ from .tensor_desc import packed_strides
 
 __all__ = ["check_shape", "extent", "index", "is_index", "is_packed", "reshape_shape", "reshape_strides",
            "transpose_axes"]
+
+
+#: The largest size of one dimension (numpy's: a signed 64-bit count).
+MAX_SIZE = 2**63 - 1
 
 
 def _fail(field, value, allowed):
@@ -125,18 +130,124 @@ def transpose_axes(ndim, axes) -> tuple[int, ...]:
 
 
 def reshape_shape(size, new_shape) -> tuple[int, ...]:
-    """`new_shape` with its one -1 (if any) resolved; its product must equal `size`."""
-    items = (new_shape,) if is_index(new_shape) else tuple(new_shape)
-    if not all(is_index(n) and n >= -1 for n in items) or sum(n == -1 for n in items) > 1:
-        _fail("shape", new_shape, "allowed: non-negative integers and at most one -1")
-    known = int(np.prod([n for n in items if n != -1], dtype=np.int64))
+    """`new_shape` with its one -1 (if any) resolved; its product must equal `size` (Python
+    integers: no wrapping, so `(2**32, 2**32)` is no shape of 0 elements)."""
+    try:
+        items = (new_shape,) if is_index(new_shape) else tuple(new_shape)
+    except TypeError:
+        items = (new_shape,)
+    if not all(is_index(n) and -1 <= n <= MAX_SIZE for n in items) or sum(n == -1 for n in items) > 1:
+        _fail("shape", new_shape, f"allowed: integers from 0 to {MAX_SIZE} and at most one -1")
+    items = tuple(int(n) for n in items)
+    known = math.prod(n for n in items if n != -1)
     if -1 in items:
         if known == 0 or size % known:
             _fail("shape", new_shape, f"cannot hold {size} elements")
         items = tuple(size // known if n == -1 else n for n in items)
-    if int(np.prod(items, dtype=np.int64)) != size:
+    if math.prod(items) != size:
         _fail("shape", new_shape, f"allowed: a shape of {size} elements")
-    return tuple(int(n) for n in items)
+    return items
+
+
+def view_layout(shape, strides, offset, old_size, new_size):
+    """numpy's `ndarray.view(dtype)` as arithmetic: (shape, element strides, byte offset) of
+    the same bytes read as elements of `new_size` bytes instead of `old_size`.
+
+    The same size keeps the layout. Another size needs the last dimension contiguous (stride
+    1, numpy's rule) and its bytes a whole number of new elements; it is resized, and every
+    other stride and the offset must be whole new elements.
+
+    Raises:
+        ValidationError: a layout numpy would refuse to view so.
+    """
+    if old_size == new_size:
+        return shape, strides, offset
+    allowed = (f"allowed: a view whose last dimension is contiguous and holds a whole number of "
+               f"{new_size}-byte elements, other strides and the offset whole {new_size}-byte steps "
+               "(numpy's rules for a view of another itemsize)")
+    if not shape:
+        _fail("dtype", f"{new_size}-byte elements of a 0-d view", allowed)
+    last_bytes = shape[-1] * old_size
+    if (shape[-1] > 1 and strides[-1] != 1) or last_bytes % new_size or offset % new_size \
+            or any(n > 1 and st * old_size % new_size for n, st in zip(shape[:-1], strides[:-1])):
+        _fail("dtype", f"{new_size}-byte elements of shape {shape}, strides {strides} at byte {offset}", allowed)
+    new_shape = shape[:-1] + (last_bytes // new_size,)
+    new_strides = tuple(st * old_size // new_size for st in strides[:-1]) + (1,)
+    return new_shape, new_strides, offset
+
+
+class View:
+    """The fields of a strided view of a device buffer: buffer, shape, data type, byte offset
+    of the first element and element strides, fixed once made (a view is a value).
+
+    The layer that runs operators over device-resident data (`dmlgpu.ops`) works on Views and
+    makes its results as the class of its operands; `dmlgpu.Tensor` is the View users hold.
+    """
+
+    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "__weakref__")
+
+    @classmethod
+    def _made(cls, buffer, shape: tuple, data_type, offset: int = 0, strides: tuple | None = None):
+        """A view from fields dmlgpu computed itself (a view of a valid one, a fresh result):
+        no checks, for hot paths."""
+        view = object.__new__(cls)
+        view._buffer, view._shape, view._data_type, view._offset = buffer, shape, data_type, offset
+        view._strides = packed_strides(shape) if strides is None else strides
+        view._key = None
+        return view
+
+    @property
+    def buffer(self):
+        """The `dmlgpu.Buffer` holding the elements (`dmlgpu.pieces.Pieces` where they span several)."""
+        return self._buffer
+
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def data_type(self):
+        return self._data_type
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of the first element in `buffer`."""
+        return self._offset
+
+    @property
+    def strides(self) -> tuple:
+        """Elements between neighbours per dimension (DirectML's convention, not numpy's bytes)."""
+        return self._strides
+
+    @property
+    def key(self) -> tuple:
+        """(buffer serial, offset, shape, strides, data type): equal for two views exactly when
+        they view the same elements of the same live-or-dead buffer the same way (serials are
+        never reused); the front ends find a repeated call by its operands' keys."""
+        key = self._key
+        if key is None:
+            key = self._key = (self._buffer.serial, self._offset, self._shape, self._strides, self._data_type)
+        return key
+
+    @property
+    def device(self):
+        return self._buffer.device
+
+    @property
+    def dtype(self):
+        return self._data_type.numpy
+
+    @property
+    def itemsize(self) -> int:
+        return self._data_type.size
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
 
 
 def reshape_strides(shape, strides, new_shape) -> tuple[int, ...] | None:

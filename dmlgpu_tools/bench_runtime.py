@@ -308,7 +308,7 @@ def two_devices(device, wall_seconds, nbytes: int) -> dict:
     shows only whether the host side serialises (the GIL or a lock held across GPU waits).
     """
     indices = [d["index"] for d in devices() if d["type"] == device.type][:2]
-    others = [Device(i) for i in (indices if len(indices) == 2 else [device.index] * 2)]
+    others = [Device(i, private=True) for i in (indices if len(indices) == 2 else [device.index] * 2)]
     work = []
     for d in others:
         with d:

@@ -294,7 +294,7 @@ def _released(device):
 
 
 def _foreign_buffer(device):
-    return dmlgpu.Device(device.index).allocate(64)
+    return dmlgpu.Device(device.index, private=True).allocate(64)
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +302,7 @@ def fresh_device(device):
     """A Device for this corpus alone: the float and bool size rows (once a cache bug) must not
     meet operators other test files compiled; within the corpus they use sizes no other row
     compiles."""
-    return dmlgpu.Device(device.index)
+    return dmlgpu.Device(device.index, private=True)
 
 
 @pytest.fixture

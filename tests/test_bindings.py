@@ -140,7 +140,7 @@ def test_hazards(device, rng):
 
 def test_foreign_device_buffer_rejected(device):
     compiled, _ = _not_u8(device)
-    other_device = dmlgpu.Device(device.index)
+    other_device = dmlgpu.Device(device.index, private=True)
     foreign = other_device.allocate(64)
     with pytest.raises(ValidationError, match="operator's device"):
         compiled.execute([Binding(foreign)], [Binding(device.allocate(64))])

@@ -50,7 +50,7 @@ def test_close_while_threads_call(staging):
         rng = np.random.default_rng(1)
         done = 0
         for attempt in range(8):
-            device = dmlgpu.Device(staging=STAGING)
+            device = dmlgpu.Device(staging=STAGING, private=True)
             errors, results = [], []
             def work(n):
                 a = rng.integers(0, 2**32, n, dtype=np.uint32)
@@ -87,7 +87,7 @@ def test_close_waits_for_a_host_copy_in_flight():
         import numpy as np
         import dmlgpu
         from dmlgpu.runtime import host_copy
-        device = dmlgpu.Device()
+        device = dmlgpu.Device(private=True)
         a = np.arange(1 << 18, dtype=np.uint32)
         with device:
             assert device.host_call_pieces(3 * a.nbytes) and np.array_equal(dmlgpu.bit_not(a), ~a)
@@ -340,7 +340,7 @@ def test_out_of_memory_raises_and_recovers():
         import gc, resource
         import numpy as np
         import dmlgpu
-        device = dmlgpu.Device(staging={staging})
+        device = dmlgpu.Device(staging={staging}, private=True)
         x = np.arange(1 << 16, dtype=np.uint32)
         device.upload(x)  # pipelines, staging made before the limit
         with open("/proc/self/status") as f:
@@ -374,7 +374,7 @@ def test_out_of_memory_raises_and_recovers():
 
 
 def test_staging_out_of_memory_gives_back_and_recovers(monkeypatch):
-    device = dmlgpu.Device(staging=True)
+    device = dmlgpu.Device(staging=True, private=True)
     try:
         data = np.arange(3 << 20, dtype=np.uint8)
         device.upload(data)
@@ -500,7 +500,7 @@ def test_buffer_does_not_pickle(device):
 
 # Smaller: a closed device compiles nothing; sizes beyond UINT64 raise.
 def test_create_operator_on_closed_device_raises():
-    device = dmlgpu.Device()
+    device = dmlgpu.Device(private=True)
     device.close()
     desc = dmlgpu.ElementWiseBitNotOperatorDesc(
         dmlgpu.TensorDesc(DataType.UINT32, (4,)), dmlgpu.TensorDesc(DataType.UINT32, (4,)))

@@ -7,7 +7,7 @@ import pytest
 
 import dmlgpu
 from conftest import POISON
-from dmlgpu import ValidationError, hamming
+from dmlgpu import ValidationError, hamming, kernels
 
 
 def numpy_knn(database, queries, k):
@@ -49,15 +49,45 @@ def test_packbits_codes(rng):
     check(database, database[:6], 5)
 
 
-def test_pieces_batches_and_merge_levels(monkeypatch, rng):
+@pytest.mark.parametrize("k", [7, kernels.HAMMING_REGISTER_K + 8])  # register path, global-memory path
+def test_pieces_batches_and_merge_levels(monkeypatch, rng, k):
     monkeypatch.setattr(hamming, "PIECE_BYTES", 64 * 32)  # 64 rows of 32 bytes per piece
     monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 3)  # many partial lists: several merge levels
+    monkeypatch.setattr(hamming, "TARGET_LANES", 1 << 30)  # (the register path: short tiles too)
+    monkeypatch.setattr(hamming, "TARGET_LANES_CPU", 1 << 30)
     monkeypatch.setattr(hamming, "PARTIAL_BYTES", 1 << 16)  # queries in batches
     monkeypatch.setattr(hamming, "MAX_SLICES_PER_PIECE", 16)  # the grid's limit: longer slices
     database = rng.integers(0, 2, size=(5000, 32), dtype=np.uint8)
     index = dmlgpu.HammingIndex(database)
     assert index.pieces == 79 and not index.in_place
-    check(database, rng.integers(0, 256, size=(40, 32), dtype=np.uint8), 7, index)
+    lists = 79 * -(-64 // index.tile_rows(k, 40))  # per query: > 64, several merge levels, or lists per lane
+    assert lists > kernels.HAMMING_MERGE_GROUP and lists > kernels.SELECTION_WORKGROUP_SIZE
+    check(database, rng.integers(0, 256, size=(40, 32), dtype=np.uint8), k, index)
+
+
+@pytest.mark.parametrize("k", [kernels.HAMMING_REGISTER_K - 1, kernels.HAMMING_REGISTER_K,
+                               kernels.HAMMING_REGISTER_K + 1])
+def test_register_path_boundary_with_ties(k, rng):
+    """k on both sides of the register path's limit, on a database of ties (3 random bits)."""
+    database = rng.integers(0, 8, size=(3000, 8), dtype=np.uint8)
+    check(database, rng.integers(0, 256, size=(70, 8), dtype=np.uint8), k)  # 70: two workgroups of lanes
+
+
+def test_wide_codes_pack_keys_within_32_bits(monkeypatch, rng):
+    """Codes of 2^19 bits: a packed key keeps 12 bits for the row in its tile, so tiles stop at
+    4,096 rows whatever else asks; distances up to the code's full width (all bits differ)."""
+    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 1 << 20)
+    words = 1 << 14
+    database = rng.integers(0, 2**32, size=(300, words), dtype=np.uint32)
+    database[5] = database[77] = 0xFFFFFFFF  # the farthest code from a zero query: distance 2^19
+    database[9] = 0
+    queries = np.stack([np.zeros(words, np.uint32), database[40], ~database[40]])
+    index = dmlgpu.HammingIndex(database)
+    assert index.tile_rows(5, 3) == 4096
+    check(database, queries, 5, index)
+    check(database, queries, 300, index)  # the global-memory path (pairs) on the same codes
+    distances, indices = index.search(queries[:1], 300)
+    assert distances[0, -1] == 1 << 19 and list(indices[0, -2:]) == [5, 77]
 
 
 def test_resident_index_reused_and_poisoned_memory(device, rng):
@@ -165,3 +195,31 @@ def test_streamed_database(monkeypatch, device, rng):
     for _ in range(2):
         check(database, rng.integers(0, 2**16, size=(6, 4), dtype=np.uint16), 9, index)
     assert device.live_buffers == live  # the pieces were freed
+
+
+@pytest.mark.parametrize("words_at_once", [1, 3])
+def test_register_scan_rows_at_once(monkeypatch, words_at_once, rng):
+    """The register scan's group of rows (a specialization constant: 1 and 3 rows of one word)
+    with a tail in every tile."""
+    monkeypatch.setattr(kernels, "HAMMING_WORDS_AT_ONCE", words_at_once)
+    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 101)
+    monkeypatch.setattr(hamming, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(hamming, "TARGET_LANES_CPU", 1 << 30)
+    database = rng.integers(0, 16, size=(1001, 4), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    assert index.tile_rows(6, 5) == 101
+    check(database, rng.integers(0, 256, size=(5, 4), dtype=np.uint8), 6, index)
+
+
+@pytest.mark.parametrize("carry_save", [True, False])
+@pytest.mark.parametrize("words", [8, 16, 32])
+def test_register_scan_bit_counts(monkeypatch, carry_save, words, rng):
+    """Codes of whole eights of words, with and without the carry-save bit count; codes that
+    differ in every bit, in one bit of each word, in none."""
+    monkeypatch.setattr(kernels, "HAMMING_CARRY_SAVE", carry_save)
+    database = rng.integers(0, 2**32, size=(500, words), dtype=np.uint32)
+    queries = rng.integers(0, 2**32, size=(4, words), dtype=np.uint32)
+    database[10], database[20], database[30] = ~queries[0], queries[0] ^ 1, queries[0]
+    database[40:48] = database[50:58] = rng.integers(0, 2**32, size=(8, words), dtype=np.uint32)  # ties
+    check(database, queries, 16)
+    check(database, queries[:1], 500)  # (the global-memory path: the last is distance words * 32)

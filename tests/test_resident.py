@@ -63,7 +63,7 @@ def test_tensor_argument_rules():
     with pytest.raises(ValidationError, match="BTensor.DataType is UINT16"):
         t ^ Tensor.from_numpy(np.zeros(3, np.uint16))
     with pytest.raises(ValidationError, match="Tensors of one device"):
-        t ^ Tensor.from_numpy(np.zeros(3, np.uint8), device=dmlgpu.Device(t.device.index))
+        t ^ Tensor.from_numpy(np.zeros(3, np.uint8), device=dmlgpu.Device(t.device.index, private=True))
 
 
 def _not_and_xor(device, n):

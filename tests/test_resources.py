@@ -33,7 +33,7 @@ def cycle(device, rng, k):
 
 
 def test_soak_leaves_memory_where_it_started(rng):
-    device = dmlgpu.Device(dmlgpu.default_device().index)  # a device of its own: exact counts
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)  # a device of its own: exact counts
     for k in range(500):  # warm: caches fill to their bounds
         assert cycle(device, rng, k)
     rss, buffers = rss_bytes(), device.live_buffers
@@ -51,7 +51,7 @@ def test_soak_leaves_memory_where_it_started(rng):
 
 
 def test_allocation_failure_is_a_memory_error_and_the_device_keeps_working(rng, monkeypatch):
-    device = dmlgpu.Device(dmlgpu.default_device().index)
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
 
     def full(self, nbytes, mapped):
         raise dmlgpu.DeviceMemoryError(f"could not allocate {nbytes} bytes: ErrorOutOfDeviceMemory")
@@ -89,7 +89,7 @@ def test_threads_share_a_device(rng):
 
 
 def test_closed_device_refuses_work():
-    device = dmlgpu.Device(dmlgpu.default_device().index)
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     desc = TensorDesc(DataType.UINT8, [4])
     compiled = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
     buffer = device.allocate(16)
@@ -114,7 +114,7 @@ commands = CommandList(device)
 commands.record(compiled, [Binding(buffers[0], 0, 256)], [Binding(buffers[1], 0, 256)])
 commands.execute()
 tensor = Tensor.from_numpy(np.arange(64, dtype=np.uint32))
-other = dmlgpu.Device(device.index)
+other = dmlgpu.Device(device.index, private=True)
 kept = other.upload(np.arange(10, dtype=np.uint8))
 result = dmlgpu.bit_xor(tensor, tensor)
 print("done")

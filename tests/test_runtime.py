@@ -12,7 +12,7 @@ from dmlgpu.runtime.stream import MAX_COMMAND_BUFFERS
 @pytest.fixture
 def fresh():
     """A device of its own, so that counts are exact."""
-    device = dmlgpu.Device(dmlgpu.default_device().index)
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     yield device
     device.close()
 
@@ -21,7 +21,7 @@ def fresh():
 def small_arenas(monkeypatch):
     """A device of its own whose arenas hold 16 KiB: sixteen 1 KiB blocks fill one."""
     monkeypatch.setattr(dmlgpu.runtime.device, "ARENA_BYTES", 16 << 10)
-    device = dmlgpu.Device(dmlgpu.default_device().index)
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     yield device
     device.close()
 
@@ -340,7 +340,7 @@ def test_repeated_new_results_across_blocks_arenas_and_released_arenas(monkeypat
     monkeypatch.setattr(dmlgpu.runtime.device, "ARENA_BYTES", 1 << 20)
     x = testing.sample(DataType.UINT32, (1 << 14,), rng)  # 64 KiB: 16 results fill an arena
     key = testing.sample(DataType.UINT32, x.shape, rng)
-    device = dmlgpu.Device(dmlgpu.default_device().index)
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     try:
         with device:
             t, k = Tensor.from_numpy(x), Tensor.from_numpy(key)

@@ -21,7 +21,7 @@ from dmlgpu import Tensor
 
 SECONDS = {seconds}
 default = dmlgpu.default_device()
-chaos = {{"device": dmlgpu.Device()}}
+chaos = {{"device": dmlgpu.Device(private=True)}}
 stop = threading.Event()
 failures, counts, lock = [], {{"done": 0, "refused": 0, "closes": 0, "interrupts": 0}}, threading.Lock()
 OPS = [("bit_xor", np.bitwise_xor, 2), ("bit_and", np.bitwise_and, 2), ("bit_or", np.bitwise_or, 2),
@@ -85,7 +85,7 @@ def worker(seed):
 def closer():
     rng = random.Random(5)
     while not stop.wait(rng.uniform(0.1, 0.5)):
-        old, chaos["device"] = chaos["device"], dmlgpu.Device()
+        old, chaos["device"] = chaos["device"], dmlgpu.Device(private=True)
         old.close()
         counts["closes"] += 1
 

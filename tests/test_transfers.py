@@ -174,7 +174,7 @@ def test_interpreter_exit_does_not_wait_for_the_pool():
 @pytest.fixture(params=[False, True], ids=["own-path", "staging"])
 def transfer_device(request):
     """A device of its own whose transfers are the device's own kind, or forced through staging."""
-    device = dmlgpu.Device(dmlgpu.default_device().index, staging=request.param)
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=request.param, private=True)
     if request.param:
         assert not device.mapped
     yield device
@@ -247,7 +247,7 @@ def test_front_end_with_out_allocates_no_host_array(transfer_device, rng):
 
 
 def test_staging_is_one_arena_kept_between_transfers_until_empty_cache(rng):
-    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True, private=True)
     data = rng.integers(0, 256, 3 * buffers.STAGING_SLOTS * CHUNK // 2, dtype=np.uint8)
     for _ in range(3):
         buffer = device.upload(data)
@@ -263,7 +263,7 @@ def test_staging_is_one_arena_kept_between_transfers_until_empty_cache(rng):
 
 
 def test_a_failed_read_gives_its_staging_back(rng):
-    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True, private=True)
     data = rng.integers(0, 256, 2 * CHUNK + 8, dtype=np.uint8)
     buffer = device.upload(data)
     readonly = np.zeros(data.size, np.uint8)
@@ -279,10 +279,10 @@ def test_a_failed_read_gives_its_staging_back(rng):
 
 def test_staging_from_the_environment(monkeypatch):
     monkeypatch.setenv("DMLGPU_STAGING", "1")
-    device = dmlgpu.Device(dmlgpu.default_device().index)
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     assert not device.mapped
     device.close()
-    device = dmlgpu.Device(dmlgpu.default_device().index, staging=False)  # the argument wins
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=False, private=True)  # the argument wins
     assert device.mapped == (device.type in ("CPU", "integrated GPU"))
     device.close()
 
@@ -355,7 +355,7 @@ def test_a_large_host_call_through_staging_runs_as_overlapped_pieces(transfer_de
 
 def test_the_halves_of_a_host_call_are_all_submitted_before_the_first_wait(rng, monkeypatch):
     """The overlap: each half is copied in and submitted before the first half is waited for."""
-    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True, private=True)
     seen = []
     finish = host_calls.HostCall.finish
 
@@ -455,7 +455,7 @@ def test_a_new_result_on_mapped_memory_is_the_device_buffer_itself(transfer_devi
 
 def test_a_handed_over_result_outlives_its_closed_device(rng):
     x = testing.sample(DataType.INT16, ((2 * host_calls.HOST_CALL_BYTES) // 2,), rng)
-    device = dmlgpu.Device(dmlgpu.default_device().index)
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     with device:
         result = dmlgpu.sign(x)
     device.close()  # its memory stays while `result` shows it ...
@@ -468,7 +468,7 @@ def test_a_handed_over_result_outlives_its_closed_device(rng):
 
 
 def test_hand_over_needs_mapped_memory():
-    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True)
+    device = dmlgpu.Device(dmlgpu.default_device().index, staging=True, private=True)
     try:
         buffer = device.allocate(64)
         with pytest.raises(dmlgpu.ValidationError, match="not map"):

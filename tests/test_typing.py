@@ -1,5 +1,6 @@
-"""Type checkers see the front end: real functions generated from the table, `py.typed`, and a
-user script that calls every front-end function passes `mypy --strict` (and a wrong one fails)."""
+"""Type checkers see the front end: real functions and Tensor's operators generated from the table,
+`py.typed`, and a user script that calls every front-end function and Tensor operator passes
+`mypy --strict` (and a wrong one fails); Tensor is a real type to mypy, never Any."""
 import inspect
 import subprocess
 import sys
@@ -8,15 +9,18 @@ from pathlib import Path
 import pytest
 
 import dmlgpu
-from dmlgpu import functions, numpy_api
+from dmlgpu import functions, numpy_api, views
 from dmlgpu.dtypes import DataType
 from dmlgpu.operators import OPERATORS
+from dmlgpu.tensor_operators import TensorOperators
+
+PYTHON_OPERATORS = [op for op in OPERATORS if op.python_operator]
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(dmlgpu.__file__).resolve().parent
 
 
-def test_generated_functions_are_current():
+def test_generated_modules_are_current():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "generate_functions.py"), "--check"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -65,6 +69,12 @@ def user_script() -> str:
             f"    assert (level_{op.short}.numpy() == host_{op.short}).all()",
             f"    assert (out_{op.short} == host_{op.short}).all()",
         ]
+    for op in PYTHON_OPERATORS:  # Tensor's operators: `t ^ u`, `5 ^ t`, `t ^= u` as their methods
+        t, name = f"t_{op.short}", op.python_operator
+        lines.append(f"    forms_{op.short}: list[dmlgpu.Tensor] = [{t}.__{name}__()]" if len(op.inputs) == 1 else
+                     f"    forms_{op.short}: list[dmlgpu.Tensor] = [{t}.__{name}__({t}), {t}.__r{name}__(1), "
+                     f"{t}.__{name}__(x_{op.short}), {t}.__i{name}__(0)]")
+        lines.append(f"    assert all(f.shape == {t}.shape for f in forms_{op.short})")
     lines += ["", "", 'if __name__ == "__main__":', "    main()", ""]
     return "\n".join(lines)
 
@@ -113,9 +123,52 @@ def test_mypy_strict_rejects_wrong_calls(tmp_path):
     assert lines == [8, 9, 10, 11, 12], result.stdout
 
 
-def test_the_generated_module_passes_mypy_strict(tmp_path):
+@pytest.mark.parametrize("module", ["functions.py", "tensor_operators.py"])
+def test_the_generated_modules_pass_mypy_strict(tmp_path, module):
     pytest.importorskip("mypy", reason="mypy is not installed (tools/versions.sh TEST_PIP_PACKAGES has it)")
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
-                             "--cache-dir", str(tmp_path / "cache"), str(PACKAGE / "functions.py")],
+                             "--cache-dir", str(tmp_path / "cache"), str(PACKAGE / module)],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+#: Tensor as mypy sees it: every line from 6 on reveals Tensor or is an error (a Tensor is no
+#: ndarray, no int). Were Tensor Any to mypy (a base class made at run time), the reveals would
+#: say Any and the assignments would pass.
+TENSOR_TYPES = """\
+import numpy as np
+import numpy.typing as npt
+import dmlgpu
+x = np.arange(6, dtype=np.uint8)
+t = dmlgpu.Tensor.from_numpy(x)
+reveal_type(t)
+reveal_type(t ^ t)
+reveal_type(t ^ x)
+reveal_type(5 ^ t)
+reveal_type(~t)
+reveal_type(t[1:] << 1)
+reveal_type(dmlgpu.bit_and(t, x))
+a: npt.NDArray[np.uint8] = t
+b: npt.NDArray[np.uint8] = t ^ x
+c: int = ~t
+d: dmlgpu.Tensor = x
+t ^= "3"
+"""
+
+
+def test_mypy_sees_tensor_as_a_real_type(tmp_path):
+    result = _mypy(tmp_path, "tensor_types.py", TENSOR_TYPES)
+    reveals = [line for line in result.stdout.splitlines() if "Revealed type is" in line]
+    assert len(reveals) == 7 and all(line.endswith('"dmlgpu.tensor.Tensor"') for line in reveals), result.stdout
+    errors = sorted({int(line.split(":")[1]) for line in result.stdout.splitlines() if ": error:" in line})
+    assert errors == [13, 14, 15, 16, 17], result.stdout
+
+
+def test_tensor_operators_are_declared_in_the_generated_module():
+    """Tensor's operators are real methods of `TensorOperators` (no base class made at run time)."""
+    assert dmlgpu.Tensor.__mro__[1:3] == (views.View, TensorOperators)
+    for op in PYTHON_OPERATORS:
+        for prefix in [""] if len(op.inputs) == 1 else ["", "r", "i"]:
+            method = getattr(dmlgpu.Tensor, f"__{prefix}{op.python_operator}__")
+            assert inspect.getsourcefile(method) == str(PACKAGE / "tensor_operators.py")
+            assert inspect.signature(method).return_annotation == "_Self"

@@ -1,0 +1,253 @@
+"""Tensors larger than one device buffer (`dmlgpu.pieces`): operators, views, assignment,
+copies and transfers over Tensors whose elements span several buffers.
+
+Most tests lower a private device's buffer limit to 4 KiB, so that small arrays span many
+buffers in every layout; one test uses lavapipe's real limit (128 MiB)."""
+import copy
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import DataType, Tensor, ValidationError, testing
+from dmlgpu.operators import OPERATORS
+from dmlgpu.pieces import Pieces
+
+from conftest import POISON
+
+LIMIT = 4096
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A device of its own whose buffers hold at most LIMIT bytes (its limit, lowered)."""
+    device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
+    device.max_buffer_size = LIMIT
+    yield device
+    device.close()
+
+
+def _spans(t: Tensor) -> bool:
+    return isinstance(t.buffer, Pieces) and len(t.buffer.buffers) > 1
+
+
+#: (name, numpy view of a (rows, cols) base): layouts whose chunks DirectML can bind.
+LAYOUTS = {
+    "packed": lambda x: x,
+    "rows": lambda x: x[3:],
+    "columns": lambda x: x[:, 16:],
+    "strided": lambda x: x[1:, 5::3],
+    "transposed": lambda x: x.T,
+    "row": lambda x: x[2],
+}
+
+
+def _cases():
+    for op in OPERATORS:
+        for data_type in testing.one_type_per_width(op, (DataType.UINT32, DataType.INT8, DataType.FLOAT32)):
+            for name in LAYOUTS:
+                yield pytest.param(op, data_type, name, id=f"{op.short}-{data_type.name.lower()}-{name}")
+
+
+def _poisoned(shape, data_type: DataType) -> Tensor:
+    return Tensor.from_numpy(np.full(tuple(shape) + (data_type.size,), POISON, np.uint8).view(data_type.numpy)
+                             .reshape(shape))
+
+
+@pytest.mark.parametrize("op, data_type, layout", list(_cases()))
+def test_operators_over_tensors_of_several_buffers(small, rng, op, data_type, layout):
+    out_type = data_type if op.same_type else op.default_output
+    rows = 64 * 8 // data_type.size  # 8 to 16 buffers for each base
+    view = LAYOUTS[layout]
+    bases = [testing.sample(data_type, (rows, 64), rng) for _ in op.inputs]
+    with small:
+        tensors = [Tensor.from_numpy(b) for b in bases]
+        assert all(_spans(t) for t in tensors)
+        operands = [view(t) for t in tensors]
+        arrays = [view(b) for b in bases]
+        if len(op.inputs) == 2:  # the second operand broadcasts a column
+            operands[1], arrays[1] = operands[1][..., :1], arrays[1][..., :1]
+        expected = testing.reference(op, arrays, out_type)
+        got = testing.front_end(op, operands, out_type)
+        assert got.shape == expected.shape and testing.same_bits(got.numpy(), expected)
+        out = _poisoned(expected.shape, out_type)
+        try:
+            assert testing.front_end(op, operands, out_type, out=out) is out
+        except ValidationError as error:  # a given output DirectML cannot bind per chunk
+            assert "16-byte multiples of the output" in str(error)
+            assert (out.numpy().view(np.uint8) == POISON).all(), "work ran before the error"
+            return
+        assert testing.same_bits(out.numpy(), expected)
+
+
+@pytest.mark.parametrize("op", [op for op in OPERATORS if op.in_place], ids=lambda op: op.short)
+def test_in_place_over_several_buffers(small, rng, op):
+    bases = [testing.sample(DataType.UINT32, (48, 64), rng) for _ in op.inputs]
+    with small:
+        tensors = [Tensor.from_numpy(b) for b in bases]
+        target = tensors[-1]
+        buffers = list(target.buffer.buffers)
+        assert testing.front_end(op, tensors, DataType.UINT32, out=target) is target
+        assert target.buffer.buffers == buffers
+        assert testing.same_bits(target.numpy(), testing.reference(op, bases, DataType.UINT32))
+
+
+def test_views_reads_and_writes(small, rng):
+    x = testing.sample(DataType.UINT32, (40, 64), rng)
+    with small:
+        t = Tensor.from_numpy(x)
+        assert _spans(t) and testing.same_bits(t.numpy(), x)
+        for key in (np.s_[5:30], np.s_[:, 3:60:2], np.s_[17], np.s_[39, 63], np.s_[::7, ::5]):
+            assert testing.same_bits(t[key].numpy(), x[key]) and t[key].tolist() == x[key].tolist()
+        assert testing.same_bits(t.T.numpy(), x.T)
+        assert testing.same_bits(t.reshape(64, 40).numpy(), x.reshape(64, 40))
+        assert testing.same_bits(t[:, 1:].reshape(-1).numpy(), x[:, 1:].reshape(-1))  # a copy
+        for dtype in (np.uint8, np.int16, np.float32, np.uint64):
+            assert testing.same_bits(t.view(dtype).numpy(), x.view(dtype))
+        assert int(t[20, 5]) == int(x[20, 5])
+        t[10:30] = 7
+        x[10:30] = 7
+        t[:, 8:40:4] = np.arange(8, dtype=np.uint32)
+        x[:, 8:40:4] = np.arange(8, dtype=np.uint32)
+        t[2:38] = t[4:40]  # overlapping, across buffers
+        x[2:38] = x[4:40].copy()
+        t[0] = Tensor.from_numpy(x[39])
+        x[0] = x[39]
+        t[5:25] ^= 3  # an in-place operator on a view
+        x[5:25] ^= 3
+        assert testing.same_bits(t.numpy(), x)
+
+
+def test_copies_and_transfers(small, device, rng):
+    x = testing.sample(DataType.FLOAT32, (40, 64), rng)
+    with small:
+        t = Tensor.from_numpy(x)
+        for made in (t.copy(), copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t)), t.T.copy().T):
+            assert made.device is small and _spans(made) and testing.same_bits(made.numpy(), x)
+    moved = t.to(device)
+    assert moved.device is device and not isinstance(moved.buffer, Pieces)
+    assert testing.same_bits(moved.numpy(), x)
+    back = moved.to(small)
+    assert _spans(back) and testing.same_bits(back.numpy(), x)
+
+
+def test_overlap_and_unbindable_layouts_are_refused_before_any_work(small):
+    with small:
+        t = Tensor.from_numpy(np.full((40, 64), 0xA5A5A5A5, np.uint32))
+        with pytest.raises(ValidationError, match="overlapping"):
+            dmlgpu.bit_not(t[:-2], out=t[2:])
+        odd = Tensor.from_numpy(np.zeros((64, 100), np.uint32))  # rows of 400 bytes: 10 a buffer
+        out = Tensor.from_numpy(np.full((100, 64), 0xA5A5A5A5, np.uint32))
+        with pytest.raises(ValidationError, match="16-byte multiples of the output"):
+            dmlgpu.bit_not(odd.T, out=out)  # columns cut between buffers at unaligned outputs
+        assert (t.numpy() == 0xA5A5A5A5).all() and (out.numpy() == 0xA5A5A5A5).all()
+        assert testing.same_bits((~odd.T).numpy(), np.full((100, 64), 0xFFFFFFFF, np.uint32))  # a new result fits
+
+
+def test_dask_blocks_larger_than_a_buffer(small, rng):
+    da = pytest.importorskip("dask.array")
+    import dmlgpu.dask as dmlgpu_dask
+
+    x = testing.sample(DataType.UINT16, (96, 64), rng)
+    y = testing.sample(DataType.UINT16, (96, 64), rng)
+    a, b = da.from_array(x, chunks=(48, 64)), da.from_array(y, chunks=(48, 64))  # 6 KiB blocks
+    with small:
+        got = dmlgpu_dask.map_blocks_resident(lambda t, u: ~t ^ u, a, b, dtype=np.uint16).compute(scheduler="sync")
+    assert testing.same_bits(got, ~x ^ y)
+
+
+def test_real_buffer_limit(device):
+    """The device's own limit (lavapipe: 128 MiB, NVIDIA: 4 GiB): a Tensor 64 MiB larger spans
+    two buffers and computes exactly."""
+    nbytes = device.max_buffer_size + (64 << 20)
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if 6 * nbytes > host:
+        pytest.skip(f"needs {6 * nbytes >> 30} GiB of host memory")
+    x = np.arange(nbytes // 4, dtype=np.uint32)
+    t = Tensor.from_numpy(x)
+    assert _spans(t) and len(t.buffer.buffers) == 2
+    u = t ^ 0x5A5A5A5A
+    assert _spans(u)
+    x ^= 0x5A5A5A5A
+    assert np.array_equal(u.numpy(), x)
+    del u
+    x ^= 0x5A5A5A5A
+    n = x.size
+    assert testing.same_bits(t[n - 5:].numpy(), x[n - 5:])
+    assert np.array_equal(dmlgpu.bit_count(t[:: 1 << 12]).numpy(), np.bitwise_count(x[:: 1 << 12]))
+
+
+def test_command_lists_bind_the_pieces(small, rng):
+    x = testing.sample(DataType.UINT32, (32, 64), rng)
+    with small:
+        t = Tensor.from_numpy(x)
+        out = Tensor.empty(t.shape, np.uint32)
+        assert [b.size_in_bytes for b in t.buffer.buffers] == [b.size_in_bytes for b in out.buffer.buffers]
+        commands = dmlgpu.CommandList(small)
+        with pytest.raises(ValidationError, match="one by one"):
+            desc = dmlgpu.TensorDesc(DataType.UINT32, [x.size])
+            small.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc)).execute(
+                [dmlgpu.Binding(t.buffer)], [dmlgpu.Binding(out.buffer)])
+        for source, target in zip(t.buffer.buffers, out.buffer.buffers):
+            desc = dmlgpu.TensorDesc(DataType.UINT32, [source.size_in_bytes // 4])
+            not_op = small.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+            commands.record(not_op, [dmlgpu.Binding(source)], [dmlgpu.Binding(target)])
+        commands.execute()
+        assert testing.same_bits(out.numpy(), ~x)
+
+
+def test_a_spanning_transpose_runs_in_blocks_not_rows(small, rng, monkeypatch):
+    """Bands of output rows split into blocks of columns: a dispatch per (band, input buffer),
+    not one per output row and input buffer."""
+    x = testing.sample(DataType.UINT32, (128, 128), rng)  # 16 buffers of 8 rows
+    with small:
+        t = Tensor.from_numpy(x)
+        pieces = len(t.buffer.buffers)
+        dispatches = []
+        enqueue = small.enqueue
+        monkeypatch.setattr(small, "enqueue", lambda launch: dispatches.append(launch) or enqueue(launch))
+        got = ~t.T
+        assert testing.same_bits(got.numpy(), ~x.T)
+    assert pieces == 16 and len(dispatches) <= pieces * pieces < 128 * pieces, len(dispatches)
+
+
+def test_hamming_searches_a_spanning_database_piece_by_piece(small, rng):
+    """A packed Tensor of whole-word codes over several buffers is searched where it lies, one
+    database piece per buffer; a view whose rows a buffer boundary cuts is copied, and still right."""
+    from test_hamming import numpy_knn
+    database = rng.integers(0, 2**32, size=(300, 8), dtype=np.uint32)  # 32-byte rows, 128 per buffer
+    queries = rng.integers(0, 2**32, size=(5, 8), dtype=np.uint32)
+    with small:
+        t = Tensor.from_numpy(database)
+        assert _spans(t)
+        for view, rows in ((t, database), (t[1:], database[1:]), (t[17:290], database[17:290])):
+            index = dmlgpu.HammingIndex(view)
+            assert index.in_place and index.pieces == len(view.buffer.buffers) > 1
+            for k in (1, 7, 100):  # (a query's lists of all pieces fit one 4 KiB buffer)
+                got_d, got_i = index.search(queries, k)
+                want_d, want_i = numpy_knn(rows, queries, k)
+                assert np.array_equal(got_i, want_i) and np.array_equal(got_d, want_d)
+        codes = rng.integers(0, 256, size=(700, 12), dtype=np.uint8)  # 12-byte rows: 320 per buffer
+        cut = Tensor.from_numpy(codes)[1:]  # its pieces begin off a 16-byte boundary
+        index = dmlgpu.HammingIndex(cut)
+        assert _spans(cut) and not index.in_place
+        spanning_queries = Tensor.from_numpy(codes[:400])
+        assert _spans(spanning_queries)
+        got_d, got_i = index.search(spanning_queries, 3)
+        want_d, want_i = numpy_knn(codes[1:], codes[:400], 3)
+        assert np.array_equal(got_i.numpy(), want_i) and np.array_equal(got_d.numpy(), want_d)
+
+
+@pytest.mark.parametrize("call", [lambda x: dmlgpu.sum(x), lambda x: dmlgpu.argmax(x, axis=1),
+                                  lambda x: dmlgpu.top_k(x, 2)], ids=["sum", "argmax", "top_k"])
+def test_reductions_refuse_data_over_several_buffers(small, call):
+    x = np.arange(64 * 64, dtype=np.uint32).reshape(64, 64)
+    with small:
+        t = Tensor.from_numpy(x)
+        for given in (t, t[:2], x):  # a spanning Tensor, a view of its memory, numpy data too large
+            with pytest.raises(ValidationError, match="do not run over Tensors that span buffers") as caught:
+                call(given)
+            assert caught.value.field == "x" and "DML_OPERATOR_" in str(caught.value)
+        assert np.array_equal(dmlgpu.sum(Tensor.from_numpy(x[:8])).numpy(), x[:8].sum(dtype=np.uint32))
