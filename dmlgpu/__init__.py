@@ -5,7 +5,8 @@ The operator table in `dmlgpu.operators` drives everything: each row gives a des
 validation, kernel selection and the tests. Semantics follow DirectML's documentation (raw-bit
 bitwise operators, SIGN(NaN) = 0).
 """
-from . import descs, functions, hamming, numpy_api, reductions
+from . import descs, functions, graph, hamming, numpy_api, reductions
+from ._version import __version__
 from .runtime import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
@@ -15,6 +16,9 @@ from .device import Buffer, Device, default_device, devices, set_cache_limits
 from .dtypes import DataType
 from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationError
 from .feature_levels import FeatureLevel
+from .graph import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
+from .compiled_graph import CompiledGraph
+from .fuse import fuse
 from .functions import *  # noqa: F401,F403 -- one function per table row (functions.__all__)
 from .hamming import HammingIndex, hamming_knn
 from .reductions import argmax, argmin, max, min, prod, sum, top_k  # noqa: A004 -- numpy's names
@@ -22,10 +26,10 @@ from .tensor import Tensor
 from .tensor_desc import TensorDesc, calc_buffer_tensor_size
 from .validation import validate
 
-__version__ = "0.1.0"
 __all__ = [
-    "Binding", "Buffer", "CommandList", "CompiledOperator", "DataType", "DataTypeError", "Device", "DeviceError",
-    "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
-    "calc_buffer_tensor_size", "default_device", "devices", "set_cache_limits", "validate", *descs.__all__,
-    *functions.__all__, "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex", "hamming_knn",
+    "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",
+    "DeviceError", "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
+    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "set_cache_limits", "validate", *descs.__all__,
+    *functions.__all__, *graph.__all__, "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex",
+    "hamming_knn",
 ]

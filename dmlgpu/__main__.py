@@ -1,4 +1,4 @@
-"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi)`, `--version`.
+"""Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi|graph-abi)`, `--version`.
 
 `demo`, `bench` and `table` (README's operator section) live outside the library, in the
 `dmlgpu_tools` package shipped beside it: they are imported only when asked for, so neither `import dmlgpu` nor the build's `shaders` step loads
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__, kernels
+from . import __version__, graph_kernel, kernels
 from .device import devices
 
 
@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     sub.add_parser("worker", help="dask worker SCHEDULER with one worker process per device (needs .[dask])",
                    add_help=False)
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")
-    shaders.add_argument("what", choices=("variants", "abi"))
+    shaders.add_argument("what", choices=("variants", "abi", "graph-abi"))
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
         from dmlgpu_tools.bench import main as bench_main
@@ -40,7 +40,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "shaders":
-        sys.stdout.write(kernels.variant_lines() if args.what == "variants" else kernels.abi_glsl())
+        texts = {"variants": kernels.variant_lines, "abi": kernels.abi_glsl, "graph-abi": graph_kernel.graph_abi_glsl}
+        sys.stdout.write(texts[args.what]())
         return 0
     if args.command == "table":
         from dmlgpu_tools import readme

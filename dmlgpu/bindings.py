@@ -121,3 +121,67 @@ def _same_layout(a, b) -> bool:
     """Element i of both tensors lies at the same bytes (strides of size-1 dimensions don't count)."""
     return a.data_type.bits == b.data_type.bits and all(
         sa == sb for size, sa, sb in zip(a.sizes, a.effective_strides, b.effective_strides) if size > 1)
+
+
+class _GraphLabel:
+    """What `_check_one` names in its messages for a graph's tensors."""
+
+    def __init__(self, name: str):
+        self.dml_name = name
+
+
+def check_graph_bindings(label: str, input_descs, output_descs, inputs, outputs, device, in_place=True):
+    """Check bindings for one execution of a compiled graph.
+
+    `input_descs[k]` lists the tensor descriptions graph input k is read through (one per node
+    input it feeds; empty for an unused input), `output_descs[j]` is graph output j's. Returns
+    (input ranges, output ranges); an unused input's range is None. `in_place` False: no
+    output may share bytes with an input at all.
+
+    Raises:
+        ValidationError: a count, type, buffer, alignment or size rule broken, two outputs
+            sharing bytes, or an output sharing bytes with an input other than over an identical
+            range read everywhere in the output's own layout.
+    """
+    named = _GraphLabel(label)
+    given = {"inputs": inputs, "outputs": outputs}
+    counts = {"inputs": len(input_descs), "outputs": len(output_descs)}
+    for group, bindings in given.items():
+        if not isinstance(bindings, (list, tuple)) or len(bindings) != counts[group]:
+            count = len(bindings) if isinstance(bindings, (list, tuple)) else bindings
+            raise ValidationError(label, None, group, count, f"expected a list of {counts[group]} Binding")
+    in_ranges = []
+    for k, (descs, binding) in enumerate(zip(input_descs, inputs)):
+        if not descs:
+            if not isinstance(binding, Binding):
+                raise ValidationError(label, f"graph input {k}", "Binding", type(binding).__name__,
+                                      "allowed: dmlgpu.Binding")
+            in_ranges.append(None)
+            continue
+        biggest = max(descs, key=lambda d: (d.total_size, d.guaranteed_base_offset_alignment))
+        in_ranges.append(_check_one(named, f"graph input {k}", biggest, binding, device))
+        for desc in descs:
+            _check_one(named, f"graph input {k}", desc, binding, device)
+    out_ranges = [_check_one(named, f"graph output {j}", desc, binding, device)
+                  for j, (desc, binding) in enumerate(zip(output_descs, outputs))]
+    for j, out in enumerate(out_ranges):
+        for i, other in enumerate(out_ranges[:j]):
+            if other.buffer is out.buffer and other.start < out.end and out.start < other.end:
+                raise ValidationError(label, f"graph output {j}", "Binding",
+                                      f"[{out.start}, {out.end}) overlaps graph output {i} "
+                                      f"[{other.start}, {other.end})", "allowed: outputs that share no byte")
+        for k, bound in enumerate(in_ranges):
+            if bound is None or bound.buffer is not out.buffer or bound.end <= out.start or out.end <= bound.start:
+                continue
+            if (bound.start, bound.end) != (out.start, out.end):
+                allowed = "an output may share bytes with an input only over an identical range"
+            elif not in_place:
+                allowed = "this graph runs as several dispatches per output shape: no output may alias an input"
+            elif not all(d.sizes == output_descs[j].sizes and _same_layout(d, output_descs[j])
+                         for d in input_descs[k]):
+                allowed = "in-place execution needs every read of the input to have the output's layout"
+            else:
+                continue
+            raise ValidationError(label, f"graph output {j}", "Binding", f"[{out.start}, {out.end}) overlaps "
+                                  f"graph input {k} [{bound.start}, {bound.end})", allowed)
+    return in_ranges, out_ranges

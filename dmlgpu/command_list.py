@@ -3,33 +3,174 @@
 
 Dependent executions get a memory barrier between them; independent ones get none, so the GPU
 may overlap them. Two executions depend on each other when one writes bytes the other reads or
-writes (read-after-write, write-after-read, write-after-write).
+writes (read-after-write, write-after-read, write-after-write); the planner keeps the spans
+since the last barrier as sorted disjoint intervals (`_Spans`), so planning n executions costs
+O(n log n).
 
-Runs of consecutive executions that `compiled.Chain` admits (width-independent bitwise
-operators on packed tensors of one size whose tensors are the same bytes or disjoint) are fused
-into one dispatch: a dependent step then costs a few instructions instead of a dispatch behind a
-barrier, the cost that keeps an unfused list above a CUDA graph replay.
+Runs of consecutive executions of one output shape are fused through the graph compiler
+(`Device.compile_graph`, the same fused kernel as `dmlgpu.fuse`): each run becomes a graph whose
+inputs are the bytes it reads before writing them, whose intermediates are what one execution
+writes and a later one reads (kept in registers), and whose outputs are the last value written
+to each range; an execution whose result is overwritten in the run before anything reads it is
+dropped. A run ends where the graph could not say what the executions do: an output that is not
+packed, a read or write that partly overlaps bytes of the run, an intermediate read in another
+layout, an in-place write over an input read in another layout, or the fused kernel's limits.
 """
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 
-from .compiled import Chain
+from . import graph_kernel
+from .bindings import Binding
+from .compiled import CompiledOperator
+from .compiled_graph import CompiledGraph
 from .errors import ValidationError
+from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
+
+#: A fused run's budget: loads plus nodes (one load per graph input and layout it is read in).
+_RUN_SLOTS = graph_kernel.MAX_SLOTS
+_RUN_INPUTS = graph_kernel.MAX_INPUTS
+_RUN_OUTPUTS = graph_kernel.MAX_OUTPUTS
 
 __all__ = ["CommandList"]
 
 
-def _overlap(a, b) -> bool:
-    """Whether two (memory, start, end) spans, as the runtime tracks them, share bytes."""
-    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+class _Spans:
+    """Byte spans (memory, start, end) as sorted disjoint intervals per memory."""
+
+    def __init__(self):
+        self._by: dict = {}
+
+    def overlaps(self, span) -> bool:
+        memory, start, end = span
+        found = self._by.get(memory)
+        if found is None:
+            return False
+        starts, ends = found
+        i = bisect.bisect_left(starts, end)  # intervals starting before `end`
+        return i > 0 and ends[i - 1] > start  # disjoint and sorted: the last of them ends last
+
+    def add(self, span) -> None:
+        memory, start, end = span
+        starts, ends = self._by.setdefault(memory, ([], []))
+        j = bisect.bisect_left(ends, start)  # first interval ending at or after `start`
+        k = bisect.bisect_right(starts, end)  # intervals starting at or before `end`
+        if j < k:
+            start, end = min(start, starts[j]), max(end, ends[k - 1])
+        starts[j:k] = [start]
+        ends[j:k] = [end]
+
+    def clear(self) -> None:
+        self._by.clear()
+
+
+def _key(bound) -> tuple:
+    return (id(bound.buffer), bound.start, bound.end)
+
+
+def _partly(a, b) -> bool:
+    """Two range keys that share bytes without being the same range."""
+    return a[0] == b[0] and a != b and a[1] < b[2] and b[1] < a[2]
+
+
+class _Run:
+    """Consecutive executions of one output shape being gathered into one graph."""
+
+    def __init__(self, sizes):
+        self.sizes = sizes
+        self.steps: list = []  # indices of the list's steps
+        self.nodes: list = []  # (operator desc, [("input", k) | ("node", n)]) per step
+        self.inputs: dict = {}  # range key -> (graph input index, BoundRange)
+        self.reads: dict = {}  # graph input index -> set of read layouts (strides)
+        self.written: dict = {}  # range key -> (node index, BoundRange) of the last write
+
+    def _layouts(self) -> int:
+        return sum(len(v) for v in self.reads.values())
+
+    def admits(self, compiled, ranges) -> bool:
+        descs = list(compiled.desc.tensor_descs().values())
+        out_desc, out_key = descs[-1], _key(ranges[-1])
+        if out_desc.sizes != self.sizes or not out_desc.is_packed:
+            return False
+        known = list(self.inputs) + list(self.written)
+        if any(_partly(out_key, k) for k in known):
+            return False
+        new_inputs, new_layouts = set(), 0
+        for desc, bound in zip(descs[:-1], ranges[:-1]):
+            key = _key(bound)
+            if key in self.written:
+                if not desc.is_packed:
+                    return False
+                continue
+            if any(_partly(key, k) for k in self.written):
+                return False
+            if key not in self.inputs:
+                new_inputs.add(key)
+                new_layouts += 1
+            elif desc.effective_strides not in self.reads[self.inputs[key][0]]:
+                new_layouts += 1
+        if out_key in self.inputs and out_key not in self.written:  # in place over a graph input
+            k = self.inputs[out_key][0]
+            if self.reads[k] != {out_desc.effective_strides}:
+                return False
+        if out_key in new_inputs and not all(d.is_packed for d in descs):
+            return False
+        outputs = len(self.written) + (out_key not in self.written)
+        return (len(self.inputs) + len(new_inputs) <= _RUN_INPUTS and outputs <= _RUN_OUTPUTS
+                and self._layouts() + new_layouts + len(self.nodes) + 1 <= _RUN_SLOTS)
+
+    def add(self, index, compiled, ranges) -> None:
+        descs = list(compiled.desc.tensor_descs().values())
+        sources = []
+        for desc, bound in zip(descs[:-1], ranges[:-1]):
+            key = _key(bound)
+            if key in self.written:
+                sources.append(("node", self.written[key][0]))
+                continue
+            if key not in self.inputs:
+                self.inputs[key] = (len(self.inputs), bound)
+                self.reads[self.inputs[key][0]] = set()
+            k = self.inputs[key][0]
+            self.reads[k].add(desc.effective_strides)
+            sources.append(("input", k))
+        self.written[_key(ranges[-1])] = (len(self.nodes), ranges[-1])
+        self.nodes.append((compiled.desc, sources))
+        self.steps.append(index)
+
+    def compile(self, device):
+        """The run's compiled graph and its checked (input ranges, output ranges)."""
+        live = {n for n, _ in self.written.values()}
+        for n in range(len(self.nodes) - 1, -1, -1):
+            if n in live:
+                live.update(k for kind, k in self.nodes[n][1] if kind == "node")
+        number = {n: i for i, n in enumerate(sorted(live))}
+        used = sorted({k for n in live for kind, k in self.nodes[n][1] if kind == "input"})
+        input_number = {k: i for i, k in enumerate(used)}
+        nodes, input_edges, inter_edges = [], [], []
+        for n in sorted(live):
+            desc, sources = self.nodes[n]
+            nodes.append(OperatorGraphNodeDesc(desc))
+            for j, (kind, k) in enumerate(sources):
+                if kind == "input":
+                    input_edges.append(InputGraphEdgeDesc(input_number[k], number[n], j))
+                else:
+                    inter_edges.append(IntermediateGraphEdgeDesc(number[k], 0, number[n], j))
+        outputs = list(self.written.values())
+        graph = device.compile_graph(GraphDesc(len(used), len(outputs), nodes, input_edges,
+                                               [OutputGraphEdgeDesc(number[n], 0, j) for j, (n, _) in enumerate(outputs)],
+                                               inter_edges))
+        by_index = {k: bound for k, bound in self.inputs.values()}
+        bindings = [Binding(by_index[k].buffer, by_index[k].start, by_index[k].end - by_index[k].start) for k in used]
+        out_bindings = [Binding(b.buffer, b.start, b.end - b.start) for _, b in outputs]
+        return graph, graph.check(bindings, out_bindings)
 
 
 class _Unit(NamedTuple):
-    """One dispatch of the recorded command buffer: a step, or a chain of fused steps."""
+    """Dispatches of the recorded command buffer for one execution or one fused run."""
 
     steps: list  # indices into CommandList._steps
-    chain: Chain | None  # when more than one step
+    launches: list  # its prepared dispatches (one, unless a fused run exceeds one dispatch's limits)
     barrier: bool  # a barrier before it (it depends on earlier work of the list)
 
 
@@ -43,26 +184,33 @@ class CommandList:
 
     Args:
         device: the device whose operators it records.
-        fuse: fuse runs of executions into one dispatch where the module's rule allows (the
+        fuse: fuse runs of executions into one dispatch through the graph compiler (the
             default); False records one dispatch per execution, as DirectML does.
     """
 
     def __init__(self, device, *, fuse: bool = True):
         self.device = device
         self.fuse = fuse
-        self._steps: list = []  # (compiled, ranges, launch) per recorded execution
+        self._steps: list = []  # (compiled, ranges, launches) per recorded execution
         self._units: list | None = None  # the planned dispatches, made on demand
         self._recorded = None
-        self._programs: list = []  # buffers holding fused chains' programs
+        self._graphs: list = []  # compiled graphs of fused runs (kept with the list)
         self.dispatches = 0  # executions recorded
 
     def record(self, compiled, inputs, outputs) -> None:
-        """Append one execution of `compiled` with these bindings (checked now)."""
+        """Append one execution of `compiled` (a compiled operator or graph) with these bindings
+        (checked now)."""
         if compiled.device is not self.device:
-            raise ValidationError(compiled.op.dml_name, None, "device", compiled.device.label,
-                                  f"allowed: operators of the list's {self.device.label}")
-        ranges = compiled.check(inputs, outputs)
-        self._steps.append((compiled, ranges, compiled.launch(ranges)))
+            raise ValidationError(getattr(getattr(compiled, "op", None), "dml_name", "DML_GRAPH_DESC"), None,
+                                  "device", compiled.device.label, f"allowed: operators of the list's {self.device.label}")
+        if isinstance(compiled, CompiledGraph):  # its own dispatches, never fused further
+            in_ranges, out_ranges = compiled.check(inputs, outputs)
+            ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
+            launches = compiled.launches(in_ranges, out_ranges)
+        else:  # an operator: an element-wise one may join a fused run, a reduction or selection not
+            ranges = compiled.check(inputs, outputs)
+            launches = [compiled.launch(ranges)]
+        self._steps.append((compiled, ranges, launches))
         self.dispatches += 1
         self._drop_recorded()
 
@@ -74,48 +222,78 @@ class CommandList:
     @property
     def gpu_dispatches(self) -> int:
         """Dispatches in the recorded command buffer (fewer than `dispatches` where fused)."""
-        return len(self._plan())
+        return sum(len(unit.launches) for unit in self._plan())
+
+    def _runs(self) -> list:
+        """Consecutive steps grouped: a list of step indices, or a `_Run`."""
+        steps, groups, i = self._steps, [], 0
+        while i < len(steps):
+            compiled, ranges, _ = steps[i]
+            run = None
+            if self.fuse and isinstance(compiled, CompiledOperator):
+                run = _Run(list(compiled.desc.tensor_descs().values())[-1].sizes)
+            if run is None or not run.admits(compiled, ranges):
+                groups.append([i])
+                i += 1
+                continue
+            j = i
+            while j < len(steps) and isinstance(steps[j][0], CompiledOperator) and run.admits(*steps[j][:2]):
+                run.add(j, *steps[j][:2])
+                j += 1
+            length = self._periodic_length(i, j)
+            if length < j - i:  # the run again from its start, cut where the period allows
+                run = _Run(run.sizes)
+                for k in range(i, i + length):
+                    run.add(k, *steps[k][:2])
+            groups.append(run if len(run.steps) > 1 else run.steps)
+            i += len(run.steps)
+        return groups
+
+    def _periodic_length(self, i, j) -> int:
+        """How many of steps i..j-1 (a full run, cut before step j) to keep: where the steps
+        repeat with a period p and step j continues it, a multiple of p, so that the next run
+        starts at the same phase and compiles to the same program (one pipeline for every run
+        of a repeating list instead of one per phase)."""
+        n = j - i
+        if j >= len(self._steps) or n < 2:
+            return n
+        sig = [(id(c), tuple(_key(r) for r in ranges)) for c, ranges, _ in self._steps[i:j + 1]]
+        for p in range(1, n // 2 + 1):
+            if all(sig[k] == sig[k + p] for k in range(n + 1 - p)):
+                return n // p * p
+        return n
 
     def _plan(self) -> list:
         if self._units is not None:
             return self._units
-        groups: list = []  # [indices, chain or None]
-        for i, (compiled, _, launch) in enumerate(self._steps):
-            step = compiled.chain_step(launch) if self.fuse else None
-            chain = groups[-1][1] if groups else None
-            if step is not None and chain is not None and chain.admits(step):
-                chain.add(step)
-                groups[-1][0].append(i)
+        units, reads, writes = [], _Spans(), _Spans()
+        for group in self._runs():
+            if isinstance(group, _Run):
+                indices = group.steps
+                graph, (in_ranges, out_ranges) = group.compile(self.device)
+                self._graphs.append(graph)
+                launches = graph.launches(in_ranges, out_ranges)
             else:
-                groups.append([[i], Chain(step) if step is not None else None])
-        units, reads, writes = [], [], []
-        for indices, chain in groups:
-            launches = [self._steps[i][2] for i in indices]
-            unit_reads = [r for launch in launches for r in launch.reads]
-            unit_writes = [w for launch in launches for w in launch.writes]
-            dependent = any(_overlap(r, w) for r in (*unit_reads, *unit_writes) for w in writes) or \
-                any(_overlap(w, r) for w in unit_writes for r in reads)
+                indices = group
+                launches = self._steps[group[0]][2]
+            members = [launch for i in indices for launch in self._steps[i][2]]
+            unit_reads = [r for launch in members for r in launch.reads]
+            unit_writes = [w for launch in members for w in launch.writes]
+            dependent = any(writes.overlaps(s) for s in (*unit_reads, *unit_writes)) or \
+                any(reads.overlaps(w) for w in unit_writes)
             if dependent:
-                reads, writes = [], []
-            units.append(_Unit(indices, chain if len(indices) > 1 else None, dependent))
-            reads.extend(unit_reads)
-            writes.extend(unit_writes)
+                reads.clear()
+                writes.clear()
+            units.append(_Unit(indices, launches, dependent))
+            for r in unit_reads:
+                reads.add(r)
+            for w in unit_writes:
+                writes.add(w)
         self._units = units
         return units
 
     def _buffers(self):
         return {id(r.buffer): r.buffer for _, ranges, _ in self._steps for r in ranges}.values()
-
-    def _launch(self, unit: _Unit):
-        if unit.chain is None:
-            return self._steps[unit.steps[0]][2]
-        ranges = [self._steps[i][1] for i in unit.steps]
-        launch, program = unit.chain.launch(
-            self.device, ranges[0][-1].buffer,
-            reads=[(r.buffer, r.start, r.end) for rs in ranges for r in rs[:-1]],
-            writes=[(rs[-1].buffer, rs[-1].start, rs[-1].end) for rs in ranges])
-        self._programs.append(program)
-        return launch
 
     def execute(self) -> None:
         """Queue every recorded execution, in order, behind the device's queued work.
@@ -133,18 +311,16 @@ class CommandList:
             for unit in self._plan():
                 if unit.barrier:
                     steps.append(None)
-                steps.append(self._launch(unit))
+                steps.extend(unit.launches)
             self._recorded = self.device.record(steps, f"a command list of {self.dispatches} executions")
-        self._recorded.submit(buffers + self._programs)
+        self._recorded.submit(buffers)
 
     def _drop_recorded(self):
         self._units = None
         if self._recorded is not None:
             self._recorded.destroy()
         self._recorded = None
-        for program in self._programs:
-            program.release()
-        self._programs.clear()
+        self._graphs.clear()
 
     def release(self) -> None:
         """Free the recorded command buffer now (a closed device freed it)."""

@@ -13,9 +13,7 @@ index arithmetic.
 """
 from __future__ import annotations
 
-import bisect
 import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +24,7 @@ from .kernels import WORKGROUP_SIZE
 from .runtime import Program
 from .validation import validate
 
-__all__ = ["Chain", "ChainStep", "CompiledOperator", "coalesce"]
+__all__ = ["CompiledOperator", "coalesce"]
 
 _PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 
@@ -71,6 +69,12 @@ def _units_per_invocation(device) -> int:
     return kernels.CPU_UNITS_PER_INVOCATION if device.is_cpu else 1
 
 
+def _is_scalar(desc) -> bool:
+    """A tensor of more than one element that reads one element throughout (a broadcast scalar)."""
+    return desc.element_count > 1 and all(
+        stride == 0 for size, stride in zip(desc.sizes, desc.effective_strides) if size > 1)
+
+
 def _rows_fit(sizes, input_strides, in_size, out_size) -> bool:
     """Whether the ROWS layout applies: every input contiguous along the innermost dimension,
     rows a whole number of 16-byte units in and out, and every input row 16-byte aligned."""
@@ -90,9 +94,16 @@ class CompiledOperator:
         self._descs = operator_desc.tensor_descs()
         tensors = list(self._descs.values())
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
-        if all(t.is_packed for t in tensors):
+        # Broadcast scalar operands of two-operand operators (whose flat kernels all read their
+        # operands through OPERAND_VEC, elementwise_main.glsl) keep the flat layout.
+        scalars = [_is_scalar(t) and len(self.op.inputs) == 2 for t in tensors[:-1]]
+        if all(t.is_packed or scalar for t, scalar in zip(tensors, scalars + [False])):
             layout = kernels.FLAT
             spec = [WORKGROUP_SIZE]
+            if any(scalars):  # broadcast scalar operands, repeated across vectors by the kernel
+                scalars += [False] * (2 - len(scalars))
+                spec += [1] * kernels.MAX_DIMS + [0] * (kernels.SPEC_SCALAR_IN0 - kernels.SPEC_STRIDES_IN0)
+                spec += [t.data_type.bits if scalar else 0 for t, scalar in zip(tensors + tensors, scalars)]
         else:
             strides = [list(t.effective_strides) for t in tensors]
             sizes, strides = coalesce(tensors[-1].sizes, strides)
@@ -118,8 +129,6 @@ class CompiledOperator:
                                 np.array(spec, dtype=np.uint32), len(kernels.PUSH_FIELDS))
         self._grid = kernels.grid(self._units, _units_per_invocation(device))
         self._launches: dict = {}  # binding key -> prepared dispatch
-        fusable = layout == kernels.FLAT and self.op in kernels.CHAIN_OPS and self._count % 16 == 0
-        self._chain_code = kernels.CHAIN_OPS.index(self.op) if fusable else None
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -168,20 +177,6 @@ class CompiledOperator:
         buffer of `out_bytes`: call it for the next one (`runtime.Results`)."""
         return self.device.results(template, _PUSH["out_offset"], out_bytes)
 
-    def chain_step(self, launch) -> ChainStep | None:
-        """`launch` (of this operator) as a step of a fused chain, or None where it cannot be
-        one: an operator outside kernels.CHAIN_OPS, a layout other than flat, tensors that are
-        not a whole number of 16-byte units or that lie in different arenas."""
-        if self._chain_code is None or len(set(launch.arena_ids)) != 1:
-            return None
-        a, b, out, count = (int(launch.push[_PUSH[f]]) for f in ("in_offset0", "in_offset1", "out_offset", "count"))
-        if len(self.op.inputs) == 1:
-            b = a  # read, never used: keeps the unused operand inside the arena
-        words = count // 4
-        if any(x != y and abs(x - y) < words for x, y in ((a, b), (a, out), (b, out))):
-            return None  # tensors that partly overlap each other (inputs may) never join a chain
-        return ChainStep(self._chain_code, launch.arena_ids[0], a, b, out, count)
-
     def launch(self, ranges):
         """The runtime's prepared dispatch of this operator over checked `ranges`."""
         offsets = [(r.buffer.arena_offset + r.start) // 4 for r in ranges]
@@ -192,68 +187,3 @@ class CompiledOperator:
                                   reads=[(r.buffer, r.start, r.end) for r in ranges[:-1]],
                                   writes=[(ranges[-1].buffer, ranges[-1].start, ranges[-1].end)],
                                   name=self.op.dml_name)
-
-
-class ChainStep(NamedTuple):
-    """One execution as a chain step: its op code, arena, tensors' word offsets, tensor bytes."""
-
-    code: int
-    arena: int
-    a: int
-    b: int
-    out: int
-    count: int
-
-
-class Chain:
-    """Executions fused into one dispatch (shaders/include/chain_main.glsl).
-
-    A step joins when it is in the chain's arena, of its size, and each of its tensors is either
-    exactly a tensor of the chain or shares no byte with any: then the unit u of every step is
-    the same bytes or unrelated bytes, one invocation runs all steps on its units in order, and
-    the chain needs no barrier inside however its steps depend on each other.
-    """
-
-    def __init__(self, step: ChainStep):
-        self.steps = [step]
-        self._offsets = sorted({step.a, step.b, step.out})  # word offsets of its tensors
-
-    def admits(self, step: ChainStep) -> bool:
-        first, words = self.steps[0], step.count // 4
-        if step.arena != first.arena or step.count != first.count:
-            return False
-        offsets = self._offsets
-        for x in (step.a, step.b, step.out):
-            i = bisect.bisect_left(offsets, x)
-            if i < len(offsets) and offsets[i] == x:
-                continue
-            if (i < len(offsets) and offsets[i] - x < words) or (i > 0 and x - offsets[i - 1] < words):
-                return False
-        return True
-
-    def add(self, step: ChainStep) -> None:
-        self.steps.append(step)
-        for x in (step.a, step.b, step.out):
-            i = bisect.bisect_left(self._offsets, x)
-            if i == len(self._offsets) or self._offsets[i] != x:
-                self._offsets.insert(i, x)
-
-    def launch(self, device, anchor, reads, writes):
-        """The fused dispatch, and the buffer holding its program (the caller keeps it alive).
-
-        `anchor` is any buffer in the chain's arena (what the dispatch binds); `reads`/`writes`
-        are the steps' (buffer, start, end) ranges, for the device's dependency tracking.
-        """
-        words = np.array([(s.code, s.a, s.b, s.out) for s in self.steps], dtype=np.uint32)
-        program = device.upload(words)
-        count = self.steps[0].count
-        push = np.zeros(len(kernels.PUSH_FIELDS), dtype=np.uint32)
-        push[_PUSH[kernels.CHAIN_PROGRAM_FIELD]] = program.arena_offset // 4
-        push[_PUSH[kernels.CHAIN_STEPS_FIELD]] = len(self.steps)
-        push[_PUSH["count"]] = count
-        chain = Program(kernels.CHAIN_VARIANT, spirv.load(kernels.CHAIN_VARIANT),
-                        np.array([WORKGROUP_SIZE], dtype=np.uint32), len(kernels.PUSH_FIELDS))
-        launch = device.launch(chain, kernels.grid(count // 16, _units_per_invocation(device)), [anchor, program], push,
-                               reads=[*reads, (program, 0, words.nbytes)], writes=writes,
-                               name=f"a fused chain of {len(self.steps)} executions")
-        return launch, program

@@ -100,10 +100,6 @@ class CompiledSelection:
                                   writes=[(r.buffer, r.start, r.end) for r in ranges[len(self.op.inputs):]],
                                   name=self.op.dml_name)
 
-    def chain_step(self, launch):
-        """None: a reduction or selection never joins a command list's fused chain."""
-        return None
-
     def execute(self, inputs, outputs) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
         descriptor's order (TOP_K1: values, then indices). Returns at once.

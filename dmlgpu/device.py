@@ -18,6 +18,7 @@ from collections import OrderedDict
 
 from . import runtime
 from .compiled import CompiledOperator
+from .compiled_graph import CompiledGraph
 from .compiled_selection import CompiledSelection
 from .errors import ValidationError
 from .operators import ELEMENT_WISE
@@ -97,6 +98,7 @@ class Device(runtime.Device):
         if getattr(self, "_operators", None) is not None:
             return  # the shared device, open already
         self._operators: OrderedDict = OrderedDict()  # first: close() may run on a half-made one
+        self._graphs: OrderedDict = OrderedDict()
         self.private = private
         super().__init__(index, staging=staging)
 
@@ -124,16 +126,41 @@ class Device(runtime.Device):
                 self._operators.move_to_end(key)
             return compiled
 
+    def compile_graph(self, graph_desc, feature_level=None) -> CompiledGraph:
+        """Validate a `GraphDesc` at `feature_level` and compile it for this device
+        (`IDMLDevice1::CompileGraph`).
+
+        Returns a `CompiledGraph`: `execute(inputs=[Binding...], outputs=[Binding...])` with one
+        binding per graph input and output; `dispatches` says how many dispatches it runs (one
+        per output shape of its nodes). Raises `ValidationError` for a graph DirectML would
+        reject, naming the node or edge and the field.
+        """
+        level = resolve_feature_level(feature_level, "DML_GRAPH_DESC")
+        key = (_strict_repr(graph_desc), level)
+        with self.lock:
+            compiled = self._graphs.get(key)
+            if compiled is not None:
+                self._graphs.move_to_end(key)
+                return compiled
+        compiled = CompiledGraph(self, graph_desc, level)
+        with self.lock:
+            self._graphs[key] = compiled
+            while len(self._graphs) > _LIMITS["operators"]:
+                self._graphs.popitem(last=False)
+        return compiled
+
     def empty_cache(self) -> None:
         with self.lock:
             self._operators.clear()
+            self._graphs.clear()
             super().empty_cache()
 
-    empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + " Also compiled operators."
+    empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + " Also compiled operators and graphs."
 
     def close(self) -> None:
         with self.lock:
             self._operators.clear()
+            self._graphs.clear()
             super().close()
 
 

@@ -49,6 +49,10 @@ def apply(op: Operator, operands: tuple, out, dtype, feature_level):
             host_pieces.run(kind.pieces, flat_in, operands, out, None)
             result = out
         return result if out is not None or result.ndim else result[()]
+    for x in operands:  # an operand traced by dmlgpu.fuse: the call becomes a node of its graph
+        traced = getattr(x, "dmlgpu_traced_call", None)
+        if traced is not None:
+            return traced(op, operands, out, dtype, feature_level)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     arrays = convert(operands, op.dml_name, op.inputs, row.input_types, (View,), _TAKES, _ANCHORS)

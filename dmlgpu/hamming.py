@@ -40,7 +40,9 @@ ROWS_PER_SLICE = 256
 #: scan aims at, so that a GPU is full (an H100: 132 SMs x 2,048 lanes) with tiles as long as that
 #: allows (a lane's list takes about k * ln(rows / k) insertions); a CPU driver runs a workgroup
 #: per thread at a time and wants few, long tiles.
-TARGET_LANES, TARGET_LANES_CPU = 1 << 18, 1 << 10
+#: 2^19 on a GPU: the fastest of 2^15..2^19 on an H100 (benchmarks/hamming.py --sweep; 2,048-row
+#: tiles for 1M rows x 1,024 queries: 355 G distances/s against 325 at 2^18).
+TARGET_LANES, TARGET_LANES_CPU = 1 << 19, 1 << 10
 #: Row tiles (scan workgroups along the grid's y, at most 65535 on any device) per piece.
 MAX_SLICES_PER_PIECE = 1 << 15
 #: The partial top-k lists of one batch of queries take at most this many bytes (and at most one

@@ -33,6 +33,14 @@ INDEX_TYPE = DataType.INT64
 TOP_K_INDEX_TYPE = DataType.UINT32
 
 
+def _traced(x, op, feature_level) -> None:
+    """An operand traced by dmlgpu.fuse (the front end's protocol, as in front_end.apply) is
+    handed the call, which it refuses by name: a reduction or selection is not element-wise."""
+    traced = getattr(x, "dmlgpu_traced_call", None)
+    if traced is not None:
+        traced(op, (x,), None, None, feature_level)
+
+
 def _one_buffer(name: str, nbytes: int, buffers: int, device) -> None:
     """ValidationError for an input larger than one device buffer: these rows run one dispatch."""
     if buffers > 1 or nbytes > device.max_buffer_size:
@@ -97,6 +105,7 @@ def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, featu
         ValidationError: a type or axis DirectML (or dmlgpu's exactness) rejects, before any work.
     """
     name = REDUCE.dml_name
+    _traced(x, REDUCE, feature_level)
     t, host = _operand(x, name)
     axes = _axes(axis, builtins.max(1, t.ndim), name)
     if not t.shape:
@@ -154,6 +163,7 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
         ValidationError: a bad k, axis or data type, before any work.
     """
     name = TOP_K.dml_name
+    _traced(x, TOP_K, feature_level)
     t, host = _operand(x, name)
     if not t.shape:
         raise ValidationError(name, "InputTensor", "Sizes", (), "allowed: at least one dimension")

@@ -12,10 +12,12 @@ from .descs import DESC_CLASSES, OperatorDesc
 from .dtypes import DataType
 from .errors import DataTypeError, ValidationError
 from .feature_levels import FeatureLevel
+from .graph import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
+                    OperatorGraphNodeDesc, OutputGraphEdgeDesc, ValidGraph, ValidNode)
 from .operators import ELEMENT_WISE, REDUCE_FAMILY, Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
 
-__all__ = ["is_int", "resolve_feature_level", "support_row", "validate"]
+__all__ = ["is_int", "resolve_feature_level", "support_row", "validate", "validate_graph"]
 
 #: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
 _OVERLAP_ENUMERATION_LIMIT = 1 << 22
@@ -252,3 +254,204 @@ def _check_agreement(op, tensors):
         if op.same_type and desc.data_type != first.data_type:
             raise DataTypeError(op.dml_name, name, "DataType", desc.data_type,
                                   f"must equal {first_name}.DataType ({first.data_type.name})")
+
+
+GRAPH = "DML_GRAPH_DESC"
+
+
+def validate_graph(graph_desc, feature_level=None):
+    """Check a `GraphDesc` (`DML_GRAPH_DESC`) against DirectML's graph rules at `feature_level`.
+
+    Every node is valid at the level; every edge names existing graph inputs/outputs and node
+    tensors; every node input is fed exactly once and every graph output exactly once; an
+    intermediate edge joins tensors of one data type, sizes and layout; a constant holds at
+    least the bytes its consumer reads; the graph is acyclic and every node reaches an output.
+
+    Returns:
+        A `dmlgpu.graph.ValidGraph`.
+
+    Raises:
+        ValidationError: naming the node (index and name) or edge, the field, the value given
+            and what is allowed.
+    """
+    if not isinstance(graph_desc, GraphDesc):
+        raise ValidationError(GRAPH, None, "graph_desc", type(graph_desc).__name__, "allowed: dmlgpu.GraphDesc")
+    level = resolve_feature_level(feature_level, GRAPH)
+    for name, low in (("InputCount", 0), ("OutputCount", 1)):
+        count = getattr(graph_desc, _snake(name))
+        if not is_int(count) or count < low:
+            raise ValidationError(GRAPH, None, name, count, f"allowed: an integer >= {low}")
+    nodes = _graph_nodes(graph_desc.nodes, level)
+    feeds: dict = {}
+    outputs: dict = {}
+
+    def edge_fail(kind, i, edge, field, value, allowed):
+        label = f"{kind}[{i}]" + (f" ({edge.name!r})" if getattr(edge, "name", None) else "")
+        raise ValidationError(GRAPH, label, field, value, allowed)
+
+    def check_index(kind, i, edge, field, value, count, what):
+        if not is_int(value) or not 0 <= value < count:
+            edge_fail(kind, i, edge, field, value, f"allowed: {what} index from 0 to {count - 1}"
+                      if count else f"allowed: none ({what} count is 0)")
+
+    def check_to(kind, i, edge, source):
+        check_index(kind, i, edge, "ToNodeIndex", edge.to_node_index, len(nodes), "a node")
+        node = nodes[edge.to_node_index]
+        check_index(kind, i, edge, "ToNodeInputIndex", edge.to_node_input_index, len(node.input_descs),
+                    f"{node.label}'s input")
+        key = (edge.to_node_index, edge.to_node_input_index)
+        if key in feeds:
+            edge_fail(kind, i, edge, "ToNodeInputIndex", edge.to_node_input_index,
+                      f"{node.label} {node.op.inputs[key[1]]} is already fed by another edge")
+        feeds[key] = source
+
+    def check_from(kind, i, edge):
+        check_index(kind, i, edge, "FromNodeIndex", edge.from_node_index, len(nodes), "a node")
+        check_index(kind, i, edge, "FromNodeOutputIndex", edge.from_node_output_index, 1,
+                    f"{nodes[edge.from_node_index].label}'s output")
+
+    for kind, edges, cls in (("InputEdges", graph_desc.input_edges, InputGraphEdgeDesc),
+                             ("IntermediateEdges", graph_desc.intermediate_edges, IntermediateGraphEdgeDesc),
+                             ("OutputEdges", graph_desc.output_edges, OutputGraphEdgeDesc)):
+        if not isinstance(edges, tuple):
+            raise ValidationError(GRAPH, None, kind, edges, f"allowed: a sequence of {cls.__name__}")
+        for i, edge in enumerate(edges):
+            if not isinstance(edge, cls):
+                edge_fail(kind, i, edge, "Type", type(edge).__name__, f"allowed: dmlgpu.{cls.__name__}")
+            if cls is InputGraphEdgeDesc:
+                check_index(kind, i, edge, "GraphInputIndex", edge.graph_input_index, graph_desc.input_count,
+                            "a graph input")
+                check_to(kind, i, edge, ("input", edge.graph_input_index))
+            elif cls is IntermediateGraphEdgeDesc:
+                check_from(kind, i, edge)
+                check_to(kind, i, edge, ("node", edge.from_node_index))
+                _check_intermediate(nodes[edge.from_node_index], nodes[edge.to_node_index],
+                                    edge.to_node_input_index, lambda f, v, a: edge_fail(kind, i, edge, f, v, a))
+            else:
+                check_from(kind, i, edge)
+                if nodes[edge.from_node_index].op is None:
+                    edge_fail(kind, i, edge, "FromNodeIndex", edge.from_node_index,
+                              "allowed: an operator node (a constant node feeds node inputs only)")
+                check_index(kind, i, edge, "GraphOutputIndex", edge.graph_output_index, graph_desc.output_count,
+                            "a graph output")
+                if edge.graph_output_index in outputs:
+                    edge_fail(kind, i, edge, "GraphOutputIndex", edge.graph_output_index,
+                              "each graph output is written by exactly one edge")
+                outputs[edge.graph_output_index] = edge.from_node_index
+    for node in nodes:
+        for j, name in enumerate(node.op.inputs if node.op else ()):
+            if (node.index, j) not in feeds:
+                raise ValidationError(f"{GRAPH} {node.label}", name, "edge", None,
+                                      "every node input is fed by exactly one edge")
+    for j in range(graph_desc.output_count):
+        if j not in outputs:
+            raise ValidationError(GRAPH, f"graph output {j}", "OutputEdges", None,
+                                  "every graph output is written by exactly one edge")
+    input_reads = [[] for _ in range(graph_desc.input_count)]
+    for (n, j), (kind, k) in sorted(feeds.items()):
+        if kind == "input":
+            input_reads[k].append((n, j))
+    for k, reads in enumerate(input_reads):
+        types = {nodes[n].input_descs[j].data_type for n, j in reads}
+        if len(types) > 1:
+            raise ValidationError(GRAPH, f"graph input {k}", "DataType", _names(sorted(types)),
+                                  "every node input fed by one graph input has one data type")
+    order = _topological_order(nodes, feeds)
+    _check_reach(nodes, feeds, outputs)
+    return ValidGraph(tuple(nodes), feeds, tuple(outputs[j] for j in range(graph_desc.output_count)), order,
+                      tuple(tuple(r) for r in input_reads))
+
+
+def _snake(name: str) -> str:
+    return {"InputCount": "input_count", "OutputCount": "output_count"}[name]
+
+
+def _graph_nodes(items, level) -> list:
+    if not isinstance(items, tuple) or not items:
+        raise ValidationError(GRAPH, None, "Nodes", items, "allowed: a non-empty sequence of node descriptors")
+    nodes = []
+    for i, item in enumerate(items):
+        name = getattr(item, "name", None)
+        label = f"node {i}" + (f" ({name!r})" if name else "")
+        if isinstance(item, OperatorDesc):
+            item = OperatorGraphNodeDesc(item)
+        if isinstance(item, ConstantDataGraphNodeDesc):
+            if not isinstance(item.data, (bytes, bytearray)) or not item.data:
+                raise ValidationError(f"{GRAPH} {label}", None, "Data", item.data, "allowed: non-empty bytes")
+            nodes.append(ValidNode(i, label, None, None, bytes(item.data), (), None))
+            continue
+        if not isinstance(item, OperatorGraphNodeDesc):
+            raise ValidationError(f"{GRAPH} {label}", None, "Type", type(item).__name__,
+                                  "allowed: OperatorGraphNodeDesc, ConstantDataGraphNodeDesc or an operator descriptor")
+        try:
+            op = validate(item.operator_desc, level)
+        except ValidationError as exc:
+            raise ValidationError(f"{GRAPH} {label}: {exc.operator}", exc.tensor, exc.field, exc.value,
+                                  exc.allowed) from None
+        tensors = list(item.operator_desc.tensor_descs().values())
+        nodes.append(ValidNode(i, label, op, item.operator_desc, None, tuple(tensors[:-1]), tensors[-1]))
+    return nodes
+
+
+def _check_intermediate(source, target, j, fail):
+    want = target.input_descs[j]
+    if source.op is None:
+        last = sum((size - 1) * stride for size, stride in zip(want.sizes, want.effective_strides))
+        needed = (last + 1) * want.data_type.size
+        if len(source.data) < needed:
+            fail("FromNodeIndex", source.label, f"{source.label} holds {len(source.data)} bytes; "
+                 f"{target.label} {target.op.inputs[j]} reads {needed}")
+        return
+    have = source.output_desc
+    for field, a, b in (("DataType", have.data_type, want.data_type), ("Sizes", have.sizes, want.sizes)):
+        if a != b:
+            fail(field, _show_value(a), f"must equal {target.label} {target.op.inputs[j]}.{field} "
+                 f"({_show_value(b)}), the tensor it feeds")
+    if any(sa != sb for size, sa, sb in zip(have.sizes, have.effective_strides, want.effective_strides) if size > 1):
+        fail("Strides", have.strides, f"must match {target.label} {target.op.inputs[j]}.Strides "
+             f"({want.strides}): an intermediate is read in the order it is written")
+
+
+def _show_value(v):
+    return v.name if isinstance(v, DataType) else v
+
+
+def _topological_order(nodes, feeds) -> tuple:
+    users = {n.index: [] for n in nodes}
+    pending = {n.index: 0 for n in nodes}
+    for (n, _), (kind, k) in feeds.items():
+        if kind == "node":
+            users[k].append(n)
+            pending[n] += 1
+    ready = [i for i, c in pending.items() if c == 0]
+    order = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for u in users[i]:
+            pending[u] -= 1
+            if pending[u] == 0:
+                ready.append(u)
+    if len(order) != len(nodes):
+        stuck = min(i for i, c in pending.items() if c)
+        raise ValidationError(f"{GRAPH} {nodes[stuck].label}", None, "IntermediateEdges", "a cycle",
+                              "allowed: an acyclic graph")
+    return tuple(order)
+
+
+def _check_reach(nodes, feeds, outputs):
+    sources = {}
+    for (m, _), (kind, k) in feeds.items():
+        if kind == "node":
+            sources.setdefault(m, []).append(k)
+    live = set(outputs.values())
+    stack = list(live)
+    while stack:
+        for k in sources.get(stack.pop(), ()):
+            if k not in live:
+                live.add(k)
+                stack.append(k)
+    for node in nodes:
+        if node.index not in live:
+            raise ValidationError(f"{GRAPH} {node.label}", None, "edges", "dangling",
+                                  "every node must contribute to a graph output")

@@ -4,16 +4,15 @@
 // DirectML's bitwise family: each operation is applied to the raw encoding, the data type only
 // sets the element width. One function per member, named after the operator (its row's `short`),
 // with two overloads: on a word of packed IN_BITS-wide lanes (uint), and on one 64-bit element
-// (uvec2). The build picks the member with OP=<name> and passes ARITY from the row; with
-// LAYOUT_CHAIN it builds the command lists' fused chain of the width-independent members instead
-// (chain_main.glsl), which apply them to whole 16-byte vectors (the uvec4 overload).
+// (uvec2). The build picks the member with OP=<name> and passes ARITY from the row. (Fused
+// graphs and command lists use shaders/graph.comp, which has its own per-element function of
+// each operator.)
 #include "elementwise.glsl"
 
 // A member whose result does not depend on the element width: one expression on whole words.
 #define RAW_BITS(name, expression) \
     uint name(uint a, uint b) { return expression; } \
-    uvec2 name(uvec2 a, uvec2 b) { return expression; } \
-    uvec4 name(uvec4 a, uvec4 b) { return expression; }
+    uvec2 name(uvec2 a, uvec2 b) { return expression; }
 
 RAW_BITS(bit_not, ~a)
 RAW_BITS(bit_xor, a ^ b)
@@ -52,10 +51,6 @@ uvec2 bit_shift_right(uvec2 a, uvec2 b) {
     return n == 0u ? a : uvec2((a.x >> n) | (a.y << (32u - n)), a.y >> n);
 }
 
-#ifdef LAYOUT_CHAIN
-#include "chain_main.glsl"
-#else
 #define op_lanes OP
 #define op_pair OP
 #include "elementwise_main.glsl"
-#endif

@@ -83,7 +83,9 @@ def test_wide_codes_pack_keys_within_32_bits(monkeypatch, rng):
     database[9] = 0
     queries = np.stack([np.zeros(words, np.uint32), database[40], ~database[40]])
     index = dmlgpu.HammingIndex(database)
-    assert index.tile_rows(5, 3) == 4096
+    # The key's row bits cap the tile; a CPU driver asks for the longest tiles, so it hits the cap
+    # (a GPU's tiles are shorter, to fill its lanes).
+    assert index.tile_rows(5, 3) == 4096 if index.device.is_cpu else index.tile_rows(5, 3) <= 4096
     check(database, queries, 5, index)
     check(database, queries, 300, index)  # the global-memory path (pairs) on the same codes
     distances, indices = index.search(queries[:1], 300)

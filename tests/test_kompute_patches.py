@@ -1,4 +1,4 @@
-"""What kp patch 0009 adds, through the runtime's one Kompute module: storage memory that can be
+"""What kp patches 0009 and 0010 add, through the runtime's one Kompute module: storage memory that can be
 filled and copied, region copies, asynchronous submits with a fence poll, global barriers."""
 import numpy as np
 
@@ -25,4 +25,30 @@ def test_fill_copy_and_poll():
     commands.reset()
     for thing in (commands, storage, host):
         thing.destroy()
+    context.destroy()
+
+
+def test_one_pipeline_cache_seeded_and_read_back():
+    """Patch 0010: the Manager's pipelines share one VkPipelineCache, created from the data
+    given, read back with a VkPipelineCacheHeaderVersionOne of this device; only one seed."""
+    import pytest
+    from dmlgpu import DeviceError, kernels, spirv
+    from dmlgpu.runtime.pipeline_cache import vulkan_header
+
+    device = dmlgpu.default_device()
+    context = vulkan.Context(device.index)
+    uuid = context.pipeline_cache_uuid()
+    assert len(uuid) == 16
+    context.seed_pipeline_cache(b"not pipeline cache data")  # the driver ignores what it cannot use
+    memory = context.memory(4096, mapped=True)
+    name = next(v.name for v in kernels.all_variants() if v.name.startswith("bit_not-flat"))
+    pipeline = context.pipeline(spirv.load(name), (1, 1, 1), np.zeros(1, np.uint32), 8, [memory, memory])
+    data = context.pipeline_cache_data()
+    version, vendor, device_id, found = vulkan_header(data)
+    assert (version, vendor, device_id, found) == (1, device.properties["vendor_id"],
+                                                   device.properties["device_id"], uuid)
+    with pytest.raises(DeviceError, match="pipeline cache"):
+        context.seed_pipeline_cache(data)  # pipelines were made through the first one
+    pipeline.destroy()
+    memory.destroy()
     context.destroy()

@@ -50,8 +50,8 @@ def test_one_version_source(pyproject):
     project = pyproject["project"]
     assert "version" not in project and "version" in project["dynamic"]
     [entry] = [e for e in pyproject["tool"]["dynamic-metadata"] if e["field"] == "version"]
-    assert entry["input"] == "dmlgpu/__init__.py"
-    assert (ROOT / entry["input"]).resolve() == PACKAGE / "__init__.py"
+    assert entry["input"] == "dmlgpu/_version.py"
+    assert (ROOT / entry["input"]).resolve() == PACKAGE / "_version.py"
     assert re.fullmatch(r"\d+\.\d+\.\d+", dmlgpu.__version__)
     found = subprocess.run([sys.executable, "-m", "dmlgpu", "--version"], capture_output=True, text=True,
                            timeout=120)

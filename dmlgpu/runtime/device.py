@@ -1,7 +1,7 @@
 """`Device`: the handle of one open Vulkan device, as the layers above see it.
 
 It opens the device and owns its parts (`resources.Resources`: context, lock, stream, memory
-pools, pipelines, kept host calls), hands them to the modules that do the work and closes them:
+pools, pipelines with their on-disk cache, kept host calls), hands them to the modules that do the work and closes them:
 
 - memory and host transfers: `buffers` (`Buffer`, staging pipelines);
 - work: `launches` (`Launch`, `Results`, `Recorded`), queued on the device's `Stream` and
@@ -25,6 +25,7 @@ from .hand_over import HandOvers
 from .launches import Launch, Program, Recorded, Results
 from .limits import is_int
 from .memory import trim_host_heap
+from .pipelines import seeded_disk_cache
 from .probe import physical_device_count
 from .resources import Resources
 
@@ -76,7 +77,7 @@ class Device:
         self.mapped = self.type in _MAPPED_TYPES and not staging  # else transfers go through staging
         self._resources = resources = Resources(
             context, self.label, self.mapped, min(ARENA_BYTES, self.max_buffer_size), buffers.STAGING_ARENA,
-            debug_layer.requested())
+            debug_layer.requested(), seeded_disk_cache(context, self.properties))
         interrupts.watch_lock(resources.lock._is_owned)  # Ctrl-C waits while the main thread holds it
         self._hand_overs = HandOvers(resources)
         _DEVICES.add(self)
@@ -172,6 +173,14 @@ class Device:
             resources.stream.synchronize()
             resources.reclaim(resources.stream.completed)
             trim_host_heap()
+
+    def pipeline_stats(self) -> dict:
+        """Pipelines this device created and the seconds it spent creating them (the driver's
+        compilation, or a lookup in the pipeline cache seeded from disk), and the disk cache:
+        its file, `status` ("disabled", "missing", "loaded", "rejected: ...", "saved",
+        "save failed: ..."), bytes loaded and saved."""
+        with self._resources.lock:
+            return self._resources.pipelines.stats()
 
     # -- work ------------------------------------------------------------------------------
     def synchronize(self) -> None:

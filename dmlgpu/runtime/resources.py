@@ -27,10 +27,11 @@ class Resources:
         arena_bytes: the size of each shared arena of device memory.
         staging_bytes: the size of the staging arena (where the memory is not mapped).
         whole_arenas: track every access as the whole arena (under the validation layer).
+        disk_cache: the on-disk pipeline cache the context's pipeline cache was seeded from.
     """
 
     def __init__(self, context, label: str, mapped: bool, arena_bytes: int, staging_bytes: int,
-                 whole_arenas: bool):
+                 whole_arenas: bool, disk_cache):
         self.context = context
         self.label = label
         self.whole_arenas = whole_arenas
@@ -39,7 +40,7 @@ class Resources:
         self._unused = threading.Condition(self.lock)  # notified when users drops to 0
         self.stream = Stream(context)
         self.stream.on_complete = self.reclaim
-        self.pipelines = PipelineCache(context, self.stream)
+        self.pipelines = PipelineCache(context, self.stream, disk_cache)
         self.memory = MemoryPool(lambda n: context.memory(n, mapped), arena_bytes, self.pipelines.drop_arena)
         self.staging = None if mapped else MemoryPool(lambda n: context.memory(n, True), staging_bytes)
         self.host_calls: OrderedDict = OrderedDict()  # key -> HostCall, least recently used first

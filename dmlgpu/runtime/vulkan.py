@@ -86,6 +86,22 @@ class Context:
             raise _failure("creating a compute pipeline", exc) from exc
         return Pipeline(algorithm)
 
+    def pipeline_cache_uuid(self) -> bytes:
+        """VkPhysicalDeviceProperties::pipelineCacheUUID of the opened device."""
+        return bytes(self._manager.pipeline_cache_uuid())
+
+    def seed_pipeline_cache(self, data: bytes) -> None:
+        """Create the VkPipelineCache every later pipeline is made through, from `data` (what
+        `pipeline_cache_data` gave earlier; b"": empty). Only before the first pipeline."""
+        try:
+            self._manager.seed_pipeline_cache(data)
+        except Exception as exc:
+            raise DeviceError(f"could not create the pipeline cache: {exc}") from exc
+
+    def pipeline_cache_data(self) -> bytes:
+        """The pipeline cache's contents (vkGetPipelineCacheData)."""
+        return bytes(self._manager.pipeline_cache_data())
+
     def commands(self, timestamps: int = 0) -> "Commands":
         try:
             return Commands(self._manager.sequence(0, timestamps))

@@ -60,13 +60,6 @@
 
 layout(local_size_x_id = SPEC_WORKGROUP_SIZE) in;
 
-#ifdef LAYOUT_CHAIN
-// A command list's fused chain (chain_main.glsl): every step's tensors lie in the one arena bound
-// at 0, read and written through one binding (a write is then seen by the same invocation's later
-// reads, which a readonly view of another binding would not promise); its program is binding 1.
-layout(std430, binding = 0) buffer ArenaVecs { uvec4 arena_v[]; };
-layout(std430, binding = 1) readonly buffer ChainProgram { uvec4 chain_steps[]; };
-#else
 // Inputs are readonly, except in the strided layout: there an in-place output is updated with
 // atomics, and a readonly view may be served from a non-coherent cache that atomics bypass.
 #ifdef LAYOUT_STRIDED
@@ -81,10 +74,13 @@ layout(std430, binding = 0) INPUT_ACCESS buffer In0Pairs { uvec2 in0_p[]; };
 layout(std430, binding = 1) INPUT_ACCESS buffer In1Words { uint in1_w[]; };
 layout(std430, binding = 1) INPUT_ACCESS buffer In1Vecs { uvec4 in1_v[]; };
 #endif
+#ifdef LAYOUT_FLAT
+layout(constant_id = SPEC_SCALAR_IN0) const uint SCALAR_IN0 = 0u;
+layout(constant_id = SPEC_SCALAR_IN1) const uint SCALAR_IN1 = 0u;
+#endif
 layout(std430, binding = ARITY) buffer OutWords { uint out_w[]; };
 layout(std430, binding = ARITY) buffer OutVecs { uvec4 out_v[]; };
 layout(std430, binding = ARITY) buffer OutPairs { uvec2 out_p[]; };
-#endif
 
 // The grid is 2-D (more groups than maxComputeWorkGroupCount[0]) and may be smaller than the work:
 // invocations stride over units, so one compiled pipeline serves every tensor size.
@@ -106,7 +102,6 @@ uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroup
     ((buf[(base) + (e) / LANES(IN_BITS)] >> (((e) % LANES(IN_BITS)) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)))
 #endif
 
-#ifndef LAYOUT_CHAIN
 // Writes output element e. Lanes narrower than a word use atomics: in the strided layout two
 // invocations may own elements of one word. Other bits of the word are never changed.
 void store_out(uint e, OUT_T v) {
@@ -123,7 +118,6 @@ void store_out(uint e, OUT_T v) {
     atomicOr(out_w[index], (v << shift) & mask);
 #endif
 }
-#endif
 
 #if defined(LAYOUT_STRIDED) || defined(LAYOUT_GATHER) || defined(LAYOUT_ROWS)
 // Sizes and per-tensor strides in elements, innermost dimension last (index MAX_DIMS - 1);

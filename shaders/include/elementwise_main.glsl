@@ -26,10 +26,25 @@ OUT_T op_element(IN_T a, IN_T b) {
 #endif
 
 #if (defined(LAYOUT_FLAT) || defined(LAYOUT_ROWS)) && !defined(CUSTOM_FLAT_UNIT)
+#ifdef LAYOUT_FLAT
+// A broadcast scalar operand (SCALAR_IN<k> = its width in bits; 0: a packed operand) is read
+// once per unit and repeated across a 16-byte vector, so `w & 15` runs as fast as `w & w2`.
+uvec4 scalar_vector(uint word0, uint word1, uint bits) {
+    if (bits == 64u) return uvec4(word0, word1, word0, word1);
+    uint lane = lane_mask(bits);
+    return uvec4((word0 & lane) * (0xFFFFFFFFu / lane));
+}
+#define OPERAND_VEC(k, word) (SCALAR_IN##k != 0u \
+    ? scalar_vector(in##k##_w[p.in_offset##k], SCALAR_IN##k == 64u ? in##k##_w[p.in_offset##k + 1u] : 0u, SCALAR_IN##k) \
+    : in##k##_v[(word) / 4u])
+#else
+#define OPERAND_VEC(k, word) in##k##_v[(word) / 4u]
+#endif
+
 uvec4 flat_unit(uint a_word, uint b_word) {
-    uvec4 a = in0_v[a_word / 4u];
+    uvec4 a = OPERAND_VEC(0, a_word);
 #if ARITY == 2
-    uvec4 b = in1_v[b_word / 4u];
+    uvec4 b = OPERAND_VEC(1, b_word);
 #else
     uvec4 b = uvec4(0u);
 #endif

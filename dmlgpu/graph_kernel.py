@@ -1,0 +1,169 @@
+"""The fused-graph kernel's ABI: limits, op codes, specialization-constant ids and `graph_abi.glsl`.
+
+A graph of element-wise nodes over one output shape runs as one dispatch of one build-time
+SPIR-V module (shaders/graph.comp). The graph itself is its specialization constants: a program
+of "slots", each a load of a bound input, a constant, or one table operator applied to earlier
+slots, plus where each output comes from and every tensor's strides. The driver specialises the
+module when it makes the pipeline: every slot's switch folds to one operator, the slot array
+becomes registers, so intermediates never touch memory and nothing is compiled at run time
+beyond what the driver does for any pipeline. Everything here is derived from the operator table:
+
+    python -m dmlgpu shaders graph-abi   # graph_abi.glsl
+"""
+from __future__ import annotations
+
+from .dtypes import Kind
+from .operators import OPERATORS, Operator
+
+__all__ = ["GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS", "MAX_INPUTS",
+           "MAX_OUTPUTS", "MAX_SLOTS", "MODE_PACKED", "MODE_STRIDED", "MODE_UNUSED", "OP_CODES", "OP_CONST",
+           "OP_LOAD", "PUSH_COUNT", "PUSH_WORDS", "SPEC_COUNT", "SPEC_IDS", "TIERS", "graph_abi_glsl",
+           "group_elements", "op_code", "tier_defines", "tier_for", "tier_name"]
+
+GRAPH_SOURCE = "graph.comp"
+MAX_DIMS = 8
+#: Sizes of the module, (slots, inputs, outputs): slots of the program (loads, constants and
+#: operator nodes), bound inputs (graph inputs as read by their nodes, large constants) and
+#: graph outputs. A graph runs on the smallest that holds it: the driver's work when it makes
+#: the pipeline grows with the module (lavapipe: a 64 KiB module specialises in a third of the
+#: time of a 190 KiB one).
+TIERS = ((8, 2, 2), (16, 4, 4), (48, 8, 8))
+MAX_SLOTS, MAX_INPUTS, MAX_OUTPUTS = TIERS[-1]
+#: Elements an invocation computes at a time ("a group"): 16 bytes of the graph's narrowest
+#: tensor (16 elements of 8 bits ... 2 of 64 bits), so that it reads and writes whole 16-byte
+#: vectors of its packed tensors where it can and owns whole 32-bit words of every packed output
+#: (no sub-word write races). A group of the widest tensor is at most this many words.
+GROUP_BYTES = 16
+MAX_GROUP_WORDS = GROUP_BYTES * 64 // 8 // 4
+
+
+def group_elements(min_bits: int, max_bits: int) -> int:
+    """Elements per group for a graph whose tensors are `min_bits` to `max_bits` wide: 16 bytes
+    of the widest, but at least a word of the narrowest. (Larger groups cost the driver more
+    unrolled code when it makes the pipeline, and gain nothing once the wide tensors move whole
+    vectors.)"""
+    return max(GROUP_BYTES * 8 // max_bits, 32 // min_bits)
+#: Op codes: a table operator's index in OPERATORS, then a load and a constant.
+OP_CODES = {op.short: i for i, op in enumerate(OPERATORS)}
+OP_LOAD = len(OPERATORS)
+OP_CONST = OP_LOAD + 1
+#: How a bound tensor is addressed: packed in the output's element order, through its strides
+#: (after merging dimensions), or not at all.
+MODE_PACKED, MODE_STRIDED, MODE_UNUSED = 0, 1, 2
+KIND_CODES = {Kind.UINT: 0, Kind.INT: 1, Kind.FLOAT: 2}
+#: Push constants (words): each input's and output's word offset in its arena, then the
+#: element count.
+PUSH_WORDS = MAX_INPUTS + MAX_OUTPUTS + 1
+PUSH_COUNT = MAX_INPUTS + MAX_OUTPUTS
+
+# Specialization constant ids, in order; each (name, count).
+_SPEC_BLOCKS = (
+    ("WORKGROUP_SIZE", 1),
+    ("SLOT_COUNT", 1),
+    ("GROUP", 1),
+    ("SIZE", MAX_DIMS),
+    *((f"IN{k}_STRIDE", MAX_DIMS) for k in range(MAX_INPUTS)),
+    *((f"OUT{j}_STRIDE", MAX_DIMS) for j in range(MAX_OUTPUTS)),
+    ("IN_MODE", MAX_INPUTS), ("IN_BITS", MAX_INPUTS),
+    ("OUT_MODE", MAX_OUTPUTS), ("OUT_BITS", MAX_OUTPUTS), ("OUT_SLOT", MAX_OUTPUTS),
+    ("SLOT_OP", MAX_SLOTS), ("SLOT_A", MAX_SLOTS), ("SLOT_B", MAX_SLOTS), ("SLOT_BITS", MAX_SLOTS),
+    ("SLOT_KIND", MAX_SLOTS), ("SLOT_LO", MAX_SLOTS), ("SLOT_HI", MAX_SLOTS),
+)
+SPEC_IDS: dict[str, int] = {}
+_next = 0
+for _name, _count in _SPEC_BLOCKS:
+    SPEC_IDS[_name] = _next
+    _next += _count
+SPEC_COUNT = _next
+del _next, _name, _count
+
+
+def tier_name(tier) -> str:
+    slots, inputs, outputs = tier
+    return f"graph-s{slots}-i{inputs}-o{outputs}"
+
+
+def tier_for(slots: int, inputs: int, outputs: int):
+    """The smallest module that holds a program, or None."""
+    for tier in TIERS:
+        if slots <= tier[0] and inputs <= tier[1] and outputs <= tier[2]:
+            return tier
+    return None
+
+
+def tier_defines(tier) -> dict:
+    slots, inputs, outputs = tier
+    return {"GRAPH_SLOTS": slots, "GRAPH_INPUTS": inputs, "GRAPH_OUTPUTS": outputs}
+
+
+def op_code(op: Operator) -> int:
+    return OP_CODES[op.short]
+
+
+def graph_abi_glsl() -> str:
+    """graph_abi.glsl: the constants, specialization constants, bindings and push block of
+    shaders/graph.comp, and `graph_apply`'s switch over the table's operators."""
+    lines = ["// Generated by `python -m dmlgpu shaders graph-abi` from dmlgpu/graph_kernel.py; do not edit.",
+             "#ifndef DMLGPU_GRAPH_ABI_GLSL", "#define DMLGPU_GRAPH_ABI_GLSL"]
+    consts = {"GRAPH_MAX_DIMS": MAX_DIMS, "GRAPH_MAX_INPUTS": MAX_INPUTS, "GRAPH_MAX_OUTPUTS": MAX_OUTPUTS,
+              "GRAPH_MAX_SLOTS": MAX_SLOTS, "GRAPH_GROUP_WORDS": MAX_GROUP_WORDS, "OP_LOAD": OP_LOAD, "OP_CONST": OP_CONST,
+              "MODE_PACKED": MODE_PACKED, "MODE_STRIDED": MODE_STRIDED, "MODE_UNUSED": MODE_UNUSED,
+              **{f"KIND_{kind.name}": code for kind, code in KIND_CODES.items()},
+              **{f"OP_{op.short.upper()}": i for i, op in enumerate(OPERATORS)}}
+    lines += [f"#define {name} {value}" for name, value in consts.items()]
+    for name, count in _SPEC_BLOCKS:
+        base = SPEC_IDS[name]
+        if name == "WORKGROUP_SIZE":
+            lines.append(f"layout(local_size_x_id = {base}) in;")
+            continue
+        if count == 1:
+            lines.append(f"layout(constant_id = {base}) const uint {name} = 0u;")
+            continue
+        init = "1u" if name == "SIZE" else "0u"
+        # Declared only where the module's size uses them (a smaller module for the driver).
+        bound = ("GRAPH_SLOTS" if name.startswith("SLOT_") else "GRAPH_INPUTS" if name.startswith("IN")
+                 else "GRAPH_OUTPUTS" if name.startswith("OUT") else None)
+        blocks = name.startswith(("IN", "OUT")) and name.endswith("_STRIDE")
+        if blocks:
+            lines.append(f"#if {bound} > {int(name[2 if name.startswith('IN') else 3:-7])}")
+        for i in range(count):
+            guarded = bound is not None and not blocks
+            if guarded:
+                lines.append(f"#if {bound} > {i}")
+            lines.append(f"layout(constant_id = {base + i}) const uint {name}{i} = {init};")
+            if guarded:
+                lines.append("#endif")
+        if blocks:
+            lines.append("#endif")
+    # The module's size (tier_defines): FOR_SLOTS(X) is X(0) ... X(GRAPH_SLOTS - 1), and so on;
+    # inputs bind at 0.., outputs right after them.
+    for name in ("SLOTS", "INPUTS", "OUTPUTS"):
+        for count in sorted({t[("SLOTS", "INPUTS", "OUTPUTS").index(name)] for t in TIERS}):
+            lines.append(f"#if GRAPH_{name} == {count}")
+            lines.append(f"#define FOR_{name}(X) " + " ".join(f"X({i})" for i in range(count)))
+            lines.append("#endif")
+    for k in range(MAX_INPUTS):
+        lines.append(f"#if GRAPH_INPUTS > {k}")
+        lines.append(f"layout(std430, binding = {k}) readonly buffer In{k}Words {{ uint in{k}_w[]; }};")
+        lines.append(f"layout(std430, binding = {k}) readonly buffer In{k}Pairs {{ uvec2 in{k}_p[]; }};")
+        lines.append(f"layout(std430, binding = {k}) readonly buffer In{k}Vecs {{ uvec4 in{k}_v[]; }};")
+        lines.append("#endif")
+    for j in range(MAX_OUTPUTS):
+        lines.append(f"#if GRAPH_OUTPUTS > {j}")
+        lines.append(f"layout(std430, binding = GRAPH_INPUTS + {j}) buffer Out{j}Words {{ uint out{j}_w[]; }};")
+        lines.append(f"layout(std430, binding = GRAPH_INPUTS + {j}) buffer Out{j}Vecs {{ uvec4 out{j}_v[]; }};")
+        lines.append("#endif")
+    lines.append("layout(push_constant) uniform GraphParams {")
+    lines += [f"    uint in_offset{k};" for k in range(MAX_INPUTS)]
+    lines += [f"    uint out_offset{j};" for j in range(MAX_OUTPUTS)]
+    lines += ["    uint count;", "} p;"]
+    # One function per operator in graph.comp, named <short>_element: the second include of
+    # this file, after graph.comp has defined them, adds the switch.
+    lines += ["#endif", "#if defined(GRAPH_ELEMENT_FUNCTIONS) && !defined(DMLGPU_GRAPH_APPLY)",
+              "#define DMLGPU_GRAPH_APPLY"]
+    lines.append("uvec2 graph_apply(uint op, uvec2 a, uvec2 b, uint bits, uint kind) {")
+    lines.append("    switch (op) {")
+    for i, op in enumerate(OPERATORS):
+        lines.append(f"    case {i}u: return {op.short}_element(a, b, bits, kind);")
+    lines += ["    default: return uvec2(0u);", "    }", "}", "#endif", ""]
+    return "\n".join(lines)

@@ -1,0 +1,173 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: loops over registers
+// A fused graph of element-wise operators (dmlgpu/graph_kernel.py, dmlgpu/compiled_graph.py):
+// one dispatch of this module per graph, its node program in specialization constants.
+//
+// Slot i of the program (i < SLOT_COUNT) is SLOT_OP<i>: OP_LOAD (element of bound input
+// SLOT_A<i>), OP_CONST (the value SLOT_HI<i>:SLOT_LO<i>), or a table operator applied to slots
+// SLOT_A<i> and SLOT_B<i> (earlier slots), whose operands' width and kind are SLOT_BITS<i> and
+// SLOT_KIND<i> (a same-type operator's result has them too; a UINT8/UINT32 result, a count or a
+// flag, fits any width).
+// Values are 64-bit raw encodings (lo, hi) with the bits above the width zero. Output j stores
+// slot OUT_SLOT<j>. Every constant is fixed when the pipeline is made, so the driver folds each
+// slot's switch to one operator and keeps the slot array in registers: intermediates are never
+// stored.
+//
+// Invocations own groups of GROUP consecutive elements of the output shape, 16 bytes of the
+// narrowest tensor (so whole 32-bit words of every packed output, even 8-bit ones): a group's packed inputs are read as
+// whole words or vectors, its packed outputs written as whole words; strided tensors are
+// addressed element by element through their strides, sub-word strided outputs with atomics.
+// Every input element of a group is read before any output of it is written (in place).
+#include "graph_abi.glsl"
+#include "words.glsl"
+
+uvec2 graph_mask(uvec2 v, uint bits) {
+    return bits >= 64u ? v : uvec2(v.x & lane_mask(bits), 0u);
+}
+
+// One function per table operator, <short>_element(a, b, bits, kind): b is unused by unary ones.
+uvec2 bit_not_element(uvec2 a, uvec2 b, uint bits, uint kind) { return graph_mask(~a, bits); }
+uvec2 bit_xor_element(uvec2 a, uvec2 b, uint bits, uint kind) { return a ^ b; }
+uvec2 bit_and_element(uvec2 a, uvec2 b, uint bits, uint kind) { return a & b; }
+uvec2 bit_or_element(uvec2 a, uvec2 b, uint bits, uint kind) { return a | b; }
+// Shift amounts are taken modulo the width (DirectML; dmlgpu.reference.shift_amount).
+uvec2 bit_shift_left_element(uvec2 a, uvec2 b, uint bits, uint kind) {
+    uint n = b.x & (bits - 1u);
+    if (bits < 64u) return uvec2((a.x << n) & lane_mask(bits), 0u);
+    if (n >= 32u) return uvec2(0u, a.x << (n - 32u));
+    return n == 0u ? a : uvec2(a.x << n, (a.y << n) | (a.x >> (32u - n)));
+}
+uvec2 bit_shift_right_element(uvec2 a, uvec2 b, uint bits, uint kind) {
+    uint n = b.x & (bits - 1u);
+    if (bits < 64u) return uvec2(a.x >> n, 0u);
+    if (n >= 32u) return uvec2(a.y >> (n - 32u), 0u);
+    return n == 0u ? a : uvec2((a.x >> n) | (a.y << (32u - n)), a.y >> n);
+}
+// -1, 0 or +1 decided on the bits: NaN -> 0, -0 -> +0, denormals -> +/-1.
+uvec2 sign_element(uvec2 a, uvec2 b, uint bits, uint kind) {
+    if (kind == KIND_FLOAT) {
+        uint top = 1u << (bits - 1u);
+        uint magnitude = a.x & (top - 1u);
+        uint infinity = bits == 32u ? 0x7F800000u : 0x7C00u;
+        uint one = bits == 32u ? 0x3F800000u : 0x3C00u;
+        return uvec2(magnitude == 0u || magnitude > infinity ? 0u : (a.x & top) | one, 0u);
+    }
+    bool negative = kind == KIND_INT && (bits == 64u ? (a.y >> 31) : (a.x >> (bits - 1u))) != 0u;
+    if (negative) return graph_mask(uvec2(0xFFFFFFFFu), bits);
+    return uvec2((a.x | a.y) != 0u ? 1u : 0u, 0u);
+}
+uvec2 bit_count_element(uvec2 a, uvec2 b, uint bits, uint kind) {
+    return uvec2(uint(bitCount(a.x) + bitCount(a.y)), 0u);
+}
+// 1 where the exponent is all ones and the mantissa is not zero (FLOAT32, FLOAT16), on the bits.
+uvec2 is_nan_element(uvec2 a, uvec2 b, uint bits, uint kind) {
+    uint top = 1u << (bits - 1u);
+    uint infinity = bits == 32u ? 0x7F800000u : 0x7C00u;
+    return uvec2((a.x & (top - 1u)) > infinity ? 1u : 0u, 0u);
+}
+
+#define GRAPH_ELEMENT_FUNCTIONS
+#include "graph_abi.glsl"
+
+// for (g = first; g < groups; g += grid) without wrapping near 2^32.
+uint first_unit() {
+    return (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x
+        + gl_LocalInvocationID.x;
+}
+uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x; }
+
+// Bytes of word w of a group that belong to elements below n (0 to 4), for width `bits`.
+uint valid_bytes(uint g, uint n, uint bits, uint w) {
+    uint elements = min(n - g * GROUP, GROUP);
+    uint bytes = elements * bits / 8u;
+    return bytes <= 4u * w ? 0u : min(bytes - 4u * w, 4u);
+}
+
+// Element offsets from the coordinates c0..c7 (innermost dimension 7).
+#define OFFSET(prefix) (c[0] * prefix##0 + c[1] * prefix##1 + c[2] * prefix##2 + c[3] * prefix##3 \
+    + c[4] * prefix##4 + c[5] * prefix##5 + c[6] * prefix##6 + c[7] * prefix##7)
+
+// An element of width `bits` at element offset `e` from word `base` of a words array.
+#define LOAD_ELEMENT(buf, base, e, bits) ((bits) == 64u \
+    ? uvec2(buf[(base) + 2u * (e)], buf[(base) + 2u * (e) + 1u]) \
+    : uvec2((buf[(base) + (e) * (bits) / 32u] >> (((e) * (bits)) % 32u)) & lane_mask(bits), 0u))
+
+// A packed input's group: GROUP * IN_BITS / 32 words (1 to GRAPH_GROUP_WORDS).
+#define DECLARE_INPUT(k) uint iw##k[GRAPH_GROUP_WORDS];
+#define READ_INPUT(k) if (IN_MODE##k == MODE_PACKED) { \
+    uint words = GROUP * IN_BITS##k / 32u, base = p.in_offset##k + g * words; \
+    if (full && words >= 4u) { \
+        [[unroll]] for (uint q = 0u; q < words / 4u; ++q) { uvec4 v = in##k##_v[base / 4u + q]; \
+            iw##k[4u * q] = v.x; iw##k[4u * q + 1u] = v.y; iw##k[4u * q + 2u] = v.z; iw##k[4u * q + 3u] = v.w; } \
+    } else if (full && words == 2u) { \
+        uvec2 v = in##k##_p[base / 2u]; iw##k[0] = v.x; iw##k[1] = v.y; \
+    } else { \
+        [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) \
+            if (q < words) iw##k[q] = valid_bytes(g, n, IN_BITS##k, q) != 0u ? in##k##_w[base + q] : 0u; \
+    } }
+// Input k's element `e` (index `i` in its group), into xin[k].
+#define LOAD_INPUT(k) if (IN_MODE##k != MODE_UNUSED) { \
+    if (IN_MODE##k == MODE_PACKED) xin[k] = LOAD_ELEMENT(iw##k, 0u, i, IN_BITS##k); \
+    else xin[k] = LOAD_ELEMENT(in##k##_w, p.in_offset##k, OFFSET(IN##k##_STRIDE), IN_BITS##k); }
+
+#define SLOT(s) if (s < SLOT_COUNT) { \
+    if (SLOT_OP##s == OP_LOAD) r[s] = xin[SLOT_A##s]; \
+    else if (SLOT_OP##s == OP_CONST) r[s] = uvec2(SLOT_LO##s, SLOT_HI##s); \
+    else r[s] = graph_apply(SLOT_OP##s, r[SLOT_A##s], r[SLOT_B##s], SLOT_BITS##s, SLOT_KIND##s); }
+
+// Packed outputs collect a group's words in ow<j>; strided ones store each element.
+#define DECLARE_OUTPUT(j) uint ow##j[GRAPH_GROUP_WORDS];
+#define PUT_OUTPUT(j) if (OUT_MODE##j != MODE_UNUSED) { \
+    uvec2 v = r[OUT_SLOT##j]; uint bits = OUT_BITS##j; \
+    if (OUT_MODE##j == MODE_PACKED) { \
+        if (bits == 64u) { ow##j[2u * i] = v.x; ow##j[2u * i + 1u] = v.y; } \
+        else ow##j[i * bits / 32u] |= v.x << ((i * bits) % 32u); \
+    } else if (live) { \
+        uint o = OFFSET(OUT##j##_STRIDE); \
+        if (bits == 64u) { out##j##_w[p.out_offset##j + 2u * o] = v.x; out##j##_w[p.out_offset##j + 2u * o + 1u] = v.y; } \
+        else if (bits == 32u) out##j##_w[p.out_offset##j + o] = v.x; \
+        else { uint index = p.out_offset##j + o * bits / 32u, shift = (o * bits) % 32u; \
+            uint mask = lane_mask(bits) << shift; \
+            atomicAnd(out##j##_w[index], ~mask); atomicOr(out##j##_w[index], (v.x << shift) & mask); } \
+    } }
+#define WRITE_OUTPUT(j) if (OUT_MODE##j == MODE_PACKED) { \
+    uint words = GROUP * OUT_BITS##j / 32u, base = p.out_offset##j + g * words; \
+    if (full && words >= 4u) { \
+        [[unroll]] for (uint q = 0u; q < words / 4u; ++q) \
+            out##j##_v[base / 4u + q] = uvec4(ow##j[4u * q], ow##j[4u * q + 1u], ow##j[4u * q + 2u], ow##j[4u * q + 3u]); \
+    } else { \
+        [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) { if (q < words) { \
+            uint vb = full ? 4u : valid_bytes(g, n, OUT_BITS##j, q); \
+            if (vb == 4u) out##j##_w[base + q] = ow##j[q]; \
+            else if (vb != 0u) out##j##_w[base + q] = merge_bits(out##j##_w[base + q], ow##j[q], low_bytes_mask(vb)); \
+        } } \
+    } }
+#define CLEAR_OUTPUT(j) [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) if (q < GROUP * OUT_BITS##j / 32u) ow##j[q] = 0u;
+#define COORD(d) c[d] = rest % SIZE##d; rest /= SIZE##d;
+
+void main() {
+    uint n = p.count;
+    uint groups = n / GROUP + (n % GROUP != 0u ? 1u : 0u);
+    for (uint g = first_unit(), step_ = grid_size(); g < groups; g = (groups - g > step_) ? g + step_ : groups) {
+        bool full = n - g * GROUP >= GROUP;
+        FOR_INPUTS(DECLARE_INPUT)
+        FOR_INPUTS(READ_INPUT)
+        FOR_OUTPUTS(DECLARE_OUTPUT)
+        FOR_OUTPUTS(CLEAR_OUTPUT)
+        [[unroll]] for (uint i = 0u; i < GROUP; ++i) {
+            // Past the end (the last group only): the last element again, never stored.
+            bool live = g * GROUP + i < n;
+            uint e = live ? g * GROUP + i : n - 1u;
+            uint c[8];
+            uint rest = e;
+            COORD(7) COORD(6) COORD(5) COORD(4) COORD(3) COORD(2) COORD(1) COORD(0)
+            uvec2 xin[GRAPH_MAX_INPUTS];
+            FOR_INPUTS(LOAD_INPUT)
+            uvec2 r[GRAPH_MAX_SLOTS];
+            FOR_SLOTS(SLOT)
+            FOR_OUTPUTS(PUT_OUTPUT)
+        }
+        FOR_OUTPUTS(WRITE_OUTPUT)
+    }
+}

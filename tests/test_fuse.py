@@ -1,0 +1,141 @@
+"""dmlgpu.fuse: functions of arrays traced into one fused dispatch, bit for bit against numpy
+and dmlgpu.reference; compiled once per signature; unsupported constructs named at trace time."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import testing
+from dmlgpu.dtypes import ALL, UINTS
+from dmlgpu.reference import REFERENCES
+
+from test_graphs import SHAPE
+
+
+@dmlgpu.fuse
+def unpack(w):
+    return w & 15, w >> 4
+
+
+def same(a, b):
+    return testing.same_bits(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 1000])
+def test_int4_unpack_numpy_and_tensor(rng, n):
+    w = rng.integers(0, 256, n, dtype=np.uint8)
+    lo, hi = unpack(w)
+    assert isinstance(lo, np.ndarray) and same(lo, w & 15) and same(hi, w >> 4)
+    lo_t, hi_t = unpack(dmlgpu.Tensor.from_numpy(w))
+    assert isinstance(lo_t, dmlgpu.Tensor) and same(lo_t.numpy(), w & 15) and same(hi_t.numpy(), w >> 4)
+    assert unpack.graph(w).dispatches == 1
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=lambda t: t.name.lower())
+def test_every_operator_in_one_function(rng, dtype):
+    """NOT, XOR, AND, OR, both shifts where the type allows, SIGN where it does, BIT_COUNT to
+    uint8 feeding an 8-bit XOR; a broadcast row; a Python int constant."""
+    def reference(x, y, r):
+        ref = REFERENCES
+        t = ref["bit_or"](ref["bit_and"](ref["bit_xor"](x, r), ref["bit_not"](ref["bit_not"](y))), x)
+        if dtype in UINTS:
+            t = ref["bit_shift_right"](ref["bit_shift_left"](t, np.full_like(t, 3)), np.full_like(t, 1))
+        if dtype in dmlgpu.operators.SIGN.newest.input_types:
+            t = ref["bit_xor"](ref["sign"](t), t)
+        c = ref["bit_count"](t, np.uint8)
+        return t, ref["bit_xor"](c, np.full_like(c, 0x5A))
+
+    @dmlgpu.fuse
+    def f(x, y, r):
+        t = ((x ^ r) & ~~y) | x
+        if dtype in UINTS:
+            t = (t << 3) >> 1
+        if dtype in dmlgpu.operators.SIGN.newest.input_types:
+            t = dmlgpu.sign(t) ^ t
+        return t, dmlgpu.bit_count(t, dtype=np.uint8) ^ 0x5A
+
+    x = testing.sample(dtype, SHAPE, rng)
+    y = testing.sample(dtype, SHAPE, rng)
+    r = testing.sample(dtype, SHAPE[1:], rng)
+    got = f(x, y, r)
+    expected = reference(x, y, np.broadcast_to(r, SHAPE))
+    assert same(got[0], expected[0]) and same(got[1], expected[1])
+    assert f.graph(x, y, r).dispatches == 1
+
+
+def test_compiled_once_per_signature(rng):
+    @dmlgpu.fuse
+    def f(x, k):
+        return x ^ k
+
+    a = rng.integers(0, 100, 10, dtype=np.uint16)
+    for _ in range(3):
+        assert same(f(a, 7), a ^ np.uint16(7))
+    assert f.signatures == 1
+    f(a, 9)
+    f(a[:5].copy(), 7)
+    f(a.astype(np.uint32), 7)
+    assert f.signatures == 4
+    assert f.graph(a, 7) is f.graph(a.copy(), 7)
+
+
+def test_ufuncs_and_tensor_views(rng):
+    @dmlgpu.fuse
+    def f(x, y):
+        return np.bitwise_and(np.invert(x), y), np.left_shift(x, 2)
+
+    x = rng.integers(0, 2**32, (6, 8), dtype=np.uint32)
+    y = rng.integers(0, 2**32, (6, 8), dtype=np.uint32)
+    tx = dmlgpu.Tensor.from_numpy(x)
+    got = f(tx.T, dmlgpu.Tensor.from_numpy(y.T.copy()))
+    assert same(got[0].numpy(), ~x.T & y.T) and same(got[1].numpy(), x.T << 2)
+
+
+UNSUPPORTED = {
+    "+": (lambda x: x + 1, "operator +"),
+    "<": (lambda x: x < 1, "operator <"),
+    "if": (lambda x: ~x if x else x, "truth value"),
+    "index": (lambda x: x[0], "indexing"),
+    "np.add": (lambda x: np.add(x, x), "numpy.add"),
+    "argument": (lambda x: x, "argument unchanged"),
+    "scalar result": (lambda x: 3, "int"),
+    "out=": (lambda x: dmlgpu.bit_not(x, out=x), "out="),
+    "sum": (lambda x: dmlgpu.sum(x ^ 1), "dmlgpu.reduce"),
+    "top_k": (lambda x: dmlgpu.top_k(~x, 2), "dmlgpu.top_k"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNSUPPORTED))
+def test_unsupported_constructs_raise_type_error_naming_them(name):
+    function, words = UNSUPPORTED[name]
+    with pytest.raises(TypeError, match=words.replace("+", r"\+")):
+        dmlgpu.fuse(function)(np.arange(4, dtype=np.uint32))
+
+
+def test_broadcasting_an_intermediate_is_named(rng):
+    @dmlgpu.fuse
+    def f(x, row):
+        return (~row) ^ x
+
+    with pytest.raises(TypeError, match="intermediate"):
+        f(np.zeros((3, 4), np.uint32), np.zeros(4, np.uint32))
+
+
+def test_mixed_dtypes_are_a_validation_error():
+    @dmlgpu.fuse
+    def f(x, y):
+        return x ^ y
+
+    with pytest.raises(dmlgpu.ValidationError):
+        f(np.zeros(4, np.uint32), np.zeros(4, np.uint16))
+
+
+def test_zero_dimensional_arguments():
+    @dmlgpu.fuse
+    def f(x, y):
+        return x ^ y, ~x
+
+    x, y = np.array(0x5A, np.uint8), np.arange(5, dtype=np.uint8)
+    got = f(x, y)
+    assert same(got[0], x ^ y) and same(got[1], ~x) and got[1].shape == ()
