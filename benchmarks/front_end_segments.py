@@ -14,13 +14,13 @@ import numpy as np
 
 import dmlgpu
 from dmlgpu import compiled, numpy_api
-from dmlgpu.runtime import device, host_copy, stream
+from dmlgpu.runtime import buffers, device, host_calls, host_copy, stream
 
 SECONDS = collections.defaultdict(float)
-PIECES = ((numpy_api, "_run_host_call"), (device.Device, "run_host_calls"), (device.HostCall, "start"),
-          (device.HostCall, "finish"), (numpy_api, "_run_pieces"), (device.Device, "upload"), (device.Device, "allocate"),
+PIECES = ((numpy_api, "_run_host_call"), (device.Device, "run_host_calls"), (host_calls.HostCall, "start"),
+          (host_calls.HostCall, "finish"), (numpy_api, "_run_pieces"), (device.Device, "upload"), (device.Device, "allocate"),
           (compiled.CompiledOperator, "execute"), (compiled.CompiledOperator, "check"),
-          (device.Buffer, "read"), (device.Buffer, "release"), (device.Device, "_land"),
+          (buffers.Buffer, "read"), (buffers.Buffer, "release"), (buffers, "_land"),
           (stream.Stream, "flush"), (stream.Stream, "wait"), (stream.Stream, "_retire"))
 
 
@@ -77,14 +77,14 @@ def copy_threads_and_halves():
             print(f"1 MiB, host copies {label}: {best_call(x, o) * 1e6:.1f} us (best of 3 x 300)")
     finally:
         host_copy.THREADS = saved
-    split = device.HOST_CALL_SPLIT_BYTES
+    split = host_calls.HOST_CALL_SPLIT_BYTES
     try:
         for size in (256 << 10, 1 << 20, 2 << 20):
             x = np.arange(size // 4, dtype=np.uint32)
             o = np.empty_like(x)
             row = []
             for label, threshold in (("whole", 1 << 40), ("halves", 0)):
-                device.HOST_CALL_SPLIT_BYTES = threshold
+                host_calls.HOST_CALL_SPLIT_BYTES = threshold
                 numpy_api._HOST_PARTS.clear()
                 dmlgpu.default_device().empty_cache()
                 row.append(f"{label} {best_call(x, o) * 1e6:.1f} us")
@@ -93,7 +93,7 @@ def copy_threads_and_halves():
                 row.append(f"CuPy {peer * 1e6:.1f} us")
             print(f"{size >> 10} KiB `out=`: " + ", ".join(row))
     finally:
-        device.HOST_CALL_SPLIT_BYTES = split
+        host_calls.HOST_CALL_SPLIT_BYTES = split
 
 
 def main():

@@ -113,7 +113,7 @@ class Device(runtime.Device):
         level = resolve_feature_level(feature_level, name)
         # repr, not equality: 64.0 == 64 and True == 1, but only ints are valid sizes.
         key = (_strict_repr(operator_desc), level)
-        with self._lock:
+        with self.lock:
             compiled = self._operators.get(key)
             if compiled is None:
                 family = getattr(getattr(operator_desc, "OPERATOR", None), "family", ELEMENT_WISE)
@@ -137,20 +137,20 @@ class Device(runtime.Device):
         """
         level = resolve_feature_level(feature_level, "DML_GRAPH_DESC")
         key = (_strict_repr(graph_desc), level)
-        with self._lock:
+        with self.lock:
             compiled = self._graphs.get(key)
             if compiled is not None:
                 self._graphs.move_to_end(key)
                 return compiled
         compiled = CompiledGraph(self, graph_desc, level)
-        with self._lock:
+        with self.lock:
             self._graphs[key] = compiled
             while len(self._graphs) > _LIMITS["operators"]:
                 self._graphs.popitem(last=False)
         return compiled
 
     def empty_cache(self) -> None:
-        with self._lock:
+        with self.lock:
             self._operators.clear()
             self._graphs.clear()
             super().empty_cache()
@@ -158,7 +158,7 @@ class Device(runtime.Device):
     empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + " Also compiled operators and graphs."
 
     def close(self) -> None:
-        with self._lock:
+        with self.lock:
             self._operators.clear()
             self._graphs.clear()
             super().close()

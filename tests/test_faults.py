@@ -13,7 +13,7 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, DeviceError, DeviceMemoryError, ValidationError
-from dmlgpu.runtime import device as runtime_device
+from dmlgpu.runtime import limits as runtime_limits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(dmlgpu.__file__)))
 
@@ -246,7 +246,7 @@ def test_interrupt_is_deferred_not_swallowed():
         b = device.allocate(64)
         caught = 0
         try:
-            with device._lock:
+            with device.lock:
                 _thread.interrupt_main()
                 for _ in range(1000):
                     pass
@@ -379,22 +379,22 @@ def test_staging_out_of_memory_gives_back_and_recovers(monkeypatch):
         data = np.arange(3 << 20, dtype=np.uint8)
         device.upload(data)
         device.host_call("kept", [4096], 4096, lambda inputs, output: _copy_launch(inputs[0], output))
-        context = device._context
-        real = context.memory
+        from dmlgpu.runtime import vulkan
+        real = vulkan.Context.memory
         asked = []
 
-        def exhausted(nbytes, mapped):
+        def exhausted(context, nbytes, mapped):
             asked.append(nbytes)
             raise DeviceMemoryError(f"could not allocate {nbytes} bytes (injected)")
 
         device.empty_cache()
-        monkeypatch.setattr(context, "memory", exhausted, raising=False)
+        monkeypatch.setattr(vulkan.Context, "memory", exhausted)
         with pytest.raises(DeviceMemoryError, match="could not allocate"):
             device.upload(data)
         assert asked and device.memory_stats()["host_calls"] == 0
         with pytest.raises(DeviceMemoryError):
             device.allocate(1 << 20)
-        monkeypatch.setattr(context, "memory", real)
+        monkeypatch.setattr(vulkan.Context, "memory", real)
         buffer = device.upload(data)
         assert np.array_equal(buffer.read()[:data.size], data)
     finally:
@@ -471,7 +471,7 @@ def test_set_cache_limits_checks():
         dmlgpu.set_cache_limits(operators=True)
     with pytest.raises(ValidationError, match="cache limit"):
         dmlgpu.set_cache_limits(kernels=3)
-    assert dmlgpu.set_cache_limits() == {**runtime_device.CACHE_LIMITS, "operators": 512}
+    assert dmlgpu.set_cache_limits() == {**runtime_limits.CACHE_LIMITS, "operators": 512}
 
 
 # 8. copy.copy / copy.deepcopy of a Buffer: a new buffer with the data, no shared block.

@@ -14,12 +14,12 @@ from conftest import assert_clean_exit
 
 import dmlgpu
 from dmlgpu import DataType, Tensor, reference, testing
-from dmlgpu.runtime import device as runtime_device
+from dmlgpu.runtime import buffers, host_calls, limits
 from dmlgpu.runtime import host_copy
 
 P = 4 << 20
 S = host_copy.SPLIT_BYTES
-CHUNK = runtime_device.STAGING_CHUNK
+CHUNK = buffers.STAGING_CHUNK
 GUARD = 0x5A
 
 
@@ -182,7 +182,7 @@ def transfer_device(request):
 
 
 SIZES = [1, 3, 4096, 4099, P + 5, CHUNK - 1, CHUNK, CHUNK + 1,
-         runtime_device.STAGING_SLOTS * CHUNK + 13]  # more chunks than staging holds at once
+         buffers.STAGING_SLOTS * CHUNK + 13]  # more chunks than staging holds at once
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -248,17 +248,17 @@ def test_front_end_with_out_allocates_no_host_array(transfer_device, rng):
 
 def test_staging_is_one_arena_kept_between_transfers_until_empty_cache(rng):
     device = dmlgpu.Device(dmlgpu.default_device().index, staging=True, private=True)
-    data = rng.integers(0, 256, 3 * runtime_device.STAGING_SLOTS * CHUNK // 2, dtype=np.uint8)
+    data = rng.integers(0, 256, 3 * buffers.STAGING_SLOTS * CHUNK // 2, dtype=np.uint8)
     for _ in range(3):
         buffer = device.upload(data)
         assert testing.same_bits(buffer.read(), data)
         buffer.release()
-        assert device.memory_stats()["staging_reserved_bytes"] == runtime_device.STAGING_ARENA
+        assert device.memory_stats()["staging_reserved_bytes"] == buffers.STAGING_ARENA
     device.empty_cache()
     assert device.memory_stats()["staging_reserved_bytes"] == 0
     buffer = device.upload(data[:CHUNK + 1])  # and it comes back when needed
     assert testing.same_bits(buffer.read(0, CHUNK + 1), data[:CHUNK + 1])
-    assert device.memory_stats()["staging_reserved_bytes"] == runtime_device.STAGING_ARENA
+    assert device.memory_stats()["staging_reserved_bytes"] == buffers.STAGING_ARENA
     device.close()
 
 
@@ -273,7 +273,7 @@ def test_a_failed_read_gives_its_staging_back(rng):
             buffer.read(out=readonly)
     device.synchronize()
     assert testing.same_bits(buffer.read(), data)
-    assert device.memory_stats()["staging_reserved_bytes"] == runtime_device.STAGING_ARENA
+    assert device.memory_stats()["staging_reserved_bytes"] == buffers.STAGING_ARENA
     device.close()
 
 
@@ -313,7 +313,7 @@ def test_a_repeated_small_call_runs_from_its_kept_host_call(transfer_device, rng
         assert testing.same_bits(dmlgpu.bit_not(a), reference.bit_not(a))  # and it starts again
 
 
-SPLIT = runtime_device.HOST_CALL_SPLIT_BYTES
+SPLIT = host_calls.HOST_CALL_SPLIT_BYTES
 SPLIT_CASES = [  # (operator, input data type, shape, broadcast second operand, pieces through staging)
     ("bit_not", DataType.UINT32, (SPLIT // 8,), False, 2),  # moves exactly the bytes that split
     ("bit_xor", DataType.UINT16, (SPLIT // 6 + 3,), False, 2),  # halves of odd element counts
@@ -357,12 +357,12 @@ def test_the_halves_of_a_host_call_are_all_submitted_before_the_first_wait(rng, 
     """The overlap: each half is copied in and submitted before the first half is waited for."""
     device = dmlgpu.Device(dmlgpu.default_device().index, staging=True, private=True)
     seen = []
-    finish = runtime_device.HostCall.finish
+    finish = host_calls.HostCall.finish
 
     def watched(call, position, out):
         seen.append((device.memory_stats()["submits"], position))
         return finish(call, position, out)
-    monkeypatch.setattr(runtime_device.HostCall, "finish", watched)
+    monkeypatch.setattr(host_calls.HostCall, "finish", watched)
     try:
         with device:
             x = testing.sample(DataType.UINT32, (SPLIT // 8,), rng)
@@ -376,13 +376,13 @@ def test_the_halves_of_a_host_call_are_all_submitted_before_the_first_wait(rng, 
 
 def test_host_calls_are_bounded_and_large_calls_take_the_transfers(transfer_device, rng):
     with transfer_device:
-        for n in range(1, runtime_device.CACHE_LIMITS["host_calls"] + 6):  # more kinds of call than are kept
+        for n in range(1, limits.CACHE_LIMITS["host_calls"] + 6):  # more kinds of call than are kept
             x = testing.sample(DataType.UINT8, (n,), rng)
             for _ in range(3):
                 assert testing.same_bits(dmlgpu.bit_not(x), reference.bit_not(x))
-        assert transfer_device.memory_stats()["host_calls"] == runtime_device.CACHE_LIMITS["host_calls"]
+        assert transfer_device.memory_stats()["host_calls"] == limits.CACHE_LIMITS["host_calls"]
         transfer_device.empty_cache()
-        big = testing.sample(DataType.UINT32, (runtime_device.HOST_CALL_BYTES // 8 + 4,), rng)
+        big = testing.sample(DataType.UINT32, (host_calls.HOST_CALL_BYTES // 8 + 4,), rng)
         for _ in range(3):
             assert testing.same_bits(dmlgpu.bit_not(big), reference.bit_not(big))
         assert transfer_device.memory_stats()["host_calls"] == 0
@@ -429,7 +429,7 @@ def test_a_new_result_on_mapped_memory_is_the_device_buffer_itself(transfer_devi
     """Mapped (lavapipe's own path): a new result is the buffer the kernel wrote, handed to
     numpy; it is the caller's alone (writing it, or later calls, change nothing else) and its
     memory goes back to the pool with the array. Through staging: an ordinary array."""
-    x = testing.sample(DataType.UINT32, ((2 * runtime_device.HOST_CALL_BYTES) // 4,), rng)
+    x = testing.sample(DataType.UINT32, ((2 * host_calls.HOST_CALL_BYTES) // 4,), rng)
     shaped = x.reshape(64, -1)
     with transfer_device:
         transfer_device.synchronize()
@@ -454,7 +454,7 @@ def test_a_new_result_on_mapped_memory_is_the_device_buffer_itself(transfer_devi
 
 
 def test_a_handed_over_result_outlives_its_closed_device(rng):
-    x = testing.sample(DataType.INT16, ((2 * runtime_device.HOST_CALL_BYTES) // 2,), rng)
+    x = testing.sample(DataType.INT16, ((2 * host_calls.HOST_CALL_BYTES) // 2,), rng)
     device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     with device:
         result = dmlgpu.sign(x)

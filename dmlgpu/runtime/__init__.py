@@ -3,21 +3,16 @@
 Its interface to the layers above: `Device` (pooled `Buffer`s, `allocate`/`upload`, a stream
 of queued work with `synchronize`, `memory_stats`/`empty_cache`, `launch`/`enqueue` of
 `Program`s, recorded lists, GPU timing), `devices()` and the current-device context.
+
+It imports nothing from the layers above it (only `dmlgpu.errors`, the version and dmlgpu's
+own built extensions).
 """
-from .device import (
-    CACHE_LIMITS,
-    DEVICE_TYPES,
-    Buffer,
-    Device,
-    Launch,
-    Program,
-    choose_device,
-    current_device,
-    devices,
-    open_devices,
-    set_cache_limits,
-)
 from . import debug_layer
+from .buffers import Buffer
+from .device import Device, open_devices
+from .discovery import DEVICE_TYPES, choose_device, current_device, devices
+from .launches import Launch, Program
+from .limits import CACHE_LIMITS, set_cache_limits
 from .probe import physical_device_count
 
 __all__ = ["CACHE_LIMITS", "DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "choose_device", "current_device",

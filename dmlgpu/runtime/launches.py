@@ -1,0 +1,223 @@
+"""What the device runs: `Program`s, prepared dispatches (`Launch`), repeated dispatches into
+fresh outputs (`Results`) and command buffers recorded once (`Recorded`).
+
+Pipelines: one per program (a shader variant with its specialization) x grid x the arenas it
+binds, so creating buffers or results never compiles one in steady state. Offsets into the
+arenas travel as push constants.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import fork
+from .buffers import Buffer
+from .stream import replay_key
+
+
+class Program:
+    """What a dispatch runs: SPIR-V with its specialization constants and push-constant size."""
+
+    __slots__ = ("name", "spirv", "spec", "push_words", "key")
+
+    def __init__(self, name: str, spirv: bytes, spec: np.ndarray, push_words: int):
+        self.name = name
+        self.spirv = spirv
+        self.spec = spec
+        self.push_words = push_words
+        self.key = (name, spec.tobytes())
+
+
+class Launch:
+    """One dispatch ready to queue: pipeline, push constants and the ranges it reads and writes.
+
+    Made once per operator and binding list (the blocks of live buffers never move), so a
+    repeated execution costs a dependency check and one recorded dispatch. It holds its
+    buffers weakly: a remembered launch never keeps memory alive.
+    """
+
+    __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key", "replay_key",
+                 "program")
+
+    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key, program):
+        self.device = device
+        self.program = program
+        self.name = name
+        self.pipeline = pipeline
+        self.push = push
+        self.reads = reads
+        self.writes = writes
+        self.buffers = tuple(weakref.ref(b) for b in buffers)
+        self.key = key  # (program key, grid, arena ids): what the pipeline was made for
+        self.replay_key = replay_key(pipeline, push)  # the stream's kept command buffer for it
+
+    def derived(self, pipeline, push, reads, writes, buffer_refs, key) -> "Launch":
+        """A launch of the same device and name from parts already made (no checks, no copies):
+        other buffers' in the same blocks (`Device.rebind`)."""
+        launch = Launch.__new__(Launch)
+        launch.device, launch.name, launch.pipeline, launch.push = self.device, self.name, pipeline, push
+        launch.reads, launch.writes, launch.buffers, launch.key = reads, writes, buffer_refs, key
+        launch.replay_key = replay_key(pipeline, push)
+        launch.program = self.program
+        return launch
+
+    @property
+    def arena_ids(self) -> tuple:
+        """The arena each binding lies in, in binding order."""
+        return self.key[2]
+
+    @property
+    def valid(self) -> bool:
+        if self.pipeline.handle is None:
+            return False
+        for ref in self.buffers:
+            buffer = ref()
+            if buffer is None or buffer.released:
+                return False
+        return True
+
+
+def prepare(device, resources, program: Program, grid, bindings, push, reads, writes, name: str) -> Launch:
+    """`Device.launch`: a Launch of `program` over `grid` binding the Buffers `bindings`."""
+    with resources.lock:
+        resources.check_open()
+        key, pipeline = resources.pipelines.get(program, tuple(grid), [b.block.arena for b in bindings])
+        return Launch(device, name, pipeline, np.ascontiguousarray(push, np.uint32),
+                      [resources.span(b.block, s, e) for b, s, e in reads],
+                      [resources.span(b.block, s, e) for b, s, e in writes],
+                      tuple({id(b): b for b in bindings}.values()), key, program)
+
+
+def enqueue(resources, launch: Launch) -> bool:
+    """`Device.enqueue`: queue `launch`, or False (nothing queued) if it is no longer valid."""
+    lock = resources.lock  # acquire/release: half the cost of `with` on this hot path
+    lock.acquire()
+    try:
+        if resources.closed:
+            if resources.forked:
+                fork.check()
+            return False
+        buffers = []
+        for ref in launch.buffers:
+            buffer = ref()
+            if buffer is None or buffer.block is None:
+                return False
+            buffers.append(buffer)
+        if launch.pipeline.handle is None:  # retired from the cache: made again
+            resources.current(launch)
+        stream = resources.stream
+        position = stream.position
+        stream.dispatch(launch.pipeline, launch.push, launch.reads, launch.writes, launch.name,
+                        launch.replay_key)
+        for buffer in buffers:
+            buffer.last_use = position
+        return True
+    finally:
+        lock.release()
+
+
+def record(resources, steps, name: str) -> "Recorded":
+    """`Device.record`: `steps` (launches, None for a barrier) in one reusable command buffer."""
+    with resources.lock:
+        resources.check_open()
+        commands = resources.context.commands()
+        commands.barrier()  # earlier work in the stream -> this list
+        for step in steps:
+            if step is None:
+                commands.compute_barrier()
+            else:
+                commands.dispatch(resources.current(step).handle, step.push)
+        commands.host_barrier()
+        return Recorded(resources, commands, name, [step.key for step in steps if step is not None])
+
+
+class Results:
+    """Repeats of one dispatch, each writing a fresh output buffer (`u = ~t` in a loop).
+
+    The pool hands a loop the same few blocks again and again, so the pipeline, push constants
+    and written span are remembered per output block: a call takes a block, makes its Buffer
+    and queues the dispatch, under one hold of the device's lock, and makes no Launch.
+    """
+
+    __slots__ = ("device", "template", "word", "end", "_resources", "_inputs", "_by_block")
+    #: Output blocks remembered (then forgotten all at once): a loop uses two or three.
+    BLOCKS = 64
+
+    def __init__(self, device, resources, template: Launch, word: int, end: int):
+        self.device = device
+        self.template = template
+        self.word = word
+        self.end = end
+        self._resources = resources
+        self._inputs = template.buffers[:-1]  # weak references, as in the template
+        self._by_block: dict = {}  # (arena id, offset) -> (pipeline, push, written spans, replay key)
+
+    def __call__(self) -> Buffer:
+        """A new output buffer with the dispatch writing it queued; its inputs must be live."""
+        resources = self._resources
+        with resources.lock:
+            resources.check_open()
+            block = resources.take(resources.memory, self.end)
+            buffer = Buffer(self.device, resources, self.end, block)
+            entry = self._by_block.get((block.arena.id, block.offset))
+            if entry is None or entry[0].handle is None:  # (arena ids are never reused)
+                entry = self._remember(block)
+            stream = resources.stream
+            position = stream.position
+            stream.dispatch(entry[0], entry[1], self.template.reads, entry[2], self.template.name, entry[3])
+            for ref in self._inputs:
+                ref().last_use = position
+            buffer.last_use = position
+            return buffer
+
+    def _remember(self, block):
+        resources, template = self._resources, self.template
+        program_key, grid, arena_ids = template.key
+        _, pipeline = resources.pipelines.get(template.program, grid,
+                                              resources.arenas_by_id(arena_ids[:-1]) + [block.arena])
+        push = template.push.copy()
+        push[self.word] = block.offset // 4
+        if len(self._by_block) >= self.BLOCKS:
+            self._by_block.clear()
+        entry = self._by_block[block.arena.id, block.offset] = (
+            pipeline, push, [resources.span(block, 0, self.end)], replay_key(pipeline, push))
+        return entry
+
+
+class Recorded:
+    """A command buffer recorded once (a command list) and submitted on the stream on demand.
+
+    The pipelines it dispatches (`keys`) are pinned in the device's cache until `destroy`."""
+
+    def __init__(self, resources, commands, name, keys=()):
+        self._resources = resources
+        self._commands = commands
+        self.name = name
+        self._keys = list(keys)
+        with resources.lock:
+            resources.pipelines.pin(self._keys)
+
+    def submit(self, buffers) -> int:
+        """Queue it after everything queued; `buffers` (what it uses) are in use until it ends.
+        Returns its stream position."""
+        resources = self._resources
+        with resources.lock:
+            resources.stream.submit_recorded(self._commands, self.name)
+            position = resources.stream.position - 1
+            for buffer in buffers:
+                buffer.last_use = position
+            return position
+
+    def destroy(self) -> None:
+        resources = self._resources
+        with resources.lock:
+            keys, self._keys = self._keys, []
+            if resources.closed:
+                return
+            resources.pipelines.unpin(keys)
+            if self._commands is None:
+                return
+            resources.stream.synchronize()
+            self._commands.destroy()
+            self._commands = None
