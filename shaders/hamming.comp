@@ -79,7 +79,14 @@ layout(constant_id = 2) const uint K = 10u;
 // together (a 128-byte line holds four 256-bit codes); from kernels.HAMMING_WORDS_AT_ONCE.
 layout(constant_id = 3) const uint ROWS_AT_ONCE = 4u;
 
-uint qw[WORDS];  // the lane's query
+// The lane's query: in registers for codes of up to UNROLL_WORDS words; wider codes read it from
+// the query buffer (a private array of their size does not fit a GPU lane: NVIDIA's driver
+// refuses the pipeline for 2^14 words).
+const uint UNROLL_WORDS = 64u;
+const uint QW_SIZE = WORDS <= UNROLL_WORDS ? WORDS : 1u;
+uint qw[QW_SIZE];
+uint qbase;  // the lane's query's first word in query_w
+#define Q(i) (WORDS <= UNROLL_WORDS ? qw[(i)] : query_w[qbase + (i)])
 uint best[K];    // the lane's k least keys, sorted
 
 // Adds three bit vectors: per bit, the sum's high and low bit (a full adder, two LOP3s on NVIDIA).
@@ -108,23 +115,22 @@ uint bit_count8(uvec4 a, uvec4 b) {
 layout(constant_id = 4) const bool CARRY_SAVE = true;
 
 // The word loops, unrolled for codes of up to UNROLL_WORDS words so that the query stays in
-// registers (constant indices), left rolled for wider codes (the query in local memory then).
-const uint UNROLL_WORDS = 64u;
+// registers (constant indices), left rolled for wider codes (the query read from its buffer then).
 #define SUM_BITS(LOOP) \
     if (CARRY_SAVE && WORDS % 8u == 0u) { \
         LOOP for (uint v = 0u; v < WORDS / 4u; v += 2u) { \
-            uvec4 a = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]); \
-            uvec4 b = in_v[at / 4u + v + 1u] ^ uvec4(qw[4u * v + 4u], qw[4u * v + 5u], qw[4u * v + 6u], qw[4u * v + 7u]); \
+            uvec4 a = in_v[at / 4u + v] ^ uvec4(Q(4u * v), Q(4u * v + 1u), Q(4u * v + 2u), Q(4u * v + 3u)); \
+            uvec4 b = in_v[at / 4u + v + 1u] ^ uvec4(Q(4u * v + 4u), Q(4u * v + 5u), Q(4u * v + 6u), Q(4u * v + 7u)); \
             d += bit_count8(a, b); \
         } \
     } else if (WORDS % 4u == 0u) { \
         LOOP for (uint v = 0u; v < WORDS / 4u; ++v) { \
-            uvec4 x = in_v[at / 4u + v] ^ uvec4(qw[4u * v], qw[4u * v + 1u], qw[4u * v + 2u], qw[4u * v + 3u]); \
+            uvec4 x = in_v[at / 4u + v] ^ uvec4(Q(4u * v), Q(4u * v + 1u), Q(4u * v + 2u), Q(4u * v + 3u)); \
             uvec4 c = uvec4(bitCount(x)); \
             d += (c.x + c.y) + (c.z + c.w); \
         } \
     } else { \
-        LOOP for (uint w = 0u; w < WORDS; ++w) d += uint(bitCount(in_w[at + w] ^ qw[w])); \
+        LOOP for (uint w = 0u; w < WORDS; ++w) d += uint(bitCount(in_w[at + w] ^ Q(w))); \
     }
 
 uint distance(uint at) {
@@ -149,10 +155,9 @@ void main() {
     uint tile = gl_WorkGroupID.y, q = gl_GlobalInvocationID.x;
     if (tile >= hp.slices || q >= hp.queries) return;
     uint shift = 31u - uint(findMSB(WORDS * 32u));
+    qbase = hp.query_offset + q * WORDS;
     if (WORDS <= UNROLL_WORDS) {
-        [[unroll]] for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[hp.query_offset + q * WORDS + w];
-    } else {
-        for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[hp.query_offset + q * WORDS + w];
+        [[unroll]] for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[qbase + w];
     }
     [[unroll]] for (uint i = 0u; i < K; ++i) best[i] = EMPTY;
     uint first = tile * hp.rows_per_slice, count = min(hp.rows_per_slice, hp.rows - first);
@@ -238,11 +243,16 @@ void main() {
     uint q0 = gl_GlobalInvocationID.x * QUERIES;
     if (tile >= hp.slices || q0 >= hp.queries) return;
     uint n = min(QUERIES, hp.queries - q0);
-    uint qw[WORDS * QUERIES];
+    // The queries' words in registers for narrow codes; wide codes read them from the buffer
+    // (a private array of their size does not fit a GPU lane).
+    const uint QW_SIZE = WORDS * QUERIES <= 256u ? WORDS * QUERIES : 1u;
+    uint qw[QW_SIZE];
     uint worst[QUERIES];
     for (uint j = 0u; j < QUERIES; ++j) {
         uint q = min(q0 + j, hp.queries - 1u);  // a missing query repeats the last: never stored
-        for (uint w = 0u; w < WORDS; ++w) qw[j * WORDS + w] = query_w[hp.query_offset + q * WORDS + w];
+        if (WORDS * QUERIES <= 256u) {
+            for (uint w = 0u; w < WORDS; ++w) qw[j * WORDS + w] = query_w[hp.query_offset + q * WORDS + w];
+        }
         worst[j] = EMPTY;
         if (j < n) {
             uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + tile);
@@ -256,7 +266,11 @@ void main() {
         for (uint j = 0u; j < QUERIES; ++j) d[j] = 0u;
         for (uint w = 0u; w < WORDS; ++w) {
             uint x = in_w[at + w];
-            for (uint j = 0u; j < QUERIES; ++j) d[j] += uint(bitCount(x ^ qw[j * WORDS + w]));
+            for (uint j = 0u; j < QUERIES; ++j) {
+                uint y = WORDS * QUERIES <= 256u ? qw[j * WORDS + w]
+                                                 : query_w[hp.query_offset + min(q0 + j, hp.queries - 1u) * WORDS + w];
+                d[j] += uint(bitCount(x ^ y));
+            }
         }
         for (uint j = 0u; j < QUERIES; ++j) {
             if (d[j] < worst[j] && j < n) {  // rows come in order: an equal distance loses (higher row)
