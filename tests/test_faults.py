@@ -117,7 +117,10 @@ def test_close_waits_for_a_host_copy_in_flight():
         thread.join(20)
         closer.join(20)
         assert not thread.is_alive() and not closer.is_alive() and device.closed
-        assert np.array_equal(result["value"], ~a), result
+        # The call either finished right or, if it still needed the device after close() began,
+        # raised ValidationError in its thread (a staging device's call submits after its copy).
+        assert ("value" in result and np.array_equal(result["value"], ~a)) or \
+            isinstance(result.get("error"), dmlgpu.ValidationError), result
         print("ok")
         """))
     assert out.startswith("ok")
@@ -335,6 +338,8 @@ def test_out_of_memory_raises_and_recovers():
     """Host-visible memory on lavapipe (mapped at allocation: RLIMIT_AS makes it run out; its
     device-local memory is only touched when work runs, where a driver that overcommits fails
     inside itself: `test_staging_out_of_memory` injects that failure instead)."""
+    if not dmlgpu.default_device().is_cpu:
+        pytest.skip("RLIMIT_AS bounds host-visible device memory on a CPU driver only")
     staging = False
     out = ok(run(f"""
         import gc, resource
