@@ -4,8 +4,8 @@
 Dependent executions get a memory barrier between them; independent ones get none, so the GPU
 may overlap them. Two executions depend on each other when one writes bytes the other reads or
 writes (read-after-write, write-after-read, write-after-write); the planner keeps the spans
-since the last barrier as sorted disjoint intervals (`runtime.spans.Spans`), so planning n executions costs
-O(n log n).
+since the last barrier as sorted disjoint intervals (`runtime.Spans`), so planning n executions
+costs O(n log n).
 
 Runs of consecutive executions of one output shape are fused through the graph compiler
 (`Device.compile_graph`, the same fused kernel as `dmlgpu.fuse`): each run becomes a graph whose
@@ -26,7 +26,7 @@ from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .errors import ValidationError
 from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
-from .runtime.spans import Spans
+from .runtime import Spans
 
 #: A fused run's budget: loads plus nodes (one load per graph input and layout it is read in).
 _RUN_SLOTS = graph_kernel.MAX_SLOTS
