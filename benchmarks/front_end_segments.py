@@ -5,20 +5,24 @@ Then the call unwrapped: at 1 MiB with its host copies on one thread and on 2 an
 1 MiB and 2 MiB as one kept host call and as two overlapped halves (the default through staging,
 `HOST_CALL_SPLIT_BYTES` and up); and CuPy's `asnumpy(invert(asarray(x)), out=o)` at each size.
 
-    python benchmarks/front_end_segments.py
+    python benchmarks/front_end_segments.py [--quick]
+
+`--quick`: 20 calls per timing instead of 300 (a check that the script runs).
 """
+import argparse
 import collections
 import time
 
 import numpy as np
 
 import dmlgpu
-from dmlgpu import compiled, numpy_api
+from dmlgpu import compiled, host_pieces, memo
 from dmlgpu.runtime import buffers, device, host_calls, host_copy, stream
 
 SECONDS = collections.defaultdict(float)
-PIECES = ((numpy_api, "_run_host_call"), (device.Device, "run_host_calls"), (host_calls.HostCall, "start"),
-          (host_calls.HostCall, "finish"), (numpy_api, "_run_pieces"), (device.Device, "upload"), (device.Device, "allocate"),
+CALLS = 300  #: calls per timing (`--quick`: 20)
+PIECES = ((host_pieces, "run_host_call"), (device.Device, "run_host_calls"), (host_calls.HostCall, "start"),
+          (host_calls.HostCall, "finish"), (host_pieces, "run"), (device.Device, "upload"), (device.Device, "allocate"),
           (compiled.CompiledOperator, "execute"), (compiled.CompiledOperator, "check"),
           (buffers.Buffer, "read"), (buffers.Buffer, "release"), (buffers, "_land"),
           (stream.Stream, "flush"), (stream.Stream, "wait"), (stream.Stream, "_retire"))
@@ -35,13 +39,13 @@ def timed(function, label):
     return wrapper
 
 
-def whole_call(x, o, calls=300) -> float:
-    for _ in range(50):
+def whole_call(x, o) -> float:
+    for _ in range(CALLS // 6):
         dmlgpu.bit_not(x, out=o)
     start = time.perf_counter()
-    for _ in range(calls):
+    for _ in range(CALLS):
         dmlgpu.bit_not(x, out=o)
-    return (time.perf_counter() - start) / calls
+    return (time.perf_counter() - start) / CALLS
 
 
 def best_call(x, o) -> float:
@@ -53,14 +57,14 @@ def cupy_call(x, o) -> float | None:
         import cupy
     except ImportError:
         return None
-    for _ in range(50):
+    for _ in range(CALLS // 6):
         cupy.asnumpy(cupy.invert(cupy.asarray(x)), out=o)
     best = []
     for _ in range(3):
         start = time.perf_counter()
-        for _ in range(300):
+        for _ in range(CALLS):
             cupy.asnumpy(cupy.invert(cupy.asarray(x)), out=o)
-        best.append((time.perf_counter() - start) / 300)
+        best.append((time.perf_counter() - start) / CALLS)
     return min(best)
 
 
@@ -74,7 +78,7 @@ def copy_threads_and_halves():
     try:
         for label, threads in (("one thread", 1), (f"split over {saved} threads", saved)):
             host_copy.THREADS = threads
-            print(f"1 MiB, host copies {label}: {best_call(x, o) * 1e6:.1f} us (best of 3 x 300)")
+            print(f"1 MiB, host copies {label}: {best_call(x, o) * 1e6:.1f} us (best of 3 x {CALLS})")
     finally:
         host_copy.THREADS = saved
     split = host_calls.HOST_CALL_SPLIT_BYTES
@@ -85,7 +89,7 @@ def copy_threads_and_halves():
             row = []
             for label, threshold in (("whole", 1 << 40), ("halves", 0)):
                 host_calls.HOST_CALL_SPLIT_BYTES = threshold
-                numpy_api._HOST_PARTS.clear()
+                memo.HOST_PARTS.clear()
                 dmlgpu.default_device().empty_cache()
                 row.append(f"{label} {best_call(x, o) * 1e6:.1f} us")
             peer = cupy_call(x, o)
@@ -96,16 +100,21 @@ def copy_threads_and_halves():
         host_calls.HOST_CALL_SPLIT_BYTES = split
 
 
-def main():
+def main(argv=None):
+    global CALLS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20 calls per timing instead of 300")
+    if parser.parse_args(argv).quick:
+        CALLS = 20
     for owner, name in PIECES:
         setattr(owner, name, timed(getattr(owner, name), name))
     for label, count in (("1 MiB", 1 << 18), ("16 B", 4)):
         x = np.arange(count, dtype=np.uint32)
         o = np.empty_like(x)
-        for _ in range(50):
+        for _ in range(CALLS // 6):
             dmlgpu.bit_not(x, out=o)
         SECONDS.clear()
-        calls = 300
+        calls = CALLS
         start = time.perf_counter()
         for _ in range(calls):
             dmlgpu.bit_not(x, out=o)

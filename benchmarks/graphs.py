@@ -258,7 +258,7 @@ def main(argv=None) -> int:
         json.dump(report, f, indent=1)
     for r in rows:
         extras = ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k.startswith(("vs_", "of_")) and v is not None)
-        print(f"{r['case']}: {r['seconds'] * 1e3:.3f} ms ({extras})")
+        print(f"{r['case']}: {r['seconds'] * 1e3:.3f} ms" + (f" ({extras})" if extras else ""))
     return 0
 
 

@@ -4,8 +4,8 @@
 Dependent executions get a memory barrier between them; independent ones get none, so the GPU
 may overlap them. Two executions depend on each other when one writes bytes the other reads or
 writes (read-after-write, write-after-read, write-after-write); the planner keeps the spans
-since the last barrier as sorted disjoint intervals (`_Spans`), so planning n executions costs
-O(n log n).
+since the last barrier as sorted disjoint intervals (`runtime.Spans`), so planning n executions
+costs O(n log n).
 
 Runs of consecutive executions of one output shape are fused through the graph compiler
 (`Device.compile_graph`, the same fused kernel as `dmlgpu.fuse`): each run becomes a graph whose
@@ -18,7 +18,6 @@ layout, an in-place write over an input read in another layout, or the fused ker
 """
 from __future__ import annotations
 
-import bisect
 from typing import NamedTuple
 
 from . import graph_kernel
@@ -27,6 +26,7 @@ from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .errors import ValidationError
 from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
+from .runtime import Spans
 
 #: A fused run's budget: loads plus nodes (one load per graph input and layout it is read in).
 _RUN_SLOTS = graph_kernel.MAX_SLOTS
@@ -34,35 +34,6 @@ _RUN_INPUTS = graph_kernel.MAX_INPUTS
 _RUN_OUTPUTS = graph_kernel.MAX_OUTPUTS
 
 __all__ = ["CommandList"]
-
-
-class _Spans:
-    """Byte spans (memory, start, end) as sorted disjoint intervals per memory."""
-
-    def __init__(self):
-        self._by: dict = {}
-
-    def overlaps(self, span) -> bool:
-        memory, start, end = span
-        found = self._by.get(memory)
-        if found is None:
-            return False
-        starts, ends = found
-        i = bisect.bisect_left(starts, end)  # intervals starting before `end`
-        return i > 0 and ends[i - 1] > start  # disjoint and sorted: the last of them ends last
-
-    def add(self, span) -> None:
-        memory, start, end = span
-        starts, ends = self._by.setdefault(memory, ([], []))
-        j = bisect.bisect_left(ends, start)  # first interval ending at or after `start`
-        k = bisect.bisect_right(starts, end)  # intervals starting at or before `end`
-        if j < k:
-            start, end = min(start, starts[j]), max(end, ends[k - 1])
-        starts[j:k] = [start]
-        ends[j:k] = [end]
-
-    def clear(self) -> None:
-        self._by.clear()
 
 
 def _key(bound) -> tuple:
@@ -266,7 +237,7 @@ class CommandList:
     def _plan(self) -> list:
         if self._units is not None:
             return self._units
-        units, reads, writes = [], _Spans(), _Spans()
+        units, reads, writes = [], Spans(), Spans()
         for group in self._runs():
             if isinstance(group, _Run):
                 indices = group.steps

@@ -64,7 +64,10 @@ def _default_index() -> int:
 
 
 class Device(runtime.Device):
-    """A Vulkan device (DirectML's IDMLDevice, in spirit).
+    """A Vulkan device (DirectML's IDMLDevice, in spirit): the runtime's device
+    (`dmlgpu.runtime.Device`: memory, stream, pipelines, host calls) plus what DirectML's
+    device adds to it: compiled operators and graphs (`create_operator`, `compile_graph`, kept
+    per device) and one shared device per index.
 
     Args:
         index: Vulkan physical-device index; None picks DMLGPU_DEVICE, else the first GPU,

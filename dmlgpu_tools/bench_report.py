@@ -97,13 +97,33 @@ def _size(n) -> str:
     return f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
+_CLOCK_FIELDS = (("sm_clock", "SM", "MHz"), ("mem_clock", "memory", "MHz"), ("temperature", "", "°C"),
+                 ("power", "", "W"))
+
+
+def clocks_text(sample) -> str:
+    """One `bench.gpu_clocks` sample (or a warm-up's {"before", "after"} pair of them) as text:
+    "SM 1980 MHz, memory 2619 MHz, 45 °C, 120.50 W"; "not read" where nvidia-smi gave nothing."""
+    if not sample:
+        return "not read"
+    if "before" in sample or "after" in sample:
+        return f"before {clocks_text(sample.get('before'))}, after {clocks_text(sample.get('after'))}"
+    parts = []
+    for key, label, unit in _CLOCK_FIELDS:
+        value = str(sample.get(key, "")).strip()
+        if value:
+            value = value if value.endswith(unit) or not value[:1].isdigit() else f"{value} {unit}"
+            parts.append(f"{label} {value}" if label else value)
+    return ", ".join(parts) or "not read"
+
+
 def markdown(env, records) -> str:
     lines = [f"# dmlgpu benchmark: {env['device']}", "",
              f"{env['device_type']}, {env['driver']}; numpy {env['numpy']}"
              + (f"; torch {env['torch']} on {env['cuda_device']}" if "torch" in env else "")
              + (f"; cupy {env['cupy']}" if "cupy" in env else "") + f"; {env['time']}.", "",
-             f"GPU clocks: warm-up {env['clocks_warm_up']}, after kernels {env.get('clocks_after_kernels')}, "
-             f"end {env.get('clocks_end')}.", ""]
+             f"GPU clocks: warm-up {clocks_text(env['clocks_warm_up'])}; "
+             f"after kernels {clocks_text(env.get('clocks_after_kernels'))}; end {clocks_text(env.get('clocks_end'))}.", ""]
     if env.get("plots", []) is None:
         lines += [f"Plots: {NO_PLOTS}.", ""]
     lines += ["## Targets", "", "| target | case | measured | met |", "|---|---|---|---|"]

@@ -3,6 +3,7 @@ a harness that cannot run is a defect."""
 import json
 
 from dmlgpu_tools.bench import main
+from dmlgpu_tools.bench_report import clocks_text
 
 
 def test_bench_quick_run_writes_reports(tmp_path):
@@ -18,3 +19,14 @@ def test_bench_quick_run_writes_reports(tmp_path):
     report = (tmp_path / "results.md").read_text()
     assert "## Kernel bandwidth" in report
     assert report.count("x numpy (numpy time / ours)") == 3
+    clocks = next(line for line in report.splitlines() if line.startswith("GPU clocks:"))
+    assert "{" not in clocks and "None" not in clocks, clocks
+
+
+def test_report_prints_gpu_clocks_as_text():
+    sample = {"sm_clock": "1980 MHz", "mem_clock": "2619 MHz", "temperature": "45", "power": "120.50 W"}
+    assert clocks_text(sample) == "SM 1980 MHz, memory 2619 MHz, 45 °C, 120.50 W"
+    assert clocks_text({"sm_clock": "345", "mem_clock": "[N/A]"}) == "SM 345 MHz, memory [N/A]"
+    assert clocks_text({"before": {"sm_clock": "345 MHz"}, "after": sample}) == \
+        "before SM 345 MHz, after SM 1980 MHz, memory 2619 MHz, 45 °C, 120.50 W"
+    assert clocks_text({}) == clocks_text(None) == "not read"

@@ -14,7 +14,8 @@ from .discovery import DEVICE_TYPES, choose_device, current_device, devices
 from .launches import Launch, Program
 from .limits import CACHE_LIMITS, set_cache_limits
 from .probe import physical_device_count
+from .spans import Spans
 
-__all__ = ["CACHE_LIMITS", "DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "choose_device", "current_device",
+__all__ = ["CACHE_LIMITS", "DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "Spans", "choose_device", "current_device",
            "debug_layer", "devices", "open_devices", "physical_device_count",
            "set_cache_limits"]

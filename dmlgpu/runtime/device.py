@@ -36,7 +36,10 @@ ARENA_BYTES = 256 << 20
 
 
 class Device:
-    """A Vulkan device (DirectML's IDMLDevice, in spirit): memory, a stream of work, pipelines.
+    """One open Vulkan context on one physical device: memory, a stream of work, pipelines,
+    kept host calls. It knows no DirectML operator: `dmlgpu.Device` (dmlgpu/device.py) adds
+    operator and graph compilation and the process-wide sharing of one device per index. Each
+    construction of this class opens a new context.
 
     Args:
         index: Vulkan physical-device index; None picks DMLGPU_DEVICE, else the first GPU,

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 
 from ..errors import DeviceError
+from .spans import overlap
 
 #: Operations recorded before a batch is submitted without being asked.
 BATCH_OPS = 64
@@ -110,7 +111,7 @@ class Stream:
         a dispatch (barriers between dispatches alone need not wait for transfers)."""
         pending_w, pending_r = self._writes, self._reads
         dependent = self._force_barrier or len(pending_w) + len(pending_r) > MAX_TRACKED or \
-            _overlap(writes, pending_w) or _overlap(writes, pending_r) or _overlap(reads, pending_w)
+            overlap(writes, pending_w) or overlap(writes, pending_r) or overlap(reads, pending_w)
         commands = self._commands()
         if dependent:
             if transfer or self._transfers:
@@ -307,15 +308,6 @@ def replay_key(pipeline, push) -> tuple:
     """What a kept command buffer holding one dispatch is found by: its pipeline and push
     constants (a uint32 array)."""
     return id(pipeline), push.tobytes()
-
-
-def _overlap(spans, pending) -> bool:
-    """Whether any (arena id, start, end) span shares bytes with any pending one."""
-    for a, s, e in spans:
-        for pa, ps, pe in pending:
-            if pa == a and s < pe and ps < e:
-                return True
-    return False
 
 
 def _describe(names) -> str:
