@@ -157,13 +157,26 @@ def graph_abi_glsl() -> str:
     lines += [f"    uint in_offset{k};" for k in range(MAX_INPUTS)]
     lines += [f"    uint out_offset{j};" for j in range(MAX_OUTPUTS)]
     lines += ["    uint count;", "} p;"]
-    # One function per operator in graph.comp, named <short>_element: the second include of
-    # this file, after graph.comp has defined them, adds the switch.
+    # The operators' own functions, from their family sources (shaders/include/<shader>.glsl),
+    # with the family's IN_BITS/IN_KIND made the slot's operand type (private variables set before
+    # each call, constants once the driver has inlined graph_apply into a slot), then
+    # `graph_apply`'s switch over them: an operand of 64 bits goes to the uvec2 overload, a
+    # narrower one to the lanes overload. The second include of this file (after graph.comp's
+    # graph_pair) adds them.
     lines += ["#endif", "#if defined(GRAPH_ELEMENT_FUNCTIONS) && !defined(DMLGPU_GRAPH_APPLY)",
-              "#define DMLGPU_GRAPH_APPLY"]
-    lines.append("uvec2 graph_apply(uint op, uvec2 a, uvec2 b, uint bits, uint kind) {")
-    lines.append("    switch (op) {")
+              "#define DMLGPU_GRAPH_APPLY", "uint graph_bits, graph_kind;",
+              "#define IN_BITS graph_bits", "#define IN_KIND graph_kind"]
+    lines += [f'#include "{shader}.glsl"' for shader in dict.fromkeys(op.shader for op in OPERATORS)]
+    lines += ["#undef IN_BITS", "#undef IN_KIND",
+              "uvec2 graph_apply(uint op, uvec2 a, uvec2 b, uint bits, uint kind) {",
+              "    graph_bits = bits;", "    graph_kind = kind;", "    uint mask = lane_mask(bits);",
+              "    switch (op) {"]
     for i, op in enumerate(OPERATORS):
-        lines.append(f"    case {i}u: return {op.short}_element(a, b, bits, kind);")
-    lines += ["    default: return uvec2(0u);", "    }", "}", "#endif", ""]
+        widths = {t.bits for level in op.support for t in level.input_types}
+        lines.append(f"    case {i}u:  // {op.short}")
+        if 64 in widths and len(widths) > 1:
+            lines.append(f"        if (bits == 64u) return graph_pair({op.short}(a, b));")
+        lines.append(f"        return graph_pair({op.short}(a, b));" if widths == {64} else
+                     f"        return uvec2({op.short}(a.x, b.x) & mask, 0u);")
+    lines += ["    }", "    return uvec2(0u);", "}", "#endif", ""]
     return "\n".join(lines)

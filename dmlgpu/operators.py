@@ -115,7 +115,7 @@ class Operator:
     # layout (whole 16-byte vectors), and where the shader addresses single elements.
     flat_facts: tuple[str, ...]
     element_facts: tuple[str, ...]
-    shader: str  # shaders/<shader>.comp, the family source; the build selects `short` in it (OP)
+    shader: str  # family: functions `short` in shaders/include/<shader>.glsl, kernel shaders/<shader>.comp (OP)
     doc: str  # the front end's docstring: one line, then how it differs from numpy, if it does
     peer: Peer  # what the demo and the benchmarks compare it with
     # Output type when a call names none (DirectMLX's default); None: the inputs' type.

@@ -22,50 +22,13 @@
 #include "graph_abi.glsl"
 #include "words.glsl"
 
-uvec2 graph_mask(uvec2 v, uint bits) {
-    return bits >= 64u ? v : uvec2(v.x & lane_mask(bits), 0u);
-}
-
-// One function per table operator, <short>_element(a, b, bits, kind): b is unused by unary ones.
-uvec2 bit_not_element(uvec2 a, uvec2 b, uint bits, uint kind) { return graph_mask(~a, bits); }
-uvec2 bit_xor_element(uvec2 a, uvec2 b, uint bits, uint kind) { return a ^ b; }
-uvec2 bit_and_element(uvec2 a, uvec2 b, uint bits, uint kind) { return a & b; }
-uvec2 bit_or_element(uvec2 a, uvec2 b, uint bits, uint kind) { return a | b; }
-// Shift amounts are taken modulo the width (DirectML; dmlgpu.reference.shift_amount).
-uvec2 bit_shift_left_element(uvec2 a, uvec2 b, uint bits, uint kind) {
-    uint n = b.x & (bits - 1u);
-    if (bits < 64u) return uvec2((a.x << n) & lane_mask(bits), 0u);
-    if (n >= 32u) return uvec2(0u, a.x << (n - 32u));
-    return n == 0u ? a : uvec2(a.x << n, (a.y << n) | (a.x >> (32u - n)));
-}
-uvec2 bit_shift_right_element(uvec2 a, uvec2 b, uint bits, uint kind) {
-    uint n = b.x & (bits - 1u);
-    if (bits < 64u) return uvec2(a.x >> n, 0u);
-    if (n >= 32u) return uvec2(a.y >> (n - 32u), 0u);
-    return n == 0u ? a : uvec2((a.x >> n) | (a.y << (32u - n)), a.y >> n);
-}
-// -1, 0 or +1 decided on the bits: NaN -> 0, -0 -> +0, denormals -> +/-1.
-uvec2 sign_element(uvec2 a, uvec2 b, uint bits, uint kind) {
-    if (kind == KIND_FLOAT) {
-        uint top = 1u << (bits - 1u);
-        uint magnitude = a.x & (top - 1u);
-        uint infinity = bits == 32u ? 0x7F800000u : 0x7C00u;
-        uint one = bits == 32u ? 0x3F800000u : 0x3C00u;
-        return uvec2(magnitude == 0u || magnitude > infinity ? 0u : (a.x & top) | one, 0u);
-    }
-    bool negative = kind == KIND_INT && (bits == 64u ? (a.y >> 31) : (a.x >> (bits - 1u))) != 0u;
-    if (negative) return graph_mask(uvec2(0xFFFFFFFFu), bits);
-    return uvec2((a.x | a.y) != 0u ? 1u : 0u, 0u);
-}
-uvec2 bit_count_element(uvec2 a, uvec2 b, uint bits, uint kind) {
-    return uvec2(uint(bitCount(a.x) + bitCount(a.y)), 0u);
-}
-// 1 where the exponent is all ones and the mantissa is not zero (FLOAT32, FLOAT16), on the bits.
-uvec2 is_nan_element(uvec2 a, uvec2 b, uint bits, uint kind) {
-    uint top = 1u << (bits - 1u);
-    uint infinity = bits == 32u ? 0x7F800000u : 0x7C00u;
-    return uvec2((a.x & (top - 1u)) > infinity ? 1u : 0u, 0u);
-}
+// A table operator's result as a slot value. graph_abi.glsl's graph_apply calls the operator's
+// own function from its family source (shaders/include/<shader>.glsl) for the slot's operand
+// type: on one element in the low lane of a word, its result masked to the width (as the
+// family's strided kernels do), or on a 64-bit element (uvec2), its result a uvec2 or a uint
+// (a count or a flag).
+uvec2 graph_pair(uvec2 value) { return value; }
+uvec2 graph_pair(uint value) { return uvec2(value, 0u); }
 
 #define GRAPH_ELEMENT_FUNCTIONS
 #include "graph_abi.glsl"

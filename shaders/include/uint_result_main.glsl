@@ -7,9 +7,9 @@
 
 OUT_T op_element(IN_T a, IN_T b) {
 #if IN_BITS == 64
-    return OP(a);
+    return OP(a, b);
 #else
-    return OP(a) & lane_mask(uint(IN_BITS));
+    return OP(a, b) & lane_mask(uint(IN_BITS));
 #endif
 }
 
@@ -33,10 +33,10 @@ UNIT_T flat_unit(uint a_word, uint unused) {
 #endif
     uvec4 r = uvec4(0u);
 #if IN_BITS == 64
-    [[unroll]] for (uint e = 0u; e < uint(ELEMS); ++e) PUT(r, e, OP(uvec2(w[2u * e], w[2u * e + 1u])));
+    [[unroll]] for (uint e = 0u; e < uint(ELEMS); ++e) PUT(r, e, OP(uvec2(w[2u * e], w[2u * e + 1u]), uvec2(0u)));
 #else
     [[unroll]] for (uint j = 0u; j < uint(UNIT_IN_WORDS); ++j) {
-        uint lanes = OP(w[j]);  // the results of a whole word's elements at once
+        uint lanes = OP(w[j], 0u);  // the results of a whole word's elements at once
         [[unroll]] for (uint l = 0u; l < LANES(IN_BITS); ++l) {
             PUT(r, j * LANES(IN_BITS) + l, (lanes >> (l * uint(IN_BITS))) & lane_mask(uint(IN_BITS)));
         }
