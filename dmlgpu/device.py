@@ -20,7 +20,7 @@ from . import runtime
 from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .compiled_selection import CompiledSelection
-from .errors import ValidationError
+from .errors import DeviceError, ValidationError
 from .operators import ELEMENT_WISE
 from .runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
 from .validation import is_int, resolve_feature_level
@@ -84,6 +84,11 @@ class Device(runtime.Device):
     """
 
     def __new__(cls, index: int | None = None, *, staging: bool | None = None, private: bool = False):
+        if _EXITING:
+            # atexit has closed every device: one opened now (a daemon thread's next call) would
+            # be torn down by the driver's own exit under that thread (seen: SIGSEGV on NVIDIA).
+            raise DeviceError("dmlgpu: the interpreter is exiting; its devices are closed and no new "
+                              "device opens (a daemon thread's call after exit began)")
         if private or (index is not None and not is_int(index)):
             return super().__new__(cls)  # a context of its own (or the runtime's error for the index)
         if staging is None:
@@ -198,8 +203,14 @@ def default_device() -> Device:
 _default: Device | None = None  # what `Device()` gave last: the front end's hot path asks often
 
 
+_EXITING = False  # set by the atexit close: no device opens after it
+
+
 @atexit.register
 def _close_devices():
-    """Finish queued work and close every open device while kp's destructors can still run."""
+    """Finish queued work and close every open device while kp's destructors can still run;
+    from then on no device opens (`Device()` raises DeviceError)."""
+    global _EXITING
+    _EXITING = True
     for device in runtime.open_devices():
         device.close()

@@ -148,6 +148,27 @@ def test_exit_while_daemon_threads_call(run_index):
         """))
 
 
+def test_no_device_opens_once_exit_began():
+    """Row 2 on a GPU: a daemon thread's call after the atexit close opened a new default device,
+    which the driver's own exit then tore down under it (SIGSEGV on NVIDIA in 1 of 6 runs). Once
+    the close at exit has run, a call raises DeviceError and opens nothing."""
+    out = run("""
+        import atexit
+        def after_dmlgpus_close():  # registered first, so it runs after dmlgpu's own handler
+            import numpy as np, dmlgpu
+            try:
+                dmlgpu.bit_not(np.arange(4, dtype=np.uint32))
+            except dmlgpu.DeviceError as exc:
+                print("refused:", "exiting" in str(exc), flush=True)
+            else:
+                print("a device opened at exit", flush=True)
+        atexit.register(after_dmlgpus_close)
+        import numpy as np, dmlgpu
+        assert (dmlgpu.bit_not(np.arange(4, dtype=np.uint32)) == ~np.arange(4, dtype=np.uint32)).all()
+        """)
+    assert out.returncode == 0 and out.stdout.strip() == "refused: True", out.stdout + out.stderr
+
+
 @pytest.mark.parametrize("run_index", range(3))
 def test_exit_during_a_native_copy(run_index):
     """The mechanism of row 2, made likely: the interpreter finalizes while a daemon thread is
