@@ -24,7 +24,7 @@ from .kernels import WORKGROUP_SIZE
 from .runtime import Program
 from .validation import validate
 
-__all__ = ["CompiledOperator", "coalesce"]
+__all__ = ["CompiledOperator", "LaunchMemo", "binding_key", "coalesce"]
 
 _PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 
@@ -51,7 +51,7 @@ def coalesce(sizes, strides_per_tensor):
     return [s for s, _ in merged], [[st[k] for _, st in merged] for k in range(len(strides_per_tensor))]
 
 
-def _binding_key(inputs, outputs):
+def binding_key(inputs, outputs):
     """A hashable identity of a binding list by the memory it binds, or None.
 
     Live buffers never share a block, so the same blocks, buffer sizes, offsets and sizes pass
@@ -63,6 +63,28 @@ def _binding_key(inputs, outputs):
                       type(b.size_in_bytes), b.size_in_bytes) for b in (*inputs, *outputs))
     except (AttributeError, TypeError):
         return None  # malformed or released: check_bindings explains
+
+
+class LaunchMemo:
+    """A compiled operator's (or graph's) prepared dispatches by `binding_key`: a repeated
+    execute with the same memory checks nothing and prepares nothing. At most `_MEMO` entries,
+    cleared when full; a None key (bindings that `check` will explain) is never kept."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self):
+        self._items: dict = {}
+
+    def get(self, key):
+        return self._items.get(key) if key is not None else None
+
+    def put(self, key, value):
+        """Keep `value` under `key`; returns `value`."""
+        if key is not None:
+            if len(self._items) >= _MEMO:
+                self._items.clear()
+            self._items[key] = value
+        return value
 
 
 def _units_per_invocation(device) -> int:
@@ -128,7 +150,7 @@ class CompiledOperator:
         self._program = Program(self.variant.name, spirv.load(self.variant.name),
                                 np.array(spec, dtype=np.uint32), len(kernels.PUSH_FIELDS))
         self._grid = kernels.grid(self._units, _units_per_invocation(device))
-        self._launches: dict = {}  # binding key -> prepared dispatch
+        self._launches = LaunchMemo()  # binding key -> prepared dispatch
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -145,20 +167,16 @@ class CompiledOperator:
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
-        key = _binding_key(inputs, outputs)
-        launch = self._launches.get(key) if key is not None else None
+        key = binding_key(inputs, outputs)
+        launch = self._launches.get(key)
         if launch is not None and not launch.valid and launch.pipeline.handle is not None:
             # The same blocks, now of other live Buffers of this device (the key's blocks).
             if all(b.buffer.device is self.device for b in (*inputs, *outputs)):
-                launch = self._launches[key] = self.device.rebind(
-                    launch, [b.buffer for b in (*inputs, *outputs)])
+                launch = self._launches.put(key, self.device.rebind(
+                    launch, [b.buffer for b in (*inputs, *outputs)]))
         if launch is None or not launch.valid:
             self.device.check_open(self.op.dml_name)  # DeviceError in a forked child
-            launch = self.launch(self.check(inputs, outputs))
-            if key is not None:
-                if len(self._launches) >= _MEMO:
-                    self._launches.clear()
-                self._launches[key] = launch
+            launch = self._launches.put(key, self.launch(self.check(inputs, outputs)))
         self.enqueue(launch)
 
     def enqueue(self, launch) -> None:

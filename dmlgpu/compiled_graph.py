@@ -16,7 +16,7 @@ import numpy as np
 from . import graph_kernel as gk
 from . import kernels, spirv
 from .bindings import check_graph_bindings
-from .compiled import coalesce
+from .compiled import LaunchMemo, binding_key, coalesce
 from .errors import ValidationError
 from .kernels import WORKGROUP_SIZE
 from .operators import ELEMENT_WISE
@@ -25,9 +25,6 @@ from .tensor_desc import packed_strides
 from .validation import GRAPH, validate_graph
 
 __all__ = ["CompiledGraph"]
-
-#: Binding lists remembered per compiled graph (as prepared dispatches, which hold no memory).
-_MEMO = 64
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ class CompiledGraph:
         # per output shape (a shape split over several dispatches recomputes, and would read
         # an input another dispatch already overwrote).
         self._in_place = len(self._kernels) == len(groups)
-        self._launches: dict = {}
+        self._launches = LaunchMemo()
 
     @property
     def dispatches(self) -> int:
@@ -239,16 +236,12 @@ class CompiledGraph:
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
-        key = _binding_key(inputs, outputs)
-        launches = self._launches.get(key) if key is not None else None
+        key = binding_key(inputs, outputs)
+        launches = self._launches.get(key)
         if launches is None or not all(launch.valid for launch in launches):
             if self.device.closed:
                 raise ValidationError(GRAPH, None, "device", "closed", "allowed: a graph of an open device")
-            launches = self.launches(*self.check(inputs, outputs))
-            if key is not None:
-                if len(self._launches) >= _MEMO:
-                    self._launches.clear()
-                self._launches[key] = launches
+            launches = self._launches.put(key, self.launches(*self.check(inputs, outputs)))
         for launch in launches:
             if not self.device.enqueue(launch):
                 raise ValidationError(GRAPH, None, "bindings", "a buffer released while queuing",
@@ -285,12 +278,3 @@ class CompiledGraph:
             made.append(self.device.launch(kernel.program, kernel.grid, buffers, push, reads=bound, writes=written,
                                            name=f"a fused graph of {len(self.graph.nodes)} nodes"))
         return made
-
-
-def _binding_key(inputs, outputs):
-    """A hashable identity of a binding list by the memory it binds, or None (see compiled.py)."""
-    try:
-        return tuple((b.buffer.block_key, b.buffer.size_in_bytes, type(b.offset), b.offset,
-                      type(b.size_in_bytes), b.size_in_bytes) for b in (*inputs, *outputs))
-    except (AttributeError, TypeError):
-        return None

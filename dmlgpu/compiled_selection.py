@@ -13,6 +13,7 @@ import numpy as np
 
 from . import kernels, spirv
 from .bindings import check_bindings
+from .compiled import LaunchMemo, binding_key
 from .errors import ValidationError
 from .operators import REDUCE_FAMILY
 from .runtime import Program
@@ -75,6 +76,7 @@ class CompiledSelection:
                                 np.zeros(0, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
         groups = min(_MAX_GROUPS, max(1, math.ceil(items / kernels.SELECTION_WORKGROUP_SIZE)))
         self._grid = (groups, 1, 1)
+        self._launches = LaunchMemo()  # binding key -> prepared dispatch
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -107,9 +109,13 @@ class CompiledSelection:
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
-        if self.device.closed:
-            raise ValidationError(self.op.dml_name, None, "device", "closed",
-                                  "allowed: an operator of an open device")
-        if not self.device.enqueue(self.launch(self.check(inputs, outputs))):
+        key = binding_key(inputs, outputs)
+        launch = self._launches.get(key)
+        if launch is None or not launch.valid:
+            if self.device.closed:
+                raise ValidationError(self.op.dml_name, None, "device", "closed",
+                                      "allowed: an operator of an open device")
+            launch = self._launches.put(key, self.launch(self.check(inputs, outputs)))
+        if not self.device.enqueue(launch):
             raise ValidationError(self.op.dml_name, None, "bindings", "a buffer released while queuing",
                                   "allowed: live buffers of an open device")
