@@ -127,7 +127,7 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
             known = None
         if known is not None and not any(t.buffer.released for t in arrays):
             results, shape, out_type, offset, strides = known
-            return type(arrays[0])._made(results(), shape, out_type, offset, strides)
+            return type(arrays[0]).from_fields(results(), shape, out_type, offset, strides)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     given = arrays
@@ -150,7 +150,7 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     with `out` given, such inputs are first copied to packed views.
     """
     anchor = next(x for x in (*arrays, out) if isinstance(x, View))
-    make = type(anchor)._made
+    make = type(anchor).from_fields
     if out is not None and not isinstance(out, View):
         fail(op, op.output, "out", type(out).__name__, "allowed: None or a dmlgpu.Tensor")
     devices = {x.device for x in (*arrays, out) if isinstance(x, View)}

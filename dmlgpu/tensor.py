@@ -184,7 +184,7 @@ class Tensor(views.View, TensorOperators):
             ValidationError: a negative step (DirectML strides are unsigned) or an index array.
         """
         shape, strides, offset = views.index(self.shape, self.strides, self.offset, self.itemsize, key)
-        return Tensor._made(self.buffer, shape, self.data_type, offset, strides)
+        return Tensor.from_fields(self.buffer, shape, self.data_type, offset, strides)
 
     def __setitem__(self, key, value) -> None:
         """`t[key] = value` through basic indexing (as `__getitem__`).
@@ -219,7 +219,7 @@ class Tensor(views.View, TensorOperators):
             if value.buffer is target.buffer and value.size and target.size:
                 value = ops.copy(value)  # numpy's result where the two overlap
                 strides = value.strides[len(value.shape) - len(shape):]
-            value = Tensor._made(value.buffer, target.shape, value.data_type, value.offset,
+            value = Tensor.from_fields(value.buffer, target.shape, value.data_type, value.offset,
                                  tuple(ops.broadcast_strides(shape, target.shape, strides)))
             ops.apply(BIT_XOR, (value, 0), target, None, None)
             return
@@ -230,13 +230,13 @@ class Tensor(views.View, TensorOperators):
         if target.is_packed:
             target.buffer.write(data, target.offset)
             return
-        staged = Tensor._made(pieces.upload(target.device, data), target.shape, target.data_type)
+        staged = Tensor.from_fields(pieces.upload(target.device, data), target.shape, target.data_type)
         ops.apply(BIT_XOR, (staged, 0), target, None, None)
 
     def transpose(self, *axes) -> "Tensor":
         """The view with dimensions permuted (`t.transpose()`, `t.transpose(1, 0, 2)` or a tuple)."""
         order = views.transpose_axes(self.ndim, axes)
-        return Tensor._made(self.buffer, tuple(self.shape[a] for a in order), self.data_type, self.offset,
+        return Tensor.from_fields(self.buffer, tuple(self.shape[a] for a in order), self.data_type, self.offset,
                             tuple(self.strides[a] for a in order))
 
     @property
@@ -257,7 +257,7 @@ class Tensor(views.View, TensorOperators):
         strides = views.reshape_strides(self.shape, self.strides, shape)
         if strides is None:
             return self.copy().reshape(shape)
-        return Tensor._made(self.buffer, shape, self.data_type, self.offset, strides)
+        return Tensor.from_fields(self.buffer, shape, self.data_type, self.offset, strides)
 
     def view(self, dtype) -> "Tensor":
         """The same bytes as elements of `dtype`, zero-copy (numpy's `ndarray.view(dtype)`).
@@ -275,7 +275,7 @@ class Tensor(views.View, TensorOperators):
             raise ValidationError("dmlgpu", None, "dtype", data_type.numpy.name,
                                   "allowed: an itemsize that divides where this Tensor's buffers begin "
                                   "(its elements span several buffers)")
-        return Tensor._made(self.buffer, shape, data_type, offset, strides)
+        return Tensor.from_fields(self.buffer, shape, data_type, offset, strides)
 
     def copy(self) -> "Tensor":
         """A packed copy on the same device (raw bits kept: XOR with zero)."""

@@ -187,7 +187,7 @@ class View:
     __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "__weakref__")
 
     @classmethod
-    def _made(cls, buffer, shape: tuple, data_type, offset: int = 0, strides: tuple | None = None):
+    def from_fields(cls, buffer, shape: tuple, data_type, offset: int = 0, strides: tuple | None = None):
         """A view from fields dmlgpu computed itself (a view of a valid one, a fresh result):
         no checks, for hot paths."""
         view = object.__new__(cls)

@@ -42,7 +42,7 @@ class PipelineCache:
         self._context = context
         self._stream = stream
         self._disk_cache = disk_cache
-        self._made = 0  # pipelines created by this device (compiled or from the cache)
+        self.from_fields = 0  # pipelines created by this device (compiled or from the cache)
         self._seconds = 0.0  # time spent creating them
         self._unsaved = 0  # pipelines made since the cache file was last written
         self._saved_at = time.monotonic()
@@ -70,7 +70,7 @@ class PipelineCache:
             pipeline = self._pipelines[key] = self._context.pipeline(
                 program.spirv, grid, program.spec, program.push_words, [a.memory for a in arenas])
             self._seconds += time.perf_counter() - start
-            self._made += 1
+            self.from_fields += 1
             self._unsaved += 1
             if len(self._pipelines) > limits.CACHE_LIMITS["pipelines"]:
                 self._evict(limits.CACHE_LIMITS["pipelines"])
@@ -87,7 +87,7 @@ class PipelineCache:
 
     def stats(self) -> dict:
         """`Device.pipeline_stats`: pipelines created, seconds spent creating them, the disk cache."""
-        return {"pipelines_created": self._made, "pipeline_seconds": self._seconds, **self._disk_cache.info()}
+        return {"pipelines_created": self.from_fields, "pipeline_seconds": self._seconds, **self._disk_cache.info()}
 
     def _evict(self, limit: int) -> None:
         """Retire the least recently made unpinned pipelines until at most `limit` are kept
@@ -150,7 +150,7 @@ class PipelineCache:
             pipeline.destroy()
             pipeline.handle = None
         self._pipelines.clear()
-        if self._made:
+        if self.from_fields:
             self._save()
         for _, pipeline in self._retired:
             pipeline.destroy()
