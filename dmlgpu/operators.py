@@ -63,7 +63,8 @@ class Attribute:
     """A non-tensor member of an operator's desc struct, in DirectML's member order.
 
     kind: "enum" (a member of `enum`), "axes" (AxisCount + Axes: distinct dimensions of the
-    input), "axis" (one dimension of the input), "count" (a positive UINT, such as K).
+    input), "axis" (one dimension of the input), "count" (a UINT greater than 0 and less than the
+    input's size along "axis": TOP_K1's K).
     """
 
     name: str  # DirectML member name ("Function", "Axes", "Axis", "K", "AxisDirection")
@@ -165,11 +166,8 @@ class Operator:
         """(function, input type, output type) of every call dmlgpu computes at `level`
         (default: the newest), for the rows with attributes: function None where the tables
         do not depend on one; the output type is REDUCE's output or TOP_K1's index output."""
-        rows = self.newest_tables if level is None else tuple(
-            row for row in self.support if row.level == max(
-                (r.level for r in self.support if r.level <= level), default=None))
         cases = []
-        for row in rows:
+        for row in self.tables_at(level):
             for function in row.functions or (None,):
                 for in_type in row.input_types:
                     if self.computed(function, in_type) is not None:
@@ -192,8 +190,17 @@ class Operator:
 
     @property
     def newest_tables(self) -> tuple[LevelSupport, ...]:
-        """Every table of the newest level (one per function group where tables depend on one)."""
-        return tuple(row for row in self.support if row.level == self.support[0].level)
+        """The newest table of each function group (one table where tables depend on none)."""
+        return self.tables_at(None)
+
+    def tables_at(self, level: L | None) -> tuple[LevelSupport, ...]:
+        """The table in force at `level` (None: the newest) of each function group."""
+        seen, rows = set(), []
+        for row in self.support:
+            if (level is None or row.level <= level) and row.functions not in seen:
+                seen.add(row.functions)
+                rows.append(row)
+        return tuple(rows)
 
 
 def field_name(tensor: str) -> str:
@@ -205,12 +212,13 @@ def _support(*rows) -> tuple[LevelSupport, ...]:
     return tuple(LevelSupport(*row) for row in sorted(rows, key=lambda r: r[0], reverse=True))
 
 
-def _function_support(*levels) -> tuple[LevelSupport, ...]:
-    """Tables per level and function group: (level, dims, [(functions, in, out), ...])."""
-    rows = []
-    for level, dims, tables in sorted(levels, key=lambda r: r[0], reverse=True):
-        rows += [LevelSupport(level, dims, i, o, tuple(f)) for f, i, o in tables]
-    return tuple(rows)
+def _function_support(*groups) -> tuple[LevelSupport, ...]:
+    """Tables per function group, as a page with "Tensor support according to function" lists
+    them: (functions, [(level, dims, in, out), ...]); each group has levels of its own. The rows
+    come out newest first (a stable sort), so `support_at` finds each group's table in force."""
+    rows = [LevelSupport(level, dims, i, o, tuple(functions))
+            for functions, tables in groups for level, dims, i, o in tables]
+    return tuple(sorted(rows, key=lambda row: row.level, reverse=True))
 
 
 _REGISTRY: list[Operator] = []
@@ -312,27 +320,34 @@ IS_NAN = _declare(Operator(
 
 
 F = ReduceFunction
-_ARG = (F.ARGMAX, F.ARGMIN)
-_FLOAT_ONLY = (F.AVERAGE, F.L2, F.LOG_SUM, F.LOG_SUM_EXP)
-_ARITHMETIC = (F.L1, F.MULTIPLY, F.SUM, F.SUM_SQUARE)
-_ORDER = (F.MAX, F.MIN)
-_ORDERED_5_0 = FLOATS_UP_TO_32 + INTS + UINTS
+_F32_F16 = FLOATS_UP_TO_32
+_ORDERED_5_0 = FLOATS_UP_TO_32 + INTS + UINTS  # all but FLOAT64
 _ORDERED_3_0 = FLOATS_UP_TO_32 + INTS_UP_TO_32 + UINTS_UP_TO_32
-_WIDE_INTS = (DataType.INT64, DataType.INT32, DataType.UINT64, DataType.UINT32)
+_WIDE = FLOATS_UP_TO_32 + (DataType.INT64, DataType.INT32, DataType.UINT64, DataType.UINT32)
+_NARROW = FLOATS_UP_TO_32 + (DataType.INT32, DataType.UINT32)
+_INDICES = (DataType.INT64, DataType.INT32, DataType.UINT64, DataType.UINT32)
+_ARG = (F.ARGMAX, F.ARGMIN)
 REDUCE = _declare(Operator(
     "REDUCE", 55, "reduce", ("InputTensor",),
+    # The page's "Tensor support according to function": each group has levels of its own.
     _function_support(
-        (L.LEVEL_5_0, DIMS_1_TO_8, [(_ARG, _ORDERED_5_0, _WIDE_INTS),
-                                    (_FLOAT_ONLY, FLOATS_UP_TO_32, FLOATS_UP_TO_32),
-                                    (_ARITHMETIC, FLOATS_UP_TO_32 + _WIDE_INTS, FLOATS_UP_TO_32 + _WIDE_INTS),
-                                    (_ORDER, _ORDERED_5_0, _ORDERED_5_0)]),
-        (L.LEVEL_3_0, DIMS_1_TO_8, [(_ARG, _ORDERED_3_0, (DataType.UINT64, DataType.UINT32)),
-                                    (_FLOAT_ONLY, FLOATS_UP_TO_32, FLOATS_UP_TO_32),
-                                    (_ARITHMETIC, FLOATS_UP_TO_32 + (DataType.INT32, DataType.UINT32),
-                                     FLOATS_UP_TO_32 + (DataType.INT32, DataType.UINT32)),
-                                    (_ORDER, _ORDERED_3_0, _ORDERED_3_0)]),
-        (L.LEVEL_1_0, DIMS_4, [(_ARG, FLOATS_UP_TO_32, (DataType.UINT64, DataType.UINT32)),
-                               (_FLOAT_ONLY + _ARITHMETIC + _ORDER, FLOATS_UP_TO_32, FLOATS_UP_TO_32)]),
+        (_ARG, [(L.LEVEL_4_1, DIMS_1_TO_8, _ORDERED_5_0, _INDICES),
+                (L.LEVEL_3_0, DIMS_1_TO_8, _ORDERED_3_0, _INDICES),
+                (L.LEVEL_2_1, DIMS_4, _ORDERED_3_0, (DataType.UINT32,)),
+                (L.LEVEL_1_0, DIMS_4, _F32_F16, (DataType.UINT32,))]),
+        ((F.AVERAGE, F.L2, F.LOG_SUM, F.LOG_SUM_EXP), [(L.LEVEL_3_0, DIMS_1_TO_8, _F32_F16, _F32_F16),
+                                                      (L.LEVEL_1_0, DIMS_4, _F32_F16, _F32_F16)]),
+        ((F.L1, F.SUM_SQUARE), [(L.LEVEL_5_0, DIMS_1_TO_8, _WIDE, _WIDE),
+                                (L.LEVEL_3_0, DIMS_1_TO_8, _F32_F16, _F32_F16),
+                                (L.LEVEL_1_0, DIMS_4, _F32_F16, _F32_F16)]),
+        ((F.MAX, F.MIN), [(L.LEVEL_5_0, DIMS_1_TO_8, _ORDERED_5_0, _ORDERED_5_0),
+                          (L.LEVEL_3_0, DIMS_1_TO_8, _ORDERED_3_0, _ORDERED_3_0),
+                          (L.LEVEL_2_1, DIMS_4, _NARROW, _NARROW),
+                          (L.LEVEL_1_0, DIMS_4, _F32_F16, _F32_F16)]),
+        ((F.MULTIPLY, F.SUM), [(L.LEVEL_5_0, DIMS_1_TO_8, _WIDE, _WIDE),
+                               (L.LEVEL_3_0, DIMS_1_TO_8, _NARROW, _NARROW),
+                               (L.LEVEL_2_1, DIMS_4, _NARROW, _NARROW),
+                               (L.LEVEL_1_0, DIMS_4, _F32_F16, _F32_F16)]),
     ),
     same_type=True, in_place=False, flat_facts=(), element_facts=("in_bits", "kind", "out_bits"),
     shader="reduce",
@@ -347,17 +362,14 @@ REDUCE = _declare(Operator(
     family=REDUCE_FAMILY,
     attributes=(Attribute("Function", "enum", ReduceFunction), Attribute("Axes", "axes")),
     index_functions=_ARG,
-    not_computed=((_FLOAT_ONLY + _ARITHMETIC, FLOATS,
+    not_computed=((tuple(f for f in F if f not in _ARG + (F.MAX, F.MIN)), FLOATS,
                    "dmlgpu computes reductions bit-exactly; a float sum's rounding depends on its "
                    "order of additions, so only MIN, MAX, ARGMIN and ARGMAX take floats"),)))
-_TOP_K_5_0 = FLOATS_UP_TO_32 + INTS + UINTS
-_TOP_K_3_0 = FLOATS_UP_TO_32 + INTS_UP_TO_32 + UINTS_UP_TO_32
 TOP_K = _declare(Operator(
     "TOP_K1", 112, "top_k", ("InputTensor",),
-    (LevelSupport(L.LEVEL_5_0, DIMS_1_TO_8, _TOP_K_5_0, _TOP_K_5_0, (),
-                  (DataType.UINT64, DataType.UINT32)),
-     LevelSupport(L.LEVEL_3_0, DIMS_1_TO_8, _TOP_K_3_0, _TOP_K_3_0, (), (DataType.UINT32,)),
-     LevelSupport(L.LEVEL_2_1, DIMS_4, _TOP_K_3_0, _TOP_K_3_0, (), (DataType.UINT32,))),
+    (LevelSupport(L.LEVEL_5_0, DIMS_1_TO_8, _ORDERED_5_0, _ORDERED_5_0, (), (DataType.UINT64, DataType.UINT32)),
+     LevelSupport(L.LEVEL_3_1, DIMS_1_TO_8, _ORDERED_3_0, _ORDERED_3_0, (), (DataType.UINT32,)),
+     LevelSupport(L.LEVEL_2_1, DIMS_4, _ORDERED_3_0, _ORDERED_3_0, (), (DataType.UINT32,))),
     same_type=True, in_place=False, flat_facts=(), element_facts=("in_bits", "kind", "out_bits"),
     shader="top_k",
     # numpy's argpartition then a stable sort of the K: the fastest equivalent route, no one function.
@@ -395,9 +407,11 @@ def _types_text(types: tuple[DataType, ...]) -> str:
 
 
 def level_texts(op: Operator) -> list[str]:
-    """One short line per tensor-support table, newest first: "4_1+: 1–8 dims, all 11"."""
+    """One short line per tensor-support table, newest first (by function group where the tables
+    depend on one): "4_1+: 1–8 dims, all 11"."""
     texts = []
-    for row in op.support:
+    # By function group in enum order, as the pages list them (a stable sort keeps newest first).
+    for row in sorted(op.support, key=lambda row: min((int(f) for f in row.functions), default=0)):
         dims = f"{row.dims[0]}–{row.dims[-1]}" if len(row.dims) > 1 else f"{row.dims[0]}"
         types = _types_text(row.input_types)
         if not op.same_type or (row.functions and set(row.functions) <= set(op.index_functions)):

@@ -152,7 +152,8 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
 
     Args:
         x: a numpy array or a dmlgpu.Tensor (at least one dimension).
-        k: how many, from 1 to the size along `axis`.
+        k: how many: greater than 0 and less than the size along `axis` (DirectML's rule;
+            numpy's full sort, k equal to the size, is `np.sort`'s job).
         axis: the axis to select along (negative counts from the end).
         largest: True for the largest first (DECREASING), False for the smallest (INCREASING).
 
@@ -168,8 +169,9 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
     if not t.shape:
         raise ValidationError(name, "InputTensor", "Sizes", (), "allowed: at least one dimension")
     (axis,) = _axes(axis, t.ndim, name)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= t.shape[axis]:
-        raise ValidationError(name, None, "K", k, f"allowed: an integer from 1 to {t.shape[axis]} (the size along axis)")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 < k < t.shape[axis]:
+        raise ValidationError(name, None, "K", k, f"allowed: an integer greater than 0 and less than "
+                              f"{t.shape[axis]} (the size along axis: DirectML's rule for K)")
     shape = tuple(int(k) if d == axis else s for d, s in enumerate(t.shape))
     values, indices = _result(t.device, shape, t.data_type), _result(t.device, shape, TOP_K_INDEX_TYPE)
     direction = AxisDirection.DECREASING if largest else AxisDirection.INCREASING

@@ -91,10 +91,12 @@ def _check_attributes(op: Operator, values: dict, sizes: tuple) -> dict:
             if not is_int(value) or not 0 <= value < rank:
                 fail(f"allowed: an integer in [0, {rank - 1}] (less than InputTensor.DimensionCount)")
             checked[attribute.name] = int(value)
-        else:  # count: K, at most the input's size along Axis (K = size is a full sort)
+        else:  # count: K, "greater than 0, but less than" the input's size along Axis (TOP_K1's page)
             size = sizes[checked["Axis"]]
-            if not is_int(value) or not 1 <= value <= size:
-                fail(f"allowed: an integer from 1 to the input's size along Axis ({size})")
+            if not is_int(value) or not 0 < value < size:
+                fail(f"allowed: an integer greater than 0 and less than the input's size along Axis ({size})"
+                     if size > 1 else "none: the input's size along Axis is 1, and K must be greater than 0 "
+                     "and less than it")
             checked[attribute.name] = int(value)
     return checked
 

@@ -157,27 +157,38 @@ SELECTION_FACTS = {  # DML_OPERATOR_TYPE value, inputs, outputs, non-tensor memb
 }
 ORDERED_5_0 = "FLOAT32 FLOAT16 INT64 INT32 INT16 INT8 UINT64 UINT32 UINT16 UINT8".split()
 ORDERED_3_0 = "FLOAT32 FLOAT16 INT32 INT16 INT8 UINT32 UINT16 UINT8".split()
-SELECTION_TABLES = {  # (level, dims, functions, input types, output types, index types)
-    "REDUCE": [
-        (L.LEVEL_5_0, "1-8", "ARGMAX ARGMIN", ORDERED_5_0, ["INT64", "INT32", "UINT64", "UINT32"], []),
-        (L.LEVEL_5_0, "1-8", "AVERAGE L2 LOG_SUM LOG_SUM_EXP", ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"], []),
-        (L.LEVEL_5_0, "1-8", "L1 MULTIPLY SUM SUM_SQUARE", ["FLOAT32", "FLOAT16", "INT64", "INT32", "UINT64", "UINT32"],
-         ["FLOAT32", "FLOAT16", "INT64", "INT32", "UINT64", "UINT32"], []),
-        (L.LEVEL_5_0, "1-8", "MAX MIN", ORDERED_5_0, ORDERED_5_0, []),
-        (L.LEVEL_3_0, "1-8", "ARGMAX ARGMIN", ORDERED_3_0, ["UINT64", "UINT32"], []),
-        (L.LEVEL_3_0, "1-8", "AVERAGE L2 LOG_SUM LOG_SUM_EXP", ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"], []),
-        (L.LEVEL_3_0, "1-8", "L1 MULTIPLY SUM SUM_SQUARE", ["FLOAT32", "FLOAT16", "INT32", "UINT32"],
-         ["FLOAT32", "FLOAT16", "INT32", "UINT32"], []),
-        (L.LEVEL_3_0, "1-8", "MAX MIN", ORDERED_3_0, ORDERED_3_0, []),
-        (L.LEVEL_1_0, "4", "ARGMAX ARGMIN", ["FLOAT32", "FLOAT16"], ["UINT64", "UINT32"], []),
-        (L.LEVEL_1_0, "4", "AVERAGE L2 LOG_SUM LOG_SUM_EXP L1 MULTIPLY SUM SUM_SQUARE MAX MIN",
-         ["FLOAT32", "FLOAT16"], ["FLOAT32", "FLOAT16"], []),
-    ],
-    "TOP_K1": [
-        (L.LEVEL_5_0, "1-8", "", ORDERED_5_0, ORDERED_5_0, ["UINT64", "UINT32"]),
-        (L.LEVEL_3_0, "1-8", "", ORDERED_3_0, ORDERED_3_0, ["UINT32"]),
-        (L.LEVEL_2_1, "4", "", ORDERED_3_0, ORDERED_3_0, ["UINT32"]),
-    ],
+F32_F16 = ["FLOAT32", "FLOAT16"]
+WIDE = ["FLOAT32", "FLOAT16", "INT64", "INT32", "UINT64", "UINT32"]
+NARROW = ["FLOAT32", "FLOAT16", "INT32", "UINT32"]
+INDICES = ["INT64", "INT32", "UINT64", "UINT32"]
+#: By function group, as the pages' "Tensor support according to function" sections list them
+#: (REDUCE: MicrosoftDocs/sdk-api ns-directml-dml_reduce_operator_desc.md; TOP_K1, one group:
+#: ns-directml-dml_top_k1_operator_desc.md): (level, dims, input types, output types, index types).
+SELECTION_TABLES = {
+    "REDUCE": {
+        "ARGMAX ARGMIN": [(L.LEVEL_4_1, "1-8", ORDERED_5_0, INDICES, []),
+                          (L.LEVEL_3_0, "1-8", ORDERED_3_0, INDICES, []),
+                          (L.LEVEL_2_1, "4", ORDERED_3_0, ["UINT32"], []),
+                          (L.LEVEL_1_0, "4", F32_F16, ["UINT32"], [])],
+        "AVERAGE L2 LOG_SUM LOG_SUM_EXP": [(L.LEVEL_3_0, "1-8", F32_F16, F32_F16, []),
+                                           (L.LEVEL_1_0, "4", F32_F16, F32_F16, [])],
+        "L1 SUM_SQUARE": [(L.LEVEL_5_0, "1-8", WIDE, WIDE, []),
+                          (L.LEVEL_3_0, "1-8", F32_F16, F32_F16, []),
+                          (L.LEVEL_1_0, "4", F32_F16, F32_F16, [])],
+        "MAX MIN": [(L.LEVEL_5_0, "1-8", ORDERED_5_0, ORDERED_5_0, []),
+                    (L.LEVEL_3_0, "1-8", ORDERED_3_0, ORDERED_3_0, []),
+                    (L.LEVEL_2_1, "4", NARROW, NARROW, []),
+                    (L.LEVEL_1_0, "4", F32_F16, F32_F16, [])],
+        "MULTIPLY SUM": [(L.LEVEL_5_0, "1-8", WIDE, WIDE, []),
+                         (L.LEVEL_3_0, "1-8", NARROW, NARROW, []),
+                         (L.LEVEL_2_1, "4", NARROW, NARROW, []),
+                         (L.LEVEL_1_0, "4", F32_F16, F32_F16, [])],
+    },
+    "TOP_K1": {
+        "": [(L.LEVEL_5_0, "1-8", ORDERED_5_0, ORDERED_5_0, ["UINT64", "UINT32"]),
+             (L.LEVEL_3_1, "1-8", ORDERED_3_0, ORDERED_3_0, ["UINT32"]),
+             (L.LEVEL_2_1, "4", ORDERED_3_0, ORDERED_3_0, ["UINT32"])],
+    },
 }
 
 
@@ -188,10 +199,67 @@ def test_selection_rows_restate_their_pages(name):
     assert BY_SHORT[op.short] is op
     assert (op.type_value, op.inputs, op.outputs, tuple(a.name for a in op.attributes), op.introduced) == \
         SELECTION_FACTS[name]
-    got = [(row.level, "4" if row.dims == (4,) else f"{row.dims[0]}-{row.dims[-1]}",
-            " ".join(f.name for f in row.functions), [t.name for t in row.input_types],
-            [t.name for t in row.output_types], [t.name for t in row.index_types]) for row in op.support]
+    assert [row.level for row in op.support] == sorted((row.level for row in op.support), reverse=True)
+    got = {}
+    for row in op.support:  # newest first within each group, as the pages list them
+        got.setdefault(" ".join(sorted(f.name for f in row.functions)), []).append(
+            (row.level, "4" if row.dims == (4,) else f"{row.dims[0]}-{row.dims[-1]}", [t.name for t in row.input_types],
+             [t.name for t in row.output_types], [t.name for t in row.index_types]))
     assert got == SELECTION_TABLES[name]
+    functions = [f for f in getattr(op.attributes[0].enum, "__members__", {}).values()] if name == "REDUCE" else [None]
+    assert sorted(" ".join(sorted(f.name for f in row.functions)) for row in op.newest_tables) == \
+        sorted(SELECTION_TABLES[name])
+    for function in functions:  # every function has a table at every level from 1_0 (REDUCE's Availability)
+        for level in L:
+            row = op.support_at(level, function)
+            assert (row is None) == (level < op.introduced), (function, level)
     cls = descs.DESC_CLASSES[name]
     assert cls.__name__ == op.desc_class_name and list(cls.__dataclass_fields__) == \
         [field_name(t) for t in op.tensors] + [field_name(a.name) for a in op.attributes]
+
+
+@pytest.mark.parametrize("k, size, ok", [(0, 5, False), (1, 5, True), (4, 5, True), (5, 5, False), (1, 1, False)])
+def test_top_k1_k_is_greater_than_0_and_less_than_the_axis_size(k, size, ok):
+    """TOP_K1's page: "K must be greater than 0, but less than the number of elements in the
+    InputTensor along the dimension specified by Axis"."""
+    from dmlgpu import TensorDesc, ValidationError, validate
+    from dmlgpu.descs import TopK1OperatorDesc
+    x, out = TensorDesc(DataType.INT32, (2, size)), (2, k) if k else (2, 1)
+    desc = TopK1OperatorDesc(x, TensorDesc(DataType.INT32, out), TensorDesc(DataType.UINT32, out), 1, k, 0)
+    if ok:
+        validate(desc)
+    else:
+        with pytest.raises(ValidationError) as info:
+            validate(desc)
+        assert info.value.field == "K" and "less than" in info.value.allowed
+
+
+@pytest.mark.parametrize("level, function, in_type, out_type, ok", [
+    (L.LEVEL_3_0, "L1", "INT32", "INT32", False),          # L1, SUM_SQUARE: floats only below 5_0
+    (L.LEVEL_3_0, "SUM_SQUARE", "UINT32", "UINT32", False),
+    (L.LEVEL_5_0, "L1", "INT32", "INT32", True),
+    (L.LEVEL_3_0, "SUM", "INT32", "INT32", True),
+    (L.LEVEL_3_0, "ARGMAX", "INT32", "INT64", True),        # 3_0: INT64, INT32, UINT64, UINT32 indices
+    (L.LEVEL_3_0, "ARGMIN", "UINT8", "INT32", True),
+    (L.LEVEL_3_0, "ARGMAX", "INT64", "UINT32", False),      # 64-bit inputs from 4_1
+    (L.LEVEL_4_1, "ARGMAX", "INT64", "UINT32", True),
+    (L.LEVEL_2_1, "ARGMAX", "INT8", "UINT32", True),        # 2_1: 4 dims, UINT32 indices only
+    (L.LEVEL_2_1, "ARGMAX", "INT8", "UINT64", False),
+    (L.LEVEL_2_1, "MAX", "INT32", "INT32", True),
+    (L.LEVEL_2_1, "MAX", "INT16", "INT16", False),
+    (L.LEVEL_2_1, "SUM", "UINT32", "UINT32", True),
+    (L.LEVEL_1_0, "SUM", "UINT32", "UINT32", False),
+    (L.LEVEL_1_0, "ARGMIN", "FLOAT32", "UINT32", True),
+])
+def test_reduce_levels_by_function(level, function, in_type, out_type, ok):
+    from dmlgpu import TensorDesc, ValidationError, validate
+    from dmlgpu.descs import ReduceOperatorDesc
+    from dmlgpu.operators import ReduceFunction
+    desc = ReduceOperatorDesc(TensorDesc(DataType[in_type], (2, 3, 1, 5)), TensorDesc(DataType[out_type], (2, 1, 1, 5)),
+                              ReduceFunction[function], (1,))
+    if ok:
+        validate(desc, level)
+    else:
+        with pytest.raises(ValidationError) as info:
+            validate(desc, level)
+        assert info.value.field == "DataType"
