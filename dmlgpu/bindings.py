@@ -130,13 +130,14 @@ class _GraphLabel:
         self.dml_name = name
 
 
-def check_graph_bindings(label: str, input_descs, output_descs, inputs, outputs, device, in_place=True):
+def check_graph_bindings(label: str, input_descs, output_descs, inputs, outputs, device, in_place=True,
+                         no_alias="no output may alias an input"):
     """Check bindings for one execution of a compiled graph.
 
     `input_descs[k]` lists the tensor descriptions graph input k is read through (one per node
     input it feeds; empty for an unused input), `output_descs[j]` is graph output j's. Returns
     (input ranges, output ranges); an unused input's range is None. `in_place` False: no
-    output may share bytes with an input at all.
+    output may share bytes with an input at all (`no_alias` says why).
 
     Raises:
         ValidationError: a count, type, buffer, alignment or size rule broken, two outputs
@@ -176,7 +177,7 @@ def check_graph_bindings(label: str, input_descs, output_descs, inputs, outputs,
             if (bound.start, bound.end) != (out.start, out.end):
                 allowed = "an output may share bytes with an input only over an identical range"
             elif not in_place:
-                allowed = "this graph runs as several dispatches per output shape: no output may alias an input"
+                allowed = no_alias
             elif not all(d.sizes == output_descs[j].sizes and _same_layout(d, output_descs[j])
                          for d in input_descs[k]):
                 allowed = "in-place execution needs every read of the input to have the output's layout"

@@ -96,16 +96,19 @@ class ValidNode:
     operator_desc: object  # the operator descriptor, or None
     data: bytes | None  # a constant node's bytes
     input_descs: tuple  # TensorDesc per input (operator nodes)
-    output_desc: object  # TensorDesc of the output (operator nodes), else None
+    output_desc: object  # TensorDesc of the (first) output (operator nodes), else None
+    output_descs: tuple = ()  # TensorDesc per output, in the row's order (TOP_K1: values, indices)
 
 
 @dataclass(frozen=True)
 class ValidGraph:
     """What `validate_graph` proved about a graph, for the compiler.
 
-    `feeds[(node, input)]` is ("input", graph input index) or ("node", node index);
-    `outputs[j]` is the node computing graph output j; `order` is a topological order of the
-    nodes; `input_reads[k]` lists the (node, input) pairs reading graph input k.
+    `feeds[(node, input)]` is ("input", graph input index) or ("node", node index), and
+    `ports[(node, input)]` the feeding node's output index (0 but for a TOP_K1's indices);
+    `outputs[j]` is the node computing graph output j and `output_ports[j]` its output index;
+    `order` is a topological order of the nodes; `input_reads[k]` lists the (node, input) pairs
+    reading graph input k.
     """
 
     nodes: tuple
@@ -113,6 +116,23 @@ class ValidGraph:
     outputs: tuple
     order: tuple
     input_reads: tuple
+    ports: dict = field(default_factory=dict)
+    output_ports: tuple = ()
 
-__all__ = ["ConstantDataGraphNodeDesc", "GraphDesc", "InputGraphEdgeDesc", "IntermediateGraphEdgeDesc",
+    def output_desc(self, j: int):
+        """Graph output j's tensor description."""
+        return self.nodes[self.outputs[j]].output_descs[self.output_ports[j]]
+
+
+@dataclass(frozen=True)
+class FusedReduction:
+    """What `validate_fused_reduction` proved: a graph of element-wise nodes (`prefix`, in
+    topological order) ending in the REDUCE node `reduce` over its input's trailing `axes`,
+    optionally followed by the TOP_K1 node `top_k` (None) of the REDUCE's output."""
+
+    prefix: tuple
+    reduce: int
+    top_k: int | None
+
+__all__ = ["ConstantDataGraphNodeDesc", "FusedReduction", "GraphDesc", "InputGraphEdgeDesc", "IntermediateGraphEdgeDesc",
            "OperatorGraphNodeDesc", "OutputGraphEdgeDesc"]

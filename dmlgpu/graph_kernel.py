@@ -13,12 +13,13 @@ beyond what the driver does for any pipeline. Everything here is derived from th
 from __future__ import annotations
 
 from .dtypes import Kind
-from .operators import OPERATORS, Operator
+from .operators import OPERATORS, Operator, ReduceFunction
 
 __all__ = ["GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS", "MAX_INPUTS",
            "MAX_OUTPUTS", "MAX_SLOTS", "MODE_PACKED", "MODE_STRIDED", "MODE_UNUSED", "OP_CODES", "OP_CONST",
            "OP_LOAD", "PUSH_COUNT", "PUSH_WORDS", "SPEC_COUNT", "SPEC_IDS", "TIERS", "graph_abi_glsl",
-           "group_elements", "op_code", "tier_defines", "tier_for", "tier_name"]
+           "group_elements", "op_code", "reduce_tier_defines", "reduce_tier_name", "tier_defines", "tier_for",
+           "tier_name"]
 
 GRAPH_SOURCE = "graph.comp"
 MAX_DIMS = 8
@@ -68,6 +69,9 @@ _SPEC_BLOCKS = (
     ("OUT_MODE", MAX_OUTPUTS), ("OUT_BITS", MAX_OUTPUTS), ("OUT_SLOT", MAX_OUTPUTS),
     ("SLOT_OP", MAX_SLOTS), ("SLOT_A", MAX_SLOTS), ("SLOT_B", MAX_SLOTS), ("SLOT_BITS", MAX_SLOTS),
     ("SLOT_KIND", MAX_SLOTS), ("SLOT_LO", MAX_SLOTS), ("SLOT_HI", MAX_SLOTS),
+    # The reducing module (GRAPH_REDUCE): the DML_REDUCE_FUNCTION value, the slot it reduces, that
+    # slot's width and kind code, and the elements (innermost) reduced into each output element.
+    ("RED_FUNCTION", 1), ("RED_SLOT", 1), ("RED_BITS", 1), ("RED_KIND", 1), ("RED_COUNT", 1),
 )
 SPEC_IDS: dict[str, int] = {}
 _next = 0
@@ -83,6 +87,13 @@ def tier_name(tier) -> str:
     return f"graph-s{slots}-i{inputs}-o{outputs}"
 
 
+def reduce_tier_name(tier) -> str:
+    """The reducing module of a size: each output element the reduction of the program over
+    the innermost elements (a fused element-wise prefix -> REDUCE)."""
+    slots, inputs, outputs = tier
+    return f"graph-reduce-s{slots}-i{inputs}-o{outputs}"
+
+
 def tier_for(slots: int, inputs: int, outputs: int):
     """The smallest module that holds a program, or None."""
     for tier in TIERS:
@@ -94,6 +105,10 @@ def tier_for(slots: int, inputs: int, outputs: int):
 def tier_defines(tier) -> dict:
     slots, inputs, outputs = tier
     return {"GRAPH_SLOTS": slots, "GRAPH_INPUTS": inputs, "GRAPH_OUTPUTS": outputs}
+
+
+def reduce_tier_defines(tier) -> dict:
+    return {**tier_defines(tier), "GRAPH_REDUCE": 1}
 
 
 def op_code(op: Operator) -> int:
@@ -109,7 +124,8 @@ def graph_abi_glsl() -> str:
               "GRAPH_MAX_SLOTS": MAX_SLOTS, "GRAPH_GROUP_WORDS": MAX_GROUP_WORDS, "OP_LOAD": OP_LOAD, "OP_CONST": OP_CONST,
               "MODE_PACKED": MODE_PACKED, "MODE_STRIDED": MODE_STRIDED, "MODE_UNUSED": MODE_UNUSED,
               **{f"KIND_{kind.name}": code for kind, code in KIND_CODES.items()},
-              **{f"OP_{op.short.upper()}": i for i, op in enumerate(OPERATORS)}}
+              **{f"OP_{op.short.upper()}": i for i, op in enumerate(OPERATORS)},
+              **{f"RED_{f.name}": int(f) for f in ReduceFunction}}
     lines += [f"#define {name} {value}" for name, value in consts.items()]
     for name, count in _SPEC_BLOCKS:
         base = SPEC_IDS[name]

@@ -18,6 +18,7 @@ distances only depend on the bits).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +30,8 @@ from .runtime import Program
 from .pieces import Pieces
 from .tensor import Tensor
 
-__all__ = ["CODE_DTYPES", "HammingIndex", "as_codes", "hamming_knn"]
+__all__ = ["CODE_DTYPES", "HammingIndex", "SearchPlan", "SearchStep", "as_codes", "hamming_knn", "plan_search",
+           "search_programs"]
 
 NAME = "dmlgpu.hamming_knn"
 #: Word types a code may be made of.
@@ -103,6 +105,125 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def search_programs(words: int, k: int):
+    """The scan and merge Programs for codes of `words` 32-bit words and k: the register path's
+    (k a specialization constant) for k <= kernels.HAMMING_REGISTER_K, else the global-memory
+    path's (any k)."""
+    key = k if k <= kernels.HAMMING_REGISTER_K else 0
+    spec = np.zeros(5, np.uint32)
+    spec[kernels.HAMMING_SPEC_WORDS] = words
+    spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
+    spec[kernels.HAMMING_SPEC_K] = key
+    spec[kernels.HAMMING_SPEC_ROWS_AT_ONCE] = max(1, kernels.HAMMING_WORDS_AT_ONCE // words)
+    spec[kernels.HAMMING_SPEC_CARRY_SAVE] = kernels.HAMMING_CARRY_SAVE
+    scan, merge = ((kernels.HAMMING_REGISTER_SCAN, kernels.HAMMING_REGISTER_MERGE) if key
+                   else (kernels.HAMMING_SCAN, kernels.HAMMING_MERGE))
+    return tuple(Program(name, spirv.load(name), spec, len(kernels.HAMMING_PUSH_FIELDS)) for name in (scan, merge))
+
+
+def tile_rows(device, pieces: list, words: int, k: int, count: int) -> int:
+    """Rows of the database each scan invocation walks (a tile) in a search of `count`
+    queries for the k nearest over pieces of `pieces` rows each, before the partial lists' fit
+    in one buffer is checked."""
+    rows, largest = sum(pieces), max(pieces)
+    floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
+    partial = min(PARTIAL_BYTES, device.max_buffer_size)
+    if k > kernels.HAMMING_REGISTER_K:
+        return max(floor, math.ceil(rows * k * 8 / partial))
+    # A key packs (distance << shift) | row_in_tile: distance <= words * 32 < 2^(32 - shift).
+    limit = 1 << (32 - (words * 32).bit_length())
+    lanes = _pow2(math.ceil(count / _GROUP)) * _GROUP
+    tiles = max(1, (TARGET_LANES_CPU if device.is_cpu else TARGET_LANES) // lanes)
+    return min(limit, max(floor, math.ceil(rows / tiles), math.ceil(rows * k * 8 / partial)))
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    """One dispatch of a search batch: `kernel` "scan" (of database piece `piece`) or "merge",
+    its grid and push words by name (the buffers' word offsets are added by the caller), the
+    list buffer it reads (merge; None for a scan, which reads the piece and the queries) and the
+    one it writes (`SearchPlan.list_bytes` names their sizes)."""
+
+    kernel: str
+    grid: tuple
+    push: dict
+    piece: int | None
+    reads: int | None
+    writes: int
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How a search of `count` queries for the k nearest runs: batches of `batch` queries, each
+    the dispatches `steps` (for a batch of `batch` queries; a last, smaller batch has steps of
+    its own: `steps_for`), list buffers of `list_bytes` bytes; the answer is list buffer
+    `result` as (distance, row) uint32 pairs, k per query."""
+
+    k: int
+    count: int
+    batch: int
+    per_slice: int
+    slices: tuple
+    words: int
+    pieces: tuple  # (first row, rows) per piece
+
+    def steps_for(self, count: int) -> tuple[list, list, int]:
+        """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries."""
+        k, total = self.k, sum(self.slices)
+        registers = k <= kernels.HAMMING_REGISTER_K
+        grid_y = _pow2(count)
+        scan_x = _pow2(math.ceil(count / ((1 if registers else kernels.HAMMING_QUERIES_PER_INVOCATION) * _GROUP)))
+        steps, sizes = [], [count * total * k * 8]
+        base = 0
+        for i, ((first, rows), piece_slices) in enumerate(zip(self.pieces, self.slices)):
+            steps.append(SearchStep("scan", (scan_x, _pow2(piece_slices), 1),
+                                    dict(words=self.words, rows=rows, row_base=first, rows_per_slice=self.per_slice,
+                                         k=k, slices=piece_slices, slice_base=base, slices_total=total,
+                                         queries=count), i, None, 0))
+            base += piece_slices
+        if registers and total > 1:  # a workgroup per query folds its lists into one
+            sizes.append(count * k * 8)
+            steps.append(SearchStep("merge", (1, grid_y, 1), dict(rows=total, k=k, queries=count), None, 0, 1))
+        level = 1 if registers else total
+        while level > 1:
+            out_lists = math.ceil(level / kernels.HAMMING_MERGE_GROUP)
+            sizes.append(count * out_lists * k * 8)
+            steps.append(SearchStep("merge", (_pow2(math.ceil(out_lists / _GROUP)), grid_y, 1),
+                                    dict(rows=level, rows_per_slice=kernels.HAMMING_MERGE_GROUP, k=k,
+                                         slices=out_lists, queries=count), None, len(sizes) - 2, len(sizes) - 1))
+            level = out_lists
+        return steps, sizes, len(sizes) - 1
+
+    def batches(self) -> list[tuple[int, int]]:
+        """(first query, queries) of each batch."""
+        return [(start, min(self.batch, self.count - start)) for start in range(0, self.count, self.batch)]
+
+
+def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: str = "database") -> SearchPlan:
+    """The plan of a search of `count` queries (at least 1) for the k nearest over database
+    pieces `pieces` ((first row, rows) each) of codes of `words` 32-bit words.
+
+    Raises:
+        ValidationError: the partial lists cannot fit one buffer (codes too wide for the
+            register path's keys).
+    """
+    partial = min(PARTIAL_BYTES, device.max_buffer_size)
+    rows_of = [rows for _, rows in pieces]
+    largest = max(rows_of)
+    per_slice = tile_rows(device, rows_of, words, k, count)
+    while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
+        slices = [math.ceil(rows / per_slice) for rows in rows_of]
+        total = sum(slices)
+        if total * k * 8 <= partial or per_slice >= largest:  # (else: a slice per piece)
+            break
+        if k <= kernels.HAMMING_REGISTER_K and per_slice * 2 > 1 << (32 - (words * 32).bit_length()):
+            raise ValidationError(NAME, tensor, "shape", (sum(rows_of), words * 4),
+                                  "allowed: partial top-k lists that fit one buffer")
+        per_slice *= 2
+    batch = max(1, min(count, 32768, partial // (total * k * 8)))
+    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces))
+
+
 class HammingIndex:
     """A database of binary codes resident on a device, searched exactly by Hamming distance.
 
@@ -153,35 +274,16 @@ class HammingIndex:
         self._programs = {}  # k (0: the global-memory path) -> (scan, merge)
 
     def _kernels(self, k: int):
-        """The scan and merge Programs for k: the register path's (k a specialization constant)
-        for k <= kernels.HAMMING_REGISTER_K, else the global-memory path's (any k)."""
+        """The scan and merge Programs for k (`search_programs`), kept per k."""
         key = k if k <= kernels.HAMMING_REGISTER_K else 0
         if key not in self._programs:
-            spec = np.zeros(5, np.uint32)
-            spec[kernels.HAMMING_SPEC_WORDS] = self.words
-            spec[kernels.HAMMING_SPEC_QUERIES] = kernels.HAMMING_QUERIES_PER_INVOCATION
-            spec[kernels.HAMMING_SPEC_K] = key
-            spec[kernels.HAMMING_SPEC_ROWS_AT_ONCE] = max(1, kernels.HAMMING_WORDS_AT_ONCE // self.words)
-            spec[kernels.HAMMING_SPEC_CARRY_SAVE] = kernels.HAMMING_CARRY_SAVE
-            scan, merge = ((kernels.HAMMING_REGISTER_SCAN, kernels.HAMMING_REGISTER_MERGE) if key
-                           else (kernels.HAMMING_SCAN, kernels.HAMMING_MERGE))
-            self._programs[key] = tuple(Program(name, spirv.load(name), spec, len(kernels.HAMMING_PUSH_FIELDS))
-                                        for name in (scan, merge))
+            self._programs[key] = search_programs(self.words, k)
         return self._programs[key]
 
     def tile_rows(self, k: int, count: int) -> int:
         """Rows of the database each scan invocation walks (a tile) in a search of `count`
         queries for the k nearest, before the partial lists' fit in one buffer is checked."""
-        largest = max(rows for _, _, _, rows in self._pieces)
-        floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
-        partial = min(PARTIAL_BYTES, self.device.max_buffer_size)
-        if k > kernels.HAMMING_REGISTER_K:
-            return max(floor, math.ceil(self.rows * k * 8 / partial))
-        # A key packs (distance << shift) | row_in_tile: distance <= words * 32 < 2^(32 - shift).
-        limit = 1 << (32 - (self.words * 32).bit_length())
-        lanes = _pow2(math.ceil(count / _GROUP)) * _GROUP
-        tiles = max(1, (TARGET_LANES_CPU if self.device.is_cpu else TARGET_LANES) // lanes)
-        return min(limit, max(floor, math.ceil(self.rows / tiles), math.ceil(self.rows * k * 8 / partial)))
+        return tile_rows(self.device, [rows for _, _, _, rows in self._pieces], self.words, k, count)
 
     def __len__(self) -> int:
         return self.rows
@@ -214,21 +316,9 @@ class HammingIndex:
         k, count = int(k), words.shape[0]
         pairs = np.empty((count, k, 2), np.uint32)
         if count:
-            partial = min(PARTIAL_BYTES, self.device.max_buffer_size)
-            largest = max(rows for _, _, _, rows in self._pieces)
-            per_slice = self.tile_rows(k, count)
-            while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
-                slices = [math.ceil(rows / per_slice) for _, _, _, rows in self._pieces]
-                total = sum(slices)
-                if total * k * 8 <= partial or per_slice >= largest:  # (else: a slice per piece)
-                    break
-                if k <= kernels.HAMMING_REGISTER_K and per_slice * 2 > 1 << (32 - (self.words * 32).bit_length()):
-                    raise ValidationError(NAME, "database", "shape", (self.rows, self.code_bytes),
-                                          "allowed: partial top-k lists that fit one buffer")
-                per_slice *= 2
-            batch = max(1, min(count, 32768, partial // (total * k * 8)))
-            for start in range(0, count, batch):
-                pairs[start:start + batch] = self._search_batch(words[start:start + batch], k, per_slice, slices)
+            plan = plan_search(self.device, [(first, rows) for _, _, first, rows in self._pieces], self.words, k, count)
+            for start, size in plan.batches():
+                pairs[start:start + size] = self._search_batch(words[start:start + size], plan)
         distances, indices = pairs[..., 0], pairs[..., 1]
         if tensor_out:
             device = queries.device
@@ -244,47 +334,34 @@ class HammingIndex:
         if not self.device.enqueue(launch):
             raise ValidationError(NAME, None, "device", "closed or released", "allowed: an open device")
 
-    def _search_batch(self, words: np.ndarray, k: int, per_slice: int, slices: list) -> np.ndarray:
-        count, total = words.shape[0], sum(slices)
+    def _search_batch(self, words: np.ndarray, plan: SearchPlan) -> np.ndarray:
+        count, k = words.shape[0], plan.k
         scan, merge = self._kernels(k)
-        registers = k <= kernels.HAMMING_REGISTER_K
+        steps, sizes, result = plan.steps_for(count)
         queries = self.device.upload(words)
-        lists = self.device.allocate(count * total * k * 8, zero_fill=False)
-        grid_y = _pow2(count)
-        scan_x = _pow2(math.ceil(count / ((1 if registers else kernels.HAMMING_QUERIES_PER_INVOCATION) * _GROUP)))
-        base = 0
-        for (piece, word_offset, first, rows), piece_slices in zip(self._pieces, slices):
-            streamed = isinstance(piece, np.ndarray)
-            if streamed:
-                piece = self.device.upload(piece)  # freed in stream order once scanned
-            self._launch(scan, (scan_x, _pow2(piece_slices), 1), [piece, queries, lists],
-                         dict(in_offset=piece.arena_offset // 4 + word_offset, query_offset=queries.arena_offset // 4,
-                              out_offset=lists.arena_offset // 4, words=self.words, rows=rows, row_base=first,
-                              rows_per_slice=per_slice, k=k, slices=piece_slices, slice_base=base,
-                              slices_total=total, queries=count),
-                         reads=[(piece, 0, piece.size_in_bytes), (queries, 0, queries.size_in_bytes)],
-                         writes=[(lists, 0, lists.size_in_bytes)])
-            base += piece_slices
-            if streamed:
-                piece.release()
-        if registers and total > 1:  # a workgroup per query folds its lists into one
-            merged = self.device.allocate(count * k * 8, zero_fill=False)
-            self._launch(merge, (1, grid_y, 1), [lists, merged],
-                         dict(in_offset=lists.arena_offset // 4, out_offset=merged.arena_offset // 4,
-                              rows=total, k=k, queries=count),
-                         reads=[(lists, 0, lists.size_in_bytes)], writes=[(merged, 0, merged.size_in_bytes)])
-            lists = merged
-        level = 1 if registers else total
-        while level > 1:  # (a buffer dropped here is freed in stream order, after the work using it)
-            out_lists = math.ceil(level / kernels.HAMMING_MERGE_GROUP)
-            merged = self.device.allocate(count * out_lists * k * 8, zero_fill=False)
-            self._launch(merge, (_pow2(math.ceil(out_lists / _GROUP)), grid_y, 1), [lists, merged],
-                         dict(in_offset=lists.arena_offset // 4, out_offset=merged.arena_offset // 4,
-                              rows=level, rows_per_slice=kernels.HAMMING_MERGE_GROUP, k=k,
-                              slices=out_lists, queries=count),
-                         reads=[(lists, 0, lists.size_in_bytes)], writes=[(merged, 0, merged.size_in_bytes)])
-            lists, level = merged, out_lists
-        return lists.read(0, count * k * 8).view(np.uint32).reshape(count, k, 2)
+        lists = [None] * len(sizes)  # (a buffer dropped here is freed in stream order, after the work using it)
+        for step in steps:
+            if lists[step.writes] is None:  # (every piece's scan writes its slices of list 0)
+                lists[step.writes] = self.device.allocate(sizes[step.writes], zero_fill=False)
+            out = lists[step.writes]
+            if step.kernel == "scan":
+                piece, word_offset, _, _ = self._pieces[step.piece]
+                streamed = isinstance(piece, np.ndarray)
+                if streamed:
+                    piece = self.device.upload(piece)  # freed in stream order once scanned
+                self._launch(scan, step.grid, [piece, queries, out],
+                             dict(step.push, in_offset=piece.arena_offset // 4 + word_offset,
+                                  query_offset=queries.arena_offset // 4, out_offset=out.arena_offset // 4),
+                             reads=[(piece, 0, piece.size_in_bytes), (queries, 0, queries.size_in_bytes)],
+                             writes=[(out, 0, out.size_in_bytes)])
+                if streamed:
+                    piece.release()
+            else:
+                source = lists[step.reads]
+                self._launch(merge, step.grid, [source, out],
+                             dict(step.push, in_offset=source.arena_offset // 4, out_offset=out.arena_offset // 4),
+                             reads=[(source, 0, source.size_in_bytes)], writes=[(out, 0, out.size_in_bytes)])
+        return lists[result].read(0, count * k * 8).view(np.uint32).reshape(count, k, 2)
 
 
 def hamming_knn(database, queries, k: int):

@@ -224,11 +224,13 @@ HAMMING_CARRY_SAVE = False
 
 def modules() -> list[Module]:
     """Every SPIR-V module the build makes: each variant, the fused-graph kernel in each of its
-    sizes (its program is specialization constants: dmlgpu/graph_kernel.py), the Hamming search's
-    two kernels."""
+    sizes (its program is specialization constants: dmlgpu/graph_kernel.py), element-wise and
+    reducing, the Hamming search's kernels."""
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
     return found + [*(Module(graph_kernel.tier_name(t), graph_kernel.GRAPH_SOURCE, graph_kernel.tier_defines(t))
                       for t in graph_kernel.TIERS),
+                    *(Module(graph_kernel.reduce_tier_name(t), graph_kernel.GRAPH_SOURCE,
+                             graph_kernel.reduce_tier_defines(t)) for t in graph_kernel.TIERS),
                     Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
                     Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1}),
                     Module(HAMMING_REGISTER_SCAN, "hamming.comp", {"HAMMING_SCAN": 1, "HAMMING_REGISTERS": 1}),

@@ -12,12 +12,12 @@ from .descs import DESC_CLASSES, OperatorDesc
 from .dtypes import DataType
 from .errors import DataTypeError, ValidationError
 from .feature_levels import FeatureLevel
-from .graph import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
-                    OperatorGraphNodeDesc, OutputGraphEdgeDesc, ValidGraph, ValidNode)
-from .operators import ELEMENT_WISE, REDUCE_FAMILY, Operator
+from .graph import (ConstantDataGraphNodeDesc, FusedReduction, GraphDesc, InputGraphEdgeDesc,
+                    IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc, ValidGraph, ValidNode)
+from .operators import ELEMENT_WISE, REDUCE_FAMILY, TOP_K_FAMILY, Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
 
-__all__ = ["is_int", "resolve_feature_level", "support_row", "validate", "validate_graph"]
+__all__ = ["is_int", "resolve_feature_level", "support_row", "validate", "validate_fused_reduction", "validate_graph"]
 
 #: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
 _OVERLAP_ENUMERATION_LIMIT = 1 << 22
@@ -285,7 +285,9 @@ def validate_graph(graph_desc, feature_level=None):
             raise ValidationError(GRAPH, None, name, count, f"allowed: an integer >= {low}")
     nodes = _graph_nodes(graph_desc.nodes, level)
     feeds: dict = {}
+    ports: dict = {}
     outputs: dict = {}
+    output_ports: dict = {}
 
     def edge_fail(kind, i, edge, field, value, allowed):
         label = f"{kind}[{i}]" + (f" ({edge.name!r})" if getattr(edge, "name", None) else "")
@@ -309,8 +311,9 @@ def validate_graph(graph_desc, feature_level=None):
 
     def check_from(kind, i, edge):
         check_index(kind, i, edge, "FromNodeIndex", edge.from_node_index, len(nodes), "a node")
-        check_index(kind, i, edge, "FromNodeOutputIndex", edge.from_node_output_index, 1,
-                    f"{nodes[edge.from_node_index].label}'s output")
+        source = nodes[edge.from_node_index]
+        check_index(kind, i, edge, "FromNodeOutputIndex", edge.from_node_output_index,
+                    len(source.op.outputs) if source.op else 1, f"{source.label}'s output")
 
     for kind, edges, cls in (("InputEdges", graph_desc.input_edges, InputGraphEdgeDesc),
                              ("IntermediateEdges", graph_desc.intermediate_edges, IntermediateGraphEdgeDesc),
@@ -327,7 +330,8 @@ def validate_graph(graph_desc, feature_level=None):
             elif cls is IntermediateGraphEdgeDesc:
                 check_from(kind, i, edge)
                 check_to(kind, i, edge, ("node", edge.from_node_index))
-                _check_intermediate(nodes[edge.from_node_index], nodes[edge.to_node_index],
+                ports[(edge.to_node_index, edge.to_node_input_index)] = edge.from_node_output_index
+                _check_intermediate(nodes[edge.from_node_index], edge.from_node_output_index, nodes[edge.to_node_index],
                                     edge.to_node_input_index, lambda f, v, a: edge_fail(kind, i, edge, f, v, a))
             else:
                 check_from(kind, i, edge)
@@ -340,6 +344,7 @@ def validate_graph(graph_desc, feature_level=None):
                     edge_fail(kind, i, edge, "GraphOutputIndex", edge.graph_output_index,
                               "each graph output is written by exactly one edge")
                 outputs[edge.graph_output_index] = edge.from_node_index
+                output_ports[edge.graph_output_index] = edge.from_node_output_index
     for node in nodes:
         for j, name in enumerate(node.op.inputs if node.op else ()):
             if (node.index, j) not in feeds:
@@ -361,7 +366,8 @@ def validate_graph(graph_desc, feature_level=None):
     order = _topological_order(nodes, feeds)
     _check_reach(nodes, feeds, outputs)
     return ValidGraph(tuple(nodes), feeds, tuple(outputs[j] for j in range(graph_desc.output_count)), order,
-                      tuple(tuple(r) for r in input_reads))
+                      tuple(tuple(r) for r in input_reads), ports,
+                      tuple(output_ports[j] for j in range(graph_desc.output_count)))
 
 
 def _snake(name: str) -> str:
@@ -391,11 +397,13 @@ def _graph_nodes(items, level) -> list:
             raise ValidationError(f"{GRAPH} {label}: {exc.operator}", exc.tensor, exc.field, exc.value,
                                   exc.allowed) from None
         tensors = list(item.operator_desc.tensor_descs().values())
-        nodes.append(ValidNode(i, label, op, item.operator_desc, None, tuple(tensors[:-1]), tensors[-1]))
+        count = len(op.inputs)
+        nodes.append(ValidNode(i, label, op, item.operator_desc, None, tuple(tensors[:count]), tensors[count],
+                               tuple(tensors[count:])))
     return nodes
 
 
-def _check_intermediate(source, target, j, fail):
+def _check_intermediate(source, port, target, j, fail):
     want = target.input_descs[j]
     if source.op is None:
         last = sum((size - 1) * stride for size, stride in zip(want.sizes, want.effective_strides))
@@ -404,7 +412,7 @@ def _check_intermediate(source, target, j, fail):
             fail("FromNodeIndex", source.label, f"{source.label} holds {len(source.data)} bytes; "
                  f"{target.label} {target.op.inputs[j]} reads {needed}")
         return
-    have = source.output_desc
+    have = source.output_descs[port]
     for field, a, b in (("DataType", have.data_type, want.data_type), ("Sizes", have.sizes, want.sizes)):
         if a != b:
             fail(field, _show_value(a), f"must equal {target.label} {target.op.inputs[j]}.{field} "
@@ -457,3 +465,61 @@ def _check_reach(nodes, feeds, outputs):
         if node.index not in live:
             raise ValidationError(f"{GRAPH} {node.label}", None, "edges", "dangling",
                                   "every node must contribute to a graph output")
+
+
+#: What a graph with a REDUCE or TOP_K1 node may be (the fused reduction's shape).
+FUSED_SHAPE = ("allowed: element-wise nodes ending in one REDUCE over trailing axes, optionally followed "
+               "by one TOP_K1 of the REDUCE's output")
+
+
+def validate_fused_reduction(graph: ValidGraph) -> FusedReduction:
+    """Check that a valid graph with REDUCE or TOP_K1 nodes has the shape the compiler fuses:
+    element-wise nodes (never stored) ending in one REDUCE over its input's trailing axes,
+    optionally followed by one TOP_K1 of the REDUCE's output; graph outputs come from those two.
+
+    Raises:
+        ValidationError: naming the node (index and name) that breaks the shape, the field, and
+            what is supported.
+    """
+    nodes = graph.nodes
+
+    def fail(n, field, value, allowed):
+        raise ValidationError(f"{GRAPH} {nodes[n].label}", None, field, value, allowed)
+
+    reduces = [n for n in graph.order if nodes[n].op is not None and nodes[n].op.family == REDUCE_FAMILY]
+    tops = [n for n in graph.order if nodes[n].op is not None and nodes[n].op.family == TOP_K_FAMILY]
+    if not reduces:
+        fail(tops[0], "operator", nodes[tops[0]].op.dml_name, "allowed: a TOP_K1 of a REDUCE node's output; "
+             + FUSED_SHAPE)
+    for extra, what in ((reduces[1:], "one REDUCE node"), (tops[1:], "one TOP_K1 node")):
+        if extra:
+            fail(extra[0], "operator", nodes[extra[0]].op.dml_name, f"allowed: {what} per graph; " + FUSED_SHAPE)
+    reduce, top = reduces[0], (tops[0] if tops else None)
+    users: dict = {}
+    for (n, _), (kind, k) in sorted(graph.feeds.items()):
+        if kind == "node":
+            users.setdefault(k, []).append(n)
+    if top is not None and graph.feeds[(top, 0)] != ("node", reduce):
+        kind, k = graph.feeds[(top, 0)]
+        fail(top, "InputTensor", f"{kind} {k}", f"allowed: fed by {nodes[reduce].label}'s output; " + FUSED_SHAPE)
+    for n in users.get(reduce, ()):
+        if n != top:
+            fail(n, "operator", nodes[n].op.dml_name, f"allowed after {nodes[reduce].label}: only a TOP_K1 of "
+                 "its output; " + FUSED_SHAPE)
+    for n in users.get(top, ()):
+        fail(n, "operator", nodes[n].op.dml_name, f"allowed: nothing after {nodes[top].label}; " + FUSED_SHAPE)
+    prefix = tuple(n for n in graph.order if nodes[n].op is not None and n not in (reduce, top))
+    for j, n in enumerate(graph.outputs):
+        if n in prefix:
+            fail(n, "OutputEdges", f"graph output {j}",
+                 f"allowed: graph outputs of {nodes[reduce].label}"
+                 + (f" or {nodes[top].label}" if top is not None else "")
+                 + ": the element-wise nodes before a REDUCE are fused into it and their results never stored")
+    source = nodes[reduce].input_descs[0]
+    axes = sorted(int(a) for a in nodes[reduce].operator_desc.attribute_values()["Axes"])
+    rank = len(source.sizes)
+    if axes != list(range(rank - len(axes), rank)):
+        fail(reduce, "Axes", tuple(axes), f"allowed: trailing axes ({tuple(range(rank - len(axes), rank))} for "
+             f"{len(axes)} of {rank} dimensions): the fused kernel reduces the innermost elements of each "
+             "output element")
+    return FusedReduction(prefix, reduce, top)

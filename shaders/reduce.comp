@@ -5,6 +5,7 @@
 // 64-bit (uvec2) and wraps at OUT_BITS when stored. ARGMIN/ARGMAX keep the first extreme index.
 #define PARAMS_BINDING 2
 #include "select.glsl"
+#include "arith64.glsl"
 
 #define F_ARGMAX 0
 #define F_ARGMIN 1
@@ -14,20 +15,6 @@
 #define F_MULTIPLY 9
 #define F_SUM 10
 #define F_SUM_SQUARE 11
-
-uvec2 add64(uvec2 a, uvec2 b) {
-    uint carry;
-    uint lo = uaddCarry(a.x, b.x, carry);
-    return uvec2(lo, a.y + b.y + carry);
-}
-
-uvec2 mul64(uvec2 a, uvec2 b) {  // low 64 bits of the product
-    uint hi, lo;
-    umulExtended(a.x, b.x, hi, lo);
-    return uvec2(lo, hi + a.x * b.y + a.y * b.x);
-}
-
-uvec2 negate64(uvec2 a) { return add64(~a, uvec2(1u, 0u)); }
 
 void main() {
     uint items = param(0u), walked = param(1u);

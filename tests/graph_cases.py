@@ -8,8 +8,10 @@ import dmlgpu
 from dmlgpu import (Binding, DataType, ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
                     OutputGraphEdgeDesc, TensorDesc)
 from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BY_SHORT
+from dmlgpu.operators import BY_SHORT, REDUCE_FAMILY, TOP_K_FAMILY, AxisDirection, ReduceFunction
 from dmlgpu.reference import REFERENCES
+from dmlgpu.reference import reduce as reference_reduce
+from dmlgpu.reference import top_k as reference_top_k
 from dmlgpu.validation import validate_graph
 
 from conftest import POISON
@@ -44,18 +46,27 @@ def reference(graph_desc: GraphDesc, inputs: list, outputs: list) -> list:
                 data = np.frombuffer(graph.nodes[k].data + bytes(8), dtype=np.uint8)
                 args.append(np.array(view(data, desc)))
             else:
-                args.append(values[k])
-        function = REFERENCES[node.op.short]
+                args.append(values[k][graph.ports.get((n, j), 0)])
         out_type = node.output_desc.data_type
-        values[n] = np.asarray(function(*args) if node.op.same_type else function(*args, out_type.numpy))
+        attributes = node.operator_desc.attribute_values()
+        if node.op.family == REDUCE_FAMILY:
+            values[n] = (reference_reduce(args[0], ReduceFunction(attributes["Function"]), tuple(attributes["Axes"]),
+                                          out_type.numpy),)
+        elif node.op.family == TOP_K_FAMILY:
+            values[n] = reference_top_k(args[0], attributes["Axis"], attributes["K"],
+                                        AxisDirection(attributes["AxisDirection"]),
+                                        node.output_descs[1].data_type.numpy)
+        else:
+            function = REFERENCES[node.op.short]
+            values[n] = (np.asarray(function(*args) if node.op.same_type else function(*args, out_type.numpy)),)
     results = []
     for j, n in enumerate(graph.outputs):
         out = outputs[j].copy()
-        desc = graph.nodes[n].output_desc
+        desc = graph.output_desc(j)
         dtype = desc.data_type.numpy
         target = np.lib.stride_tricks.as_strided(out[:out.size // dtype.itemsize * dtype.itemsize].view(dtype),
                                                  desc.sizes, [s * dtype.itemsize for s in desc.effective_strides])
-        target[...] = values[n]
+        target[...] = values[n][graph.output_ports[j]]
         results.append(out)
     return results
 
@@ -63,7 +74,7 @@ def reference(graph_desc: GraphDesc, inputs: list, outputs: list) -> list:
 def output_sizes(graph_desc) -> list:
     """Bytes bound to each graph output: its TotalTensorSizeInBytes."""
     graph = validate_graph(graph_desc)
-    return [graph.nodes[n].output_desc.total_size for n in graph.outputs]
+    return [graph.output_desc(j).total_size for j in range(len(graph.outputs))]
 
 
 def run(device, compiled, graph_desc, input_data: list, alias=None, repeat=1):

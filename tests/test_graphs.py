@@ -251,13 +251,3 @@ def test_more_outputs_than_one_dispatch_binds_split_and_recompute(device, rng):
     outs = [dmlgpu.Binding(buffer)] + [dmlgpu.Binding(device.allocate(n * 4)) for _ in range(9)]
     with pytest.raises(ValidationError, match="several dispatches"):
         compiled.execute([dmlgpu.Binding(buffer)], outs)
-
-
-def test_a_reduction_node_is_refused_by_name(device):
-    """The fused kernel computes element-wise rows only: a REDUCE node (a valid DirectML graph
-    node) is refused naming the node and the operator, before anything is compiled."""
-    plain = TensorDesc(U32, (8, 4))
-    reduce = ReduceOperatorDesc(plain, TensorDesc(U32, (8, 1)), ReduceFunction.SUM, (1,))
-    desc = GraphDesc(1, 1, [reduce], [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(0, 0, 0)], [])
-    with pytest.raises(ValidationError, match=r"node 0.*operator.*DML_OPERATOR_REDUCE|node 0.*REDUCE"):
-        device.compile_graph(desc)
