@@ -77,7 +77,7 @@ class CompiledGraph:
         """How many dispatches one execution runs: one per output shape of an element-wise
         graph's nodes (more only where one shape's program exceeds the fused kernel's limits);
         for a graph ending in a REDUCE (and TOP_K1), those of its route (`route`)."""
-        return len(self._kernels)
+        return sum(step.dispatches for step in self._kernels)
 
     def __repr__(self):
         return f"<dmlgpu.CompiledGraph {len(self.graph.nodes)} nodes, {self.dispatches} dispatch(es)>"
@@ -158,4 +158,4 @@ class CompiledGraph:
             return buffer, 0, buffer.size_in_bytes
 
         name = f"a fused graph of {len(self.graph.nodes)} nodes"
-        return [step.launch(self.device, where, name) for step in self._kernels]
+        return [launch for step in self._kernels for launch in step.launches(self.device, where, name)]

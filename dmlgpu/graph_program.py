@@ -117,8 +117,8 @@ class SlotProgram:
 @dataclass
 class Kernel:
     """One dispatch of the fused-graph kernel: its program, what it reads and writes
-    (`outputs`: (target, index, desc, slot), target "output" or "scratch"), the element count
-    it is pushed (output elements) and its grid."""
+    (`outputs`: (target, index, desc, slot[, byte offset]), target "output" or "scratch"), the
+    element count it is pushed (output elements) and its grid."""
 
     program: Program
     tier: tuple  # (slots, inputs, outputs) of its module
@@ -134,7 +134,10 @@ class Kernel:
         for read in self.reads:
             buffer, start, end = where(read.source, read.index)
             bound.append((buffer, start + read.offset, end))
-        written = [where(target, index) for target, index, _, _ in self.outputs]
+        written = []
+        for target, index, _, _, *offset in self.outputs:
+            buffer, start, end = where(target, index)
+            written.append((buffer, start + sum(offset), end))
         anchor = (bound or written)[0][0]
         _, tier_inputs, tier_outputs = self.tier
         buffers = [b for b, _, _ in bound] + [anchor] * (tier_inputs - len(bound))
@@ -147,11 +150,16 @@ class Kernel:
         push[gk.PUSH_COUNT] = self.count
         return device.launch(self.program, self.grid, buffers, push, reads=bound, writes=written, name=name)
 
+    dispatches = 1
+
+    def launches(self, device, where, name: str) -> list:
+        return [self.launch(device, where, name)]
+
 
 def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None = None) -> Kernel:
     """The dispatch of a program over the shape `sizes` (an element-wise program: the output
     shape; a reducing one: the input shape, whose innermost `reduction.walked` elements make one
-    output element); `outputs`: (target, index, desc, slot).
+    output element); `outputs`: (target, index, desc, slot[, byte offset]).
 
     Raises:
         TooBig: the program exceeds the kernel's limits.
@@ -162,7 +170,7 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
         if have > limit:
             raise TooBig(f"{have} {what}", f"allowed: at most {limit} in one fused dispatch")
     tier = gk.tier_for(len(slots), len(reads), len(outputs))
-    tensors = [r.desc for r in reads] + [d for _, _, d, _ in outputs]
+    tensors = [r.desc for r in reads] + [out[2] for out in outputs]
     if reduction is None:
         csizes, cstrides = coalesce(sizes, [list(t.effective_strides) for t in tensors])
     else:
@@ -203,8 +211,8 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
         put(f"{prefix}_BITS", index, tensor.data_type.bits)
         for d, stride in enumerate(strides):
             put(f"{prefix}{index}_STRIDE", pad + d, stride)
-    for j, (_, _, _, slot) in enumerate(outputs):
-        put("OUT_SLOT", j, slot)
+    for j, out in enumerate(outputs):
+        put("OUT_SLOT", j, out[3])
     for s, (code, a, b, bits_, kind, lo, hi) in enumerate(slots):
         for name, value in (("SLOT_OP", code), ("SLOT_A", a), ("SLOT_B", b), ("SLOT_BITS", bits_),
                             ("SLOT_KIND", kind), ("SLOT_LO", lo), ("SLOT_HI", hi)):

@@ -7,7 +7,7 @@ import pytest
 
 import dmlgpu
 from conftest import POISON
-from dmlgpu import ValidationError, hamming, kernels
+from dmlgpu import ValidationError, hamming, hamming_plan, kernels
 
 
 def numpy_knn(database, queries, k):
@@ -52,11 +52,11 @@ def test_packbits_codes(rng):
 @pytest.mark.parametrize("k", [7, kernels.HAMMING_REGISTER_K + 8])  # register path, global-memory path
 def test_pieces_batches_and_merge_levels(monkeypatch, rng, k):
     monkeypatch.setattr(hamming, "PIECE_BYTES", 64 * 32)  # 64 rows of 32 bytes per piece
-    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 3)  # many partial lists: several merge levels
-    monkeypatch.setattr(hamming, "TARGET_LANES", 1 << 30)  # (the register path: short tiles too)
-    monkeypatch.setattr(hamming, "TARGET_LANES_CPU", 1 << 30)
-    monkeypatch.setattr(hamming, "PARTIAL_BYTES", 1 << 16)  # queries in batches
-    monkeypatch.setattr(hamming, "MAX_SLICES_PER_PIECE", 16)  # the grid's limit: longer slices
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 3)  # many partial lists: several merge levels
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)  # (the register path: short tiles too)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 16)  # queries in batches
+    monkeypatch.setattr(hamming_plan, "MAX_SLICES_PER_PIECE", 16)  # the grid's limit: longer slices
     database = rng.integers(0, 2, size=(5000, 32), dtype=np.uint8)
     index = dmlgpu.HammingIndex(database)
     assert index.pieces == 79 and not index.in_place
@@ -76,7 +76,7 @@ def test_register_path_boundary_with_ties(k, rng):
 def test_wide_codes_pack_keys_within_32_bits(monkeypatch, rng):
     """Codes of 2^19 bits: a packed key keeps 12 bits for the row in its tile, so tiles stop at
     4,096 rows whatever else asks; distances up to the code's full width (all bits differ)."""
-    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 1 << 20)
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 1 << 20)
     words = 1 << 14
     database = rng.integers(0, 2**32, size=(300, words), dtype=np.uint32)
     database[5] = database[77] = 0xFFFFFFFF  # the farthest code from a zero query: distance 2^19
@@ -204,9 +204,9 @@ def test_register_scan_rows_at_once(monkeypatch, words_at_once, rng):
     """The register scan's group of rows (a specialization constant: 1 and 3 rows of one word)
     with a tail in every tile."""
     monkeypatch.setattr(kernels, "HAMMING_WORDS_AT_ONCE", words_at_once)
-    monkeypatch.setattr(hamming, "ROWS_PER_SLICE", 101)
-    monkeypatch.setattr(hamming, "TARGET_LANES", 1 << 30)
-    monkeypatch.setattr(hamming, "TARGET_LANES_CPU", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 101)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
     database = rng.integers(0, 16, size=(1001, 4), dtype=np.uint8)
     index = dmlgpu.HammingIndex(database)
     assert index.tile_rows(6, 5) == 101
