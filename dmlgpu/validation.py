@@ -468,8 +468,8 @@ def _check_reach(nodes, feeds, outputs):
 
 
 #: What a graph with a REDUCE or TOP_K1 node may be (the fused reduction's shape).
-FUSED_SHAPE = ("allowed: element-wise nodes ending in one REDUCE over trailing axes, optionally followed "
-               "by one TOP_K1 of the REDUCE's output")
+FUSED_SHAPE = ("the fused shape: element-wise nodes ending in one REDUCE over trailing axes, optionally "
+               "followed by one TOP_K1 of the REDUCE's output")
 
 
 def validate_fused_reduction(graph: ValidGraph) -> FusedReduction:
@@ -486,8 +486,8 @@ def validate_fused_reduction(graph: ValidGraph) -> FusedReduction:
     def fail(n, field, value, allowed):
         raise ValidationError(f"{GRAPH} {nodes[n].label}", None, field, value, allowed)
 
-    reduces = [n for n in graph.order if nodes[n].op is not None and nodes[n].op.family == REDUCE_FAMILY]
-    tops = [n for n in graph.order if nodes[n].op is not None and nodes[n].op.family == TOP_K_FAMILY]
+    reduces = [n.index for n in nodes if n.op is not None and n.op.family == REDUCE_FAMILY]
+    tops = [n.index for n in nodes if n.op is not None and n.op.family == TOP_K_FAMILY]
     if not reduces:
         fail(tops[0], "operator", nodes[tops[0]].op.dml_name, "allowed: a TOP_K1 of a REDUCE node's output; "
              + FUSED_SHAPE)
@@ -521,5 +521,5 @@ def validate_fused_reduction(graph: ValidGraph) -> FusedReduction:
     if axes != list(range(rank - len(axes), rank)):
         fail(reduce, "Axes", tuple(axes), f"allowed: trailing axes ({tuple(range(rank - len(axes), rank))} for "
              f"{len(axes)} of {rank} dimensions): the fused kernel reduces the innermost elements of each "
-             "output element")
+             "output element; " + FUSED_SHAPE)
     return FusedReduction(prefix, reduce, top)

@@ -1,0 +1,211 @@
+"""compile_graph with a REDUCE (and a TOP_K1): element-wise nodes fused into the reduction, bit for
+bit against the nodes run one by one through dmlgpu.reference; outputs poisoned, guard bytes around
+every output range; the dispatch count and route; the shapes the compiler refuses, by node."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlgpu import (DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc,
+                    TensorDesc, ValidationError, testing)
+from dmlgpu.descs import ReduceOperatorDesc, TopK1OperatorDesc
+from dmlgpu.operators import OPERATORS, REDUCE, AxisDirection, ReduceFunction
+
+from graph_cases import node, run
+
+F, INC, DEC = ReduceFunction, AxisDirection.INCREASING, AxisDirection.DECREASING
+U8, U32, U64 = DataType.UINT8, DataType.UINT32, DataType.UINT64
+
+
+def check(device, desc, data, route, dispatches):
+    compiled = device.compile_graph(desc)
+    assert (compiled.route, compiled.dispatches) == (route, dispatches)
+    got, expected = run(device, compiled, desc, [np.ascontiguousarray(d).reshape(-1).view(np.uint8) for d in data])
+    for j, (g, e) in enumerate(zip(got, expected)):
+        assert np.array_equal(g, e), f"graph output {j}: bytes {np.flatnonzero(g != e)[:10]} differ"
+    return compiled
+
+
+def search_graph(q, n, w, dtype, k, direction=INC, index_type=U32, keep_distances=False):
+    """XOR(query [q, 1, w] broadcast, database [1, n, w] broadcast) -> BIT_COUNT -> REDUCE(SUM,
+    axis 2) -> TOP_K1(axis 1): graph inputs 0 (queries) and 1 (database); outputs the values,
+    the indices (and the distances)."""
+    sizes = (q, n, w)
+    query, database, x = TensorDesc(dtype, sizes, (w, 0, 1)), TensorDesc(dtype, sizes, (0, w, 1)), TensorDesc(dtype, sizes)
+    counts, distances = TensorDesc(U32, sizes), TensorDesc(U32, (q, n, 1))
+    values, indices = TensorDesc(U32, (q, k, 1)), TensorDesc(index_type, (q, k, 1))
+    nodes = [node("bit_xor", query, database, x), node("bit_count", x, counts),
+             ReduceOperatorDesc(counts, distances, F.SUM, (2,)), TopK1OperatorDesc(distances, values, indices, 1, k, direction)]
+    outputs = [OutputGraphEdgeDesc(3, 0, 0), OutputGraphEdgeDesc(3, 1, 1)]
+    if keep_distances:
+        outputs.append(OutputGraphEdgeDesc(2, 0, 2))
+    return GraphDesc(2, len(outputs), nodes, [InputGraphEdgeDesc(0, 0, 0), InputGraphEdgeDesc(1, 0, 1)], outputs,
+                     [IntermediateGraphEdgeDesc(0, 0, 1, 0), IntermediateGraphEdgeDesc(1, 0, 2, 0),
+                      IntermediateGraphEdgeDesc(2, 0, 3, 0)])
+
+
+def codes(rng, rows, w, dtype, distinct=4):
+    """Rows drawn from a few distinct codes: many equal distances (ties)."""
+    pool = testing.sample(dtype, (distinct, w), rng)
+    return pool[rng.integers(0, distinct, rows)]
+
+
+@pytest.mark.parametrize("dtype, w", [(U8, 32), (U32, 8), (U64, 4), (DataType.INT16, 6), (U32, 3)])
+@pytest.mark.parametrize("k", [1, 5, 49])
+def test_the_hamming_search_graph_runs_the_fused_search(device, rng, dtype, w, k):
+    """Canonical search: the Hamming kernels (one scan of 50 rows, no merge) and one split."""
+    q, n = 3, 50
+    data = [codes(rng, q, w, dtype), codes(rng, n, w, dtype)]
+    check(device, search_graph(q, n, w, dtype, k), data, "hamming", 2)
+
+
+def test_the_hamming_route_with_uint64_indices_and_merges(device, rng, monkeypatch):
+    from dmlgpu import hamming_plan
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 16)  # several tiles: the merge runs
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
+    q, n, w = 70, 200, 2
+    data = [codes(rng, q, w, U32), codes(rng, n, w, U32, distinct=8)]
+    compiled = check(device, search_graph(q, n, w, U32, 7, index_type=U64), data, "hamming", 3)
+    assert compiled.dispatches == 3  # scan, merge, split
+
+
+@pytest.mark.parametrize("direction", [INC, DEC])
+def test_largest_or_kept_distances_take_the_reduce_route(device, rng, direction):
+    """DECREASING (the farthest) is not the search kernel's; asking for the distances stores
+    them: both run the reducing kernel, then TOP_K1 over its output (two dispatches)."""
+    q, n, w = 4, 30, 2
+    data = [codes(rng, q, w, U32), codes(rng, n, w, U32)]
+    check(device, search_graph(q, n, w, U32, 6, direction, keep_distances=True), data, "reduce", 2)
+    if direction is DEC:
+        check(device, search_graph(q, n, w, U32, 6, direction), data, "reduce", 2)
+
+
+def _random_graph(rng, shape, axes_count, top_k):
+    """Element-wise nodes of the table (a chain with graph inputs, some broadcast) over `shape`,
+    then REDUCE over the `axes_count` trailing axes with a function its data type allows, then
+    (optionally) TOP_K1 along axis 0. Returns (desc, input arrays) or None where the chain's
+    type has no REDUCE function."""
+    types = [t for t in DataType if t in OPERATORS[0].newest.input_types]
+    dtype = types[rng.integers(len(types))]
+    nodes, inputs, inter, data = [], [], [], []
+    current = None  # (node index, type) of the chain's value
+
+    def graph_input(t, broadcast):
+        strides = None
+        if broadcast and len(shape) > 1:
+            strides = (0,) + tuple(int(np.prod(shape[d + 1:])) for d in range(1, len(shape)))
+            data.append(testing.sample(t, shape[1:], rng))
+        else:
+            data.append(testing.sample(t, shape, rng))
+        return TensorDesc(t, shape, strides)
+
+    for _ in range(rng.integers(1, 5)):
+        in_type = dtype if current is None else current[1]
+        ops = [op for op in OPERATORS if in_type in op.newest.input_types]
+        op = ops[rng.integers(len(ops))]
+        out_type = in_type if op.same_type else op.newest.output_types[rng.integers(len(op.newest.output_types))]
+        descs = []
+        for j in range(len(op.inputs)):
+            if j == 0 and current is not None:
+                inter.append(IntermediateGraphEdgeDesc(current[0], 0, len(nodes), 0))
+                descs.append(TensorDesc(in_type, shape))
+            else:
+                inputs.append(InputGraphEdgeDesc(len(data), len(nodes), j))
+                descs.append(graph_input(in_type, rng.random() < 0.4))
+        nodes.append(node(op.short, *descs, TensorDesc(out_type, shape)))
+        current = (len(nodes) - 1, out_type)
+    cases = [c for c in REDUCE.computed_cases() if c[1] == current[1]]
+    if not cases:
+        return None
+    function, _, red_type = cases[rng.integers(len(cases))]
+    axes = tuple(range(len(shape) - axes_count, len(shape)))
+    reduced = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    inter.append(IntermediateGraphEdgeDesc(current[0], 0, len(nodes), 0))
+    nodes.append(ReduceOperatorDesc(TensorDesc(current[1], shape), TensorDesc(red_type, reduced), function, axes))
+    outputs = [OutputGraphEdgeDesc(len(nodes) - 1, 0, 0)]
+    if top_k and reduced[0] > 1:
+        k = int(rng.integers(1, reduced[0]))
+        out = tuple(k if d == 0 else s for d, s in enumerate(reduced))
+        inter.append(IntermediateGraphEdgeDesc(len(nodes) - 1, 0, len(nodes), 0))
+        nodes.append(TopK1OperatorDesc(TensorDesc(red_type, reduced), TensorDesc(red_type, out), TensorDesc(U32, out),
+                                       0, k, (INC, DEC)[rng.integers(2)]))
+        outputs = [OutputGraphEdgeDesc(len(nodes) - 1, 0, 0), OutputGraphEdgeDesc(len(nodes) - 1, 1, 1)]
+    return GraphDesc(len(data), len(outputs), nodes, inputs, outputs, inter), data
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_prefix_then_reduce(device, seed):
+    """Random element-wise chains of the table, every data type, broadcast inputs, then REDUCE
+    over 1 or 2 trailing axes (one dispatch), sometimes then TOP_K1 (two); inputs hold the edge
+    values (equal extremes: ARGMIN/ARGMAX and TOP_K1 ties)."""
+    rng = np.random.default_rng(seed)
+    made = None
+    while made is None:
+        shape = tuple(int(s) for s in rng.integers(1, 7, size=rng.integers(2, 4)))
+        top_k = bool(rng.integers(2))
+        made = _random_graph(rng, shape, int(rng.integers(1, 3)), top_k)
+    desc, data = made
+    check(device, desc, data, "reduce", 1 + (desc.output_count == 2))
+
+
+def test_reduce_output_to_two_graph_outputs_copies_it(device, rng):
+    t, r = TensorDesc(U32, (5, 9)), TensorDesc(U32, (5, 1))
+    desc = GraphDesc(1, 2, [node("bit_not", t, t), ReduceOperatorDesc(t, r, F.MAX, (1,))], [InputGraphEdgeDesc(0, 0, 0)],
+                     [OutputGraphEdgeDesc(1, 0, 0), OutputGraphEdgeDesc(1, 0, 1)], [IntermediateGraphEdgeDesc(0, 0, 1, 0)])
+    check(device, desc, [testing.sample(U32, (5, 9), rng)], "reduce", 2)
+
+
+def _chain(reduce_axes=(1,), extra=None):
+    t = TensorDesc(U32, (4, 6))
+    out = TensorDesc(U32, tuple(1 if d in reduce_axes else s for d, s in enumerate((4, 6))))
+    nodes = [node("bit_not", t, t), ReduceOperatorDesc(t, out, F.SUM, reduce_axes)]
+    return t, out, nodes
+
+
+@pytest.mark.parametrize("case, node_index, field", [
+    ("axes not trailing", 1, "Axes"),
+    ("prefix node is a graph output", 0, "OutputEdges"),
+    ("element-wise after the REDUCE", 2, "operator"),
+    ("two REDUCE nodes", 2, "operator"),
+    ("TOP_K1 without a REDUCE", 0, "operator"),
+])
+def test_shapes_the_compiler_does_not_fuse_are_refused_by_node(device, case, node_index, field):
+    t, r0 = TensorDesc(U32, (4, 6)), TensorDesc(U32, (1, 6))
+    r1 = TensorDesc(U32, (4, 1))
+    if case == "axes not trailing":
+        desc = GraphDesc(1, 1, [node("bit_not", t, t), ReduceOperatorDesc(t, r0, F.SUM, (0,))],
+                         [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(1, 0, 0)], [IntermediateGraphEdgeDesc(0, 0, 1, 0)])
+    elif case == "prefix node is a graph output":
+        desc = GraphDesc(1, 2, [node("bit_not", t, t), ReduceOperatorDesc(t, r1, F.SUM, (1,))],
+                         [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(1, 0, 0), OutputGraphEdgeDesc(0, 0, 1)],
+                         [IntermediateGraphEdgeDesc(0, 0, 1, 0)])
+    elif case == "element-wise after the REDUCE":
+        desc = GraphDesc(1, 1, [node("bit_not", t, t), ReduceOperatorDesc(t, r1, F.SUM, (1,)), node("bit_not", r1, r1)],
+                         [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(2, 0, 0)],
+                         [IntermediateGraphEdgeDesc(0, 0, 1, 0), IntermediateGraphEdgeDesc(1, 0, 2, 0)])
+    elif case == "two REDUCE nodes":
+        desc = GraphDesc(1, 2, [node("bit_not", t, t), ReduceOperatorDesc(t, r1, F.SUM, (1,)),
+                                ReduceOperatorDesc(t, r1, F.MAX, (1,))],
+                         [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(1, 0, 0), OutputGraphEdgeDesc(2, 0, 1)],
+                         [IntermediateGraphEdgeDesc(0, 0, 1, 0), IntermediateGraphEdgeDesc(0, 0, 2, 0)])
+    else:
+        k = TensorDesc(U32, (4, 2))
+        desc = GraphDesc(1, 2, [TopK1OperatorDesc(t, k, k, 1, 2, INC)], [InputGraphEdgeDesc(0, 0, 0)],
+                         [OutputGraphEdgeDesc(0, 0, 0), OutputGraphEdgeDesc(0, 1, 1)])
+    with pytest.raises(ValidationError) as info:
+        device.compile_graph(desc)
+    assert info.value.operator.startswith(f"DML_GRAPH_DESC node {node_index}") and info.value.field == field
+    assert "REDUCE" in info.value.allowed
+
+
+def test_top_k1_output_indices_are_edges_of_their_own(device):
+    """A TOP_K1 has two outputs: FromNodeOutputIndex 2 is refused, 1 names the indices, whose
+    type an intermediate edge checks."""
+    t, r, k = TensorDesc(U32, (4, 6)), TensorDesc(U32, (4, 1)), TensorDesc(U32, (2, 1))
+    nodes = [ReduceOperatorDesc(t, r, F.SUM, (1,)), TopK1OperatorDesc(r, k, k, 0, 2, INC)]
+    edges = dict(input_edges=[InputGraphEdgeDesc(0, 0, 0)], intermediate_edges=[IntermediateGraphEdgeDesc(0, 0, 1, 0)])
+    with pytest.raises(ValidationError) as info:
+        device.compile_graph(GraphDesc(1, 1, nodes, output_edges=[OutputGraphEdgeDesc(1, 2, 0)], **edges))
+    assert info.value.field == "FromNodeOutputIndex" and "node 1" in info.value.allowed
+    compiled = device.compile_graph(GraphDesc(1, 1, nodes, output_edges=[OutputGraphEdgeDesc(1, 1, 0)], **edges))
+    assert (compiled.route, compiled.dispatches) == ("reduce", 2)
