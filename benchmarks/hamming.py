@@ -10,10 +10,17 @@ a sample of the queries (a CPU driver such as lavapipe). Every peer's answer is 
 against numpy's exact answer (distances; indices where ties allow: FAISS and argpartition pick
 any of equal distances, so only distances are compared for them) before it is timed. Reports
 G distances/s (database rows x queries / seconds) and each peer's time / ours. --sweep: also
-ours alone on the first case over the register scan's tuning knobs (hamming.TARGET_LANES, or
+ours alone on the first case over the register scan's tuning knobs (hamming_plan.TARGET_LANES, or
 TARGET_LANES_CPU on a CPU driver: lanes x row tiles the grid aims at, which sets the tile
 length; kernels.HAMMING_WORDS_AT_ONCE; kernels.HAMMING_CARRY_SAVE), each checked against
 numpy first; the best is printed last.
+
+Also "graph": the same search as a DirectML graph through `compile_graph` (XOR of the queries
+[q, 1, w] and the database [1, n, w] broadcast -> BIT_COUNT -> REDUCE(SUM, words) ->
+TOP_K1(INCREASING, rows); compiled.route "hamming": the same kernels as HammingIndex), 64-bit
+words, the database bound resident, queries uploaded and results downloaded per execution; a
+graph holds at most as many queries as keep its [q, n, w] tensors within DirectML's 2^32 - 1
+elements, so a batch of queries runs several executions (`graph_executions`).
 
 Peers:
 - CuPy: `bitwise_count(q[:, None] ^ db).sum(axis=2)` + `argpartition` + a sort of the k, on
@@ -30,7 +37,11 @@ import time
 import numpy as np
 
 import dmlgpu
-from dmlgpu import hamming, kernels
+from dmlgpu import (Binding, DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc,
+                    TensorDesc, hamming_plan, kernels)
+from dmlgpu.descs import (ElementWiseBitCountOperatorDesc, ElementWiseBitXorOperatorDesc, ReduceOperatorDesc,
+                          TopK1OperatorDesc)
+from dmlgpu.operators import AxisDirection, ReduceFunction
 
 try:
     import cupy
@@ -45,7 +56,7 @@ K = 10
 CASES = [(1 << 20, 256, 1024), (1 << 20, 1024, 1024), (1 << 24, 256, 256)]
 QUICK = [(1 << 20, 256, 32)]
 SWEEP_LANES = [1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 19]
-SWEEP_LANES_CPU = [1 << 8, 1 << 10, 1 << 12]  # (a CPU driver: hamming.TARGET_LANES_CPU)
+SWEEP_LANES_CPU = [1 << 8, 1 << 10, 1 << 12]  # (a CPU driver: hamming_plan.TARGET_LANES_CPU)
 SWEEP_WORDS_AT_ONCE = [8, 16, 32, 64]
 
 
@@ -92,6 +103,48 @@ def cupy_search(db_gpu, queries, k, chunk_bytes=4 << 30):
     return np.concatenate(distances), np.concatenate(indices)
 
 
+def search_graph(q, n, words, k):
+    """The k nearest of q queries among n codes of `words` uint64 words, as a DML_GRAPH_DESC:
+    graph inputs 0 (queries) and 1 (database), outputs the distances and the rows (uint32)."""
+    sizes, u64, u32 = (q, n, words), DataType.UINT64, DataType.UINT32
+    x, counts, distances = TensorDesc(u64, sizes), TensorDesc(u32, sizes), TensorDesc(u32, (q, n, 1))
+    top = TensorDesc(u32, (q, k, 1))
+    nodes = [ElementWiseBitXorOperatorDesc(TensorDesc(u64, sizes, (words, 0, 1)), TensorDesc(u64, sizes, (0, words, 1)), x),
+             ElementWiseBitCountOperatorDesc(x, counts), ReduceOperatorDesc(counts, distances, ReduceFunction.SUM, (2,)),
+             TopK1OperatorDesc(distances, top, top, 1, k, AxisDirection.INCREASING)]
+    return GraphDesc(2, 2, nodes, [InputGraphEdgeDesc(0, 0, 0), InputGraphEdgeDesc(1, 0, 1)],
+                     [OutputGraphEdgeDesc(3, 0, 0), OutputGraphEdgeDesc(3, 1, 1)],
+                     [IntermediateGraphEdgeDesc(0, 0, 1, 0), IntermediateGraphEdgeDesc(1, 0, 2, 0),
+                      IntermediateGraphEdgeDesc(2, 0, 3, 0)])
+
+
+class GraphSearch:
+    """The search through compile_graph: the database resident, one graph of `per` queries."""
+
+    def __init__(self, device, database, nq, k):
+        n, width = database.shape
+        self.words = width // 8
+        self.per = 1 << ((min(nq, (2 ** 32 - 1) // (n * self.words))).bit_length() - 1)
+        self.compiled = device.compile_graph(search_graph(self.per, n, self.words, k))
+        assert self.compiled.route == "hamming", self.compiled.route
+        self.device, self.k = device, k
+        self.database = device.upload(np.ascontiguousarray(database).view(np.uint64))
+        self.values, self.rows = device.allocate(self.per * k * 4), device.allocate(self.per * k * 4)
+
+    def __call__(self, queries):
+        distances, rows = [], []
+        for start in range(0, len(queries), self.per):
+            chunk = np.ascontiguousarray(queries[start:start + self.per]).view(np.uint64)
+            if len(chunk) < self.per:  # (the graph's q is fixed: pad the last batch)
+                chunk = np.concatenate([chunk, np.zeros((self.per - len(chunk), self.words), np.uint64)])
+            self.compiled.execute([Binding(self.device.upload(chunk)), Binding(self.database)],
+                                  [Binding(self.values), Binding(self.rows)])
+            count = min(self.per, len(queries) - start)
+            distances.append(self.values.read().view(np.uint32).reshape(self.per, self.k)[:count])
+            rows.append(self.rows.read().view(np.uint32).reshape(self.per, self.k)[:count])
+        return np.concatenate(distances), np.concatenate(rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one small case for a CPU driver")
@@ -116,6 +169,14 @@ def main():
         ours = timed(lambda: index.search(queries, K))
         row = {"rows": n, "bits": bits, "queries": nq, "k": K, "device": device.name,
                "tile_rows": index.tile_rows(K, nq), "ours_s": ours, "ours_gdist_per_s": n * nq / ours / 1e9}
+        graph = GraphSearch(device, database, nq, K)
+        graph_d, graph_i = graph(queries[:4])
+        assert np.array_equal(graph_d, want_d) and np.array_equal(graph_i, want_i), "the graph differs from numpy"
+        graph_s = timed(lambda: graph(queries))
+        row.update(graph_s=graph_s, graph_gdist_per_s=n * nq / graph_s / 1e9, graph_time_over_ours=graph_s / ours,
+                   graph_queries_per_execution=graph.per, graph_executions=-(-nq // graph.per),
+                   graph_dispatches_per_execution=graph.compiled.dispatches)
+        graph = None
         peers = {}
         numpy_d, _ = numpy_search(database, sample[:4], K)
         assert np.array_equal(numpy_d, want_d)
@@ -138,7 +199,9 @@ def main():
             row[f"{name}_time_over_ours"] = seconds / ours
         rows.append(row)
         print(f"{n} x {bits}-bit, {nq} queries, top-{K} (tiles of {row['tile_rows']} rows): "
-              f"ours {row['ours_gdist_per_s']:.3f} G/s ({ours * 1e3:.2f} ms)"
+              f"ours {row['ours_gdist_per_s']:.3f} G/s ({ours * 1e3:.2f} ms); graph {row['graph_gdist_per_s']:.3f} G/s "
+              f"({row['graph_executions']} executions of {row['graph_queries_per_execution']} queries, "
+              f"{row['graph_dispatches_per_execution']} dispatches each)"
               + "".join(f"; {name} {row[f'{name}_gdist_per_s']:.3f} G/s ({row[f'{name}_time_over_ours']:.2f}x ours)"
                         for name in peers), flush=True)
         if args.sweep and not sweep:
@@ -155,11 +218,11 @@ def tune(database, queries, want_d, want_i):
     index each: the pipelines are specialised when made)."""
     n, nq, found = database.shape[0], queries.shape[0], []
     knob = "TARGET_LANES_CPU" if dmlgpu.default_device().is_cpu else "TARGET_LANES"
-    saved = getattr(hamming, knob), kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE
+    saved = getattr(hamming_plan, knob), kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE
     try:
         for lanes, at_once, carry_save in itertools.product(
                 SWEEP_LANES_CPU if knob == "TARGET_LANES_CPU" else SWEEP_LANES, SWEEP_WORDS_AT_ONCE, (True, False)):
-            setattr(hamming, knob, lanes)
+            setattr(hamming_plan, knob, lanes)
             kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE = at_once, carry_save
             index = dmlgpu.HammingIndex(database)
             got_d, got_i = index.search(queries[:4], K)
@@ -174,7 +237,7 @@ def tune(database, queries, want_d, want_i):
         top = max(found, key=lambda r: r["ours_gdist_per_s"])
         print(f"  sweep best: {top}", flush=True)
     finally:
-        setattr(hamming, knob, saved[0])
+        setattr(hamming_plan, knob, saved[0])
         kernels.HAMMING_WORDS_AT_ONCE, kernels.HAMMING_CARRY_SAVE = saved[1:]
     return found
 

@@ -3,6 +3,10 @@
 Rules come from the operator table and DirectML's buffer-tensor rules (`docs/directml.md`
 §1-2); each rejection raises `ValidationError` naming operator, tensor, field, value and what is
 allowed. Binding-time rules live in `dmlgpu.bindings`, driven by the same table.
+
+Longer than 500 lines on purpose: it is the one place validation lives, for operator
+descriptors, graphs (`validate_graph`) and the fused shape of a graph that ends in a reduction
+(`validate_fused_reduction`); splitting it would put validation in two places.
 """
 from __future__ import annotations
 
