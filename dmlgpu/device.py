@@ -140,8 +140,10 @@ class Device(runtime.Device):
 
         Returns a `CompiledGraph`: `execute(inputs=[Binding...], outputs=[Binding...])` with one
         binding per graph input and output; `dispatches` says how many dispatches it runs (one
-        per output shape of its nodes). Raises `ValidationError` for a graph DirectML would
-        reject, naming the node or edge and the field.
+        per output shape of an element-wise graph's nodes; for a graph that ends in a REDUCE,
+        optionally then a TOP_K1, those of its `route`: "hamming" or "reduce"). Raises
+        `ValidationError` for a graph DirectML would reject, or one with a REDUCE or TOP_K1 in
+        a shape the compiler does not fuse, naming the node or edge and the field.
         """
         level = resolve_feature_level(feature_level, "DML_GRAPH_DESC")
         key = (_strict_repr(graph_desc), level)

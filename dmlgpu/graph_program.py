@@ -202,11 +202,15 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
         put("IN_MODE", k, gk.MODE_UNUSED)
     for j in range(gk.MAX_OUTPUTS):
         put("OUT_MODE", j, gk.MODE_UNUSED)
+    # Where a tensor starts (bytes past its binding: a batch's rows of an output, the second
+    # word of pairs): the packed mode moves 16-byte vectors, so it needs a 16-byte multiple.
+    offsets = [r.offset for r in reads] + [sum(out[4:]) for out in outputs]
     for i, (tensor, strides) in enumerate(zip(tensors, cstrides)):
         is_out = i >= len(reads)
         index = i - len(reads) if is_out else i
         prefix = "OUT" if is_out else "IN"
-        mode = gk.MODE_PACKED if strides == packed and reduction is None else gk.MODE_STRIDED
+        packable = strides == packed and reduction is None and offsets[i] % 16 == 0
+        mode = gk.MODE_PACKED if packable else gk.MODE_STRIDED
         put(f"{prefix}_MODE", index, mode)
         put(f"{prefix}_BITS", index, tensor.data_type.bits)
         for d, stride in enumerate(strides):

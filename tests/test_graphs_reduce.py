@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import dmlgpu
 from dmlgpu import (DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc,
-                    TensorDesc, ValidationError, testing)
+                    TensorDesc, ValidationError, hamming_plan, testing)
 from dmlgpu.descs import ReduceOperatorDesc, TopK1OperatorDesc
 from dmlgpu.operators import OPERATORS, REDUCE, AxisDirection, ReduceFunction
 
-from graph_cases import node, run
+from graph_cases import node, reference, run
 
 F, INC, DEC = ReduceFunction, AxisDirection.INCREASING, AxisDirection.DECREASING
 U8, U32, U64 = DataType.UINT8, DataType.UINT32, DataType.UINT64
@@ -60,13 +61,23 @@ def test_the_hamming_search_graph_runs_the_fused_search(device, rng, dtype, w, k
 
 
 def test_the_hamming_route_with_uint64_indices_and_merges(device, rng, monkeypatch):
-    from dmlgpu import hamming_plan
     monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 16)  # several tiles: the merge runs
     monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
     q, n, w = 70, 200, 2
     data = [codes(rng, q, w, U32), codes(rng, n, w, U32, distinct=8)]
     compiled = check(device, search_graph(q, n, w, U32, 7, index_type=U64), data, "hamming", 3)
     assert compiled.dispatches == 3  # scan, merge, split
+
+
+def test_the_hamming_route_in_batches_of_queries(device, rng, monkeypatch):
+    """Partial lists limited to 4 KiB: batches of 5 queries, each a scan, a merge and a split
+    into its rows of the outputs (at offsets that are not 16-byte multiples)."""
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 16)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 12)
+    q, n, w = 70, 201, 2  # (not the graph above: the device keeps compiled graphs by their desc)
+    data = [codes(rng, q, w, U32), codes(rng, n, w, U32, distinct=8)]
+    check(device, search_graph(q, n, w, U32, 7, index_type=U64), data, "hamming", 14 * 3)
 
 
 @pytest.mark.parametrize("direction", [INC, DEC])
@@ -209,3 +220,23 @@ def test_top_k1_output_indices_are_edges_of_their_own(device):
     assert info.value.field == "FromNodeOutputIndex" and "node 1" in info.value.allowed
     compiled = device.compile_graph(GraphDesc(1, 1, nodes, output_edges=[OutputGraphEdgeDesc(1, 1, 0)], **edges))
     assert (compiled.route, compiled.dispatches) == ("reduce", 2)
+
+
+def test_recorded_in_a_command_list_after_an_element_wise_operator(device, rng):
+    """The search graph recorded behind a BIT_NOT that writes its queries: the barriers between
+    the recorded dispatches hold (the scan reads what BIT_NOT wrote), twice over."""
+    q, n, w, k = 5, 40, 2, 4
+    desc = search_graph(q, n, w, U32, k)
+    compiled = device.compile_graph(desc)
+    raw, database = codes(rng, q, w, U32), codes(rng, n, w, U32)
+    flip = device.create_operator(node("bit_not", TensorDesc(U32, (q, w)), TensorDesc(U32, (q, w))))
+    source, queries, db = device.upload(raw), device.allocate(raw.nbytes), device.upload(database)
+    outs = [device.upload(np.full(q * k * 4, 0xA5, np.uint8)) for _ in range(2)]
+    commands = dmlgpu.CommandList(device)
+    commands.record(flip, [dmlgpu.Binding(source)], [dmlgpu.Binding(queries)])
+    commands.record(compiled, [dmlgpu.Binding(queries), dmlgpu.Binding(db)], [dmlgpu.Binding(b) for b in outs])
+    expected = reference(desc, [(~raw).view(np.uint8).reshape(-1), database.view(np.uint8).reshape(-1)],
+                         [np.full(q * k * 4, 0xA5, np.uint8)] * 2)
+    for _ in range(2):
+        commands.execute()
+        assert all(np.array_equal(b.read(), e) for b, e in zip(outs, expected))
