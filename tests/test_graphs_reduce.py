@@ -12,7 +12,7 @@ from dmlgpu import (DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEd
 from dmlgpu.descs import ReduceOperatorDesc, TopK1OperatorDesc
 from dmlgpu.operators import OPERATORS, REDUCE, AxisDirection, ReduceFunction
 
-from graph_cases import node, reference, run
+from graph_cases import node, reference, run, scalar
 
 F, INC, DEC = ReduceFunction, AxisDirection.INCREASING, AxisDirection.DECREASING
 U8, U32, U64 = DataType.UINT8, DataType.UINT32, DataType.UINT64
@@ -240,3 +240,20 @@ def test_recorded_in_a_command_list_after_an_element_wise_operator(device, rng):
     for _ in range(2):
         commands.execute()
         assert all(np.array_equal(b.read(), e) for b, e in zip(outs, expected))
+
+
+@pytest.mark.parametrize("direction", [INC, DEC])
+@pytest.mark.parametrize("function, index_type", [(F.SUM, U32), (F.MAX, U64), (F.ARGMIN, U32)])
+def test_ties_through_reduce_then_top_k(device, rng, direction, function, index_type):
+    """x & 3 (a constant mask) summed, maxed or arg-minned over 2 words: a handful of values over
+    40 rows, so TOP_K1 meets long runs of ties in either direction (ascending index each)."""
+    shape, k = (3, 40, 2), 17
+    t, c = TensorDesc(U32, shape), TensorDesc(U32, shape, (0, 0, 0))
+    red_type = U32
+    r, out = TensorDesc(red_type, (3, 40, 1)), (3, k, 1)
+    nodes = [scalar(3, U32, "mask"), node("bit_and", t, c, t), ReduceOperatorDesc(t, r, function, (2,)),
+             TopK1OperatorDesc(r, TensorDesc(red_type, out), TensorDesc(index_type, out), 1, k, direction)]
+    desc = GraphDesc(1, 2, nodes, [InputGraphEdgeDesc(0, 1, 0)], [OutputGraphEdgeDesc(3, 0, 0), OutputGraphEdgeDesc(3, 1, 1)],
+                     [IntermediateGraphEdgeDesc(0, 0, 1, 1), IntermediateGraphEdgeDesc(1, 0, 2, 0),
+                      IntermediateGraphEdgeDesc(2, 0, 3, 0)])
+    check(device, desc, [rng.integers(0, 2**32, shape, dtype=np.uint32)], "reduce", 2)
