@@ -162,7 +162,7 @@ class CommandList:
     def __init__(self, device, *, fuse: bool = True):
         self.device = device
         self.fuse = fuse
-        self._steps: list = []  # (compiled, ranges, launches) per recorded execution
+        self._steps: list = []  # (compiled, ranges, launches) per recorded execution (a graph: per dispatch)
         self._units: list | None = None  # the planned dispatches, made on demand
         self._recorded = None
         self._graphs: list = []  # compiled graphs of fused runs (kept with the list)
@@ -177,11 +177,13 @@ class CommandList:
         if isinstance(compiled, CompiledGraph):  # its own dispatches, never fused further
             in_ranges, out_ranges = compiled.check(inputs, outputs)
             ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
-            launches = compiled.launches(in_ranges, out_ranges)
+            # One step per dispatch: a graph that ends in a reduction reads what its earlier
+            # dispatches wrote (the planner puts a barrier between them; none between the
+            # independent dispatches of an element-wise graph).
+            self._steps += [(compiled, ranges, [launch]) for launch in compiled.launches(in_ranges, out_ranges)]
         else:  # an operator: an element-wise one may join a fused run, a reduction or selection not
             ranges = compiled.check(inputs, outputs)
-            launches = [compiled.launch(ranges)]
-        self._steps.append((compiled, ranges, launches))
+            self._steps.append((compiled, ranges, [compiled.launch(ranges)]))
         self.dispatches += 1
         self._drop_recorded()
 
