@@ -40,30 +40,32 @@ class CompiledGraph:
         self._output_descs = [self.graph.output_desc(j) for j in range(len(self.graph.outputs))]
         self._constants: dict = {}  # constant node index -> uploaded Buffer (non-scalar reads)
         self._scratch: list = []  # buffers of values stored between dispatches (a REDUCE's, for a TOP_K1)
+        #: How it runs: "element-wise" (a dispatch per output shape), or for a graph that ends in
+        #: a REDUCE (optionally then a TOP_K1) "hamming" or "reduce" (dmlgpu/compiled_reduction.py).
         self.route = "element-wise"
         if any(node.op is not None and node.op.family != ELEMENT_WISE for node in nodes):
             fused = validate_fused_reduction(self.graph)
             plan = plan_reduction(device, self.graph, fused, resolve_feature_level(feature_level, GRAPH))
             self._kernels, self.route = plan.steps, plan.route
             self._scratch = [device.allocate(max(4, size), zero_fill=False) for size in plan.scratch_bytes]
-            self._upload_constants([r for step in self._kernels for r in getattr(step, "reads", ())])
+            # Its dispatches read what earlier ones wrote, and the REDUCE never runs in place.
             self._in_place = False
-            self._no_alias = f"a graph with a REDUCE runs as {self.dispatches} dispatch(es) ({self.route}): no output may alias an input"
-            self._launches = LaunchMemo()
-            return
-        groups: dict = {}
-        for n in self.graph.order:
-            if nodes[n].op is not None:
-                groups.setdefault(nodes[n].output_desc.sizes, []).append(n)
-        self._kernels = []
-        for sizes, members in groups.items():
-            self._kernels += self._split(sizes, members)
-        self._upload_constants([r for kernel in self._kernels for r in kernel.reads])
-        # In place needs every input element read before its output is written: one dispatch
-        # per output shape (a shape split over several dispatches recomputes, and would read
-        # an input another dispatch already overwrote).
-        self._in_place = len(self._kernels) == len(groups)
-        self._no_alias = "this graph runs as several dispatches per output shape: no output may alias an input"
+            self._no_alias = (f"a graph that ends in a REDUCE runs as {self.dispatches} dispatch(es) "
+                              f"(route {self.route!r}): no output may alias an input")
+        else:
+            groups: dict = {}
+            for n in self.graph.order:
+                if nodes[n].op is not None:
+                    groups.setdefault(nodes[n].output_desc.sizes, []).append(n)
+            self._kernels = []
+            for sizes, members in groups.items():
+                self._kernels += self._split(sizes, members)
+            # In place needs every input element read before its output is written: one dispatch
+            # per output shape (a shape split over several dispatches recomputes, and would read
+            # an input another dispatch already overwrote).
+            self._in_place = len(self._kernels) == len(groups)
+            self._no_alias = "this graph runs as several dispatches per output shape: no output may alias an input"
+        self._upload_constants([read for step in self._kernels for read in step.reads])
         self._launches = LaunchMemo()
 
     def _upload_constants(self, reads) -> None:

@@ -257,3 +257,24 @@ def test_ties_through_reduce_then_top_k(device, rng, direction, function, index_
                      [IntermediateGraphEdgeDesc(0, 0, 1, 1), IntermediateGraphEdgeDesc(1, 0, 2, 0),
                       IntermediateGraphEdgeDesc(2, 0, 3, 0)])
     check(device, desc, [rng.integers(0, 2**32, shape, dtype=np.uint32)], "reduce", 2)
+
+
+def test_a_prefix_beyond_the_kernel_and_in_place_bindings_are_refused(device):
+    """50 element-wise nodes before the REDUCE exceed the largest program (48 slots): refused at
+    compile time naming the REDUCE node; an output bound over the input is refused at execute."""
+    t, r = TensorDesc(U32, (4, 6)), TensorDesc(U32, (4, 1))
+    many = 50
+    nodes = [node("bit_not", t, t) for _ in range(many)] + [ReduceOperatorDesc(t, r, F.SUM, (1,))]
+    desc = GraphDesc(1, 1, nodes, [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(many, 0, 0)],
+                     [IntermediateGraphEdgeDesc(i, 0, i + 1, 0) for i in range(many)])
+    with pytest.raises(ValidationError) as info:
+        device.compile_graph(desc)
+    assert info.value.operator.startswith(f"DML_GRAPH_DESC node {many}") and "at most 48" in info.value.allowed
+    small = GraphDesc(1, 1, nodes[-2:], [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(1, 0, 0)],
+                      [IntermediateGraphEdgeDesc(0, 0, 1, 0)])
+    compiled = device.compile_graph(small)
+    buffer = device.upload(np.zeros(24, np.uint32))
+    with pytest.raises(ValidationError, match="an output may share bytes with an input only over an identical"):
+        compiled.execute([dmlgpu.Binding(buffer)], [dmlgpu.Binding(buffer, 0, 16)])
+    with pytest.raises(ValidationError, match="ends in a REDUCE runs as 1 dispatch.*no output may alias an input"):
+        compiled.execute([dmlgpu.Binding(buffer, 0, 96)], [dmlgpu.Binding(buffer, 0, 96)])
