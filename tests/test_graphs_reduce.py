@@ -179,6 +179,8 @@ def _chain(reduce_axes=(1,), extra=None):
     ("element-wise after the REDUCE", 2, "operator"),
     ("two REDUCE nodes", 2, "operator"),
     ("TOP_K1 without a REDUCE", 0, "operator"),
+    ("TOP_K1 of a graph input", 2, "InputTensor"),
+    ("element-wise after the TOP_K1", 3, "operator"),
 ])
 def test_shapes_the_compiler_does_not_fuse_are_refused_by_node(device, case, node_index, field):
     t, r0 = TensorDesc(U32, (4, 6)), TensorDesc(U32, (1, 6))
@@ -199,10 +201,24 @@ def test_shapes_the_compiler_does_not_fuse_are_refused_by_node(device, case, nod
                                 ReduceOperatorDesc(t, r1, F.MAX, (1,))],
                          [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(1, 0, 0), OutputGraphEdgeDesc(2, 0, 1)],
                          [IntermediateGraphEdgeDesc(0, 0, 1, 0), IntermediateGraphEdgeDesc(0, 0, 2, 0)])
-    else:
+    elif case == "TOP_K1 without a REDUCE":
         k = TensorDesc(U32, (4, 2))
         desc = GraphDesc(1, 2, [TopK1OperatorDesc(t, k, k, 1, 2, INC)], [InputGraphEdgeDesc(0, 0, 0)],
                          [OutputGraphEdgeDesc(0, 0, 0), OutputGraphEdgeDesc(0, 1, 1)])
+    elif case == "TOP_K1 of a graph input":
+        k = TensorDesc(U32, (2, 1))
+        desc = GraphDesc(2, 3, [node("bit_not", t, t), ReduceOperatorDesc(t, r1, F.SUM, (1,)),
+                                TopK1OperatorDesc(r1, k, k, 0, 2, INC)],
+                         [InputGraphEdgeDesc(0, 0, 0), InputGraphEdgeDesc(1, 2, 0)],
+                         [OutputGraphEdgeDesc(1, 0, 0), OutputGraphEdgeDesc(2, 0, 1), OutputGraphEdgeDesc(2, 1, 2)],
+                         [IntermediateGraphEdgeDesc(0, 0, 1, 0)])
+    else:
+        k = TensorDesc(U32, (2, 1))
+        desc = GraphDesc(1, 1, [node("bit_not", t, t), ReduceOperatorDesc(t, r1, F.SUM, (1,)),
+                                TopK1OperatorDesc(r1, k, k, 0, 2, INC), node("bit_not", k, k)],
+                         [InputGraphEdgeDesc(0, 0, 0)], [OutputGraphEdgeDesc(3, 0, 0)],
+                         [IntermediateGraphEdgeDesc(0, 0, 1, 0), IntermediateGraphEdgeDesc(1, 0, 2, 0),
+                          IntermediateGraphEdgeDesc(2, 1, 3, 0)])
     with pytest.raises(ValidationError) as info:
         device.compile_graph(desc)
     assert info.value.operator.startswith(f"DML_GRAPH_DESC node {node_index}") and info.value.field == field
