@@ -119,7 +119,8 @@ def search_graph(q, n, words, k):
 
 
 class GraphSearch:
-    """The search through compile_graph: the database resident, one graph of `per` queries."""
+    """The search through compile_graph: the database resident, one graph of `per` queries,
+    executed once per `per` queries (all queued, then every result read)."""
 
     def __init__(self, device, database, nq, k):
         n, width = database.shape
@@ -129,20 +130,23 @@ class GraphSearch:
         assert self.compiled.route == "hamming", self.compiled.route
         self.device, self.k = device, k
         self.database = device.upload(np.ascontiguousarray(database).view(np.uint64))
-        self.values, self.rows = device.allocate(self.per * k * 4), device.allocate(self.per * k * 4)
+        self.outputs = [(device.allocate(self.per * k * 4), device.allocate(self.per * k * 4))
+                        for _ in range(-(-nq // self.per))]
 
     def __call__(self, queries):
-        distances, rows = [], []
-        for start in range(0, len(queries), self.per):
+        starts = range(0, len(queries), self.per)
+        for start, (values, rows) in zip(starts, self.outputs):
             chunk = np.ascontiguousarray(queries[start:start + self.per]).view(np.uint64)
             if len(chunk) < self.per:  # (the graph's q is fixed: pad the last batch)
                 chunk = np.concatenate([chunk, np.zeros((self.per - len(chunk), self.words), np.uint64)])
             self.compiled.execute([Binding(self.device.upload(chunk)), Binding(self.database)],
-                                  [Binding(self.values), Binding(self.rows)])
+                                  [Binding(values), Binding(rows)])
+        distances, found = [], []
+        for start, (values, rows) in zip(starts, self.outputs):
             count = min(self.per, len(queries) - start)
-            distances.append(self.values.read().view(np.uint32).reshape(self.per, self.k)[:count])
-            rows.append(self.rows.read().view(np.uint32).reshape(self.per, self.k)[:count])
-        return np.concatenate(distances), np.concatenate(rows)
+            distances.append(values.read().view(np.uint32).reshape(self.per, self.k)[:count])
+            found.append(rows.read().view(np.uint32).reshape(self.per, self.k)[:count])
+        return np.concatenate(distances), np.concatenate(found)
 
 
 def main():
