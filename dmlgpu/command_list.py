@@ -165,6 +165,7 @@ class CommandList:
         self._steps: list = []  # (compiled, ranges, launches) per recorded execution
         self._units: list | None = None  # the planned dispatches, made on demand
         self._recorded = None
+        self._bound: tuple | None = None  # the distinct buffers the steps bind, found once
         self._graphs: list = []  # compiled graphs of fused runs (kept with the list)
         self.dispatches = 0  # executions recorded
 
@@ -263,15 +264,19 @@ class CommandList:
         self._units = units
         return units
 
-    def _buffers(self):
-        return {id(r.buffer): r.buffer for _, ranges, _ in self._steps for r in ranges}.values()
+    def _buffers(self) -> tuple:
+        """The distinct buffers the steps bind (found once per recording, not per execute: a
+        replay's checks and bookkeeping cost one step per buffer, not per execution)."""
+        if self._bound is None:
+            self._bound = tuple({id(r.buffer): r.buffer for _, ranges, _ in self._steps for r in ranges}.values())
+        return self._bound
 
     def execute(self) -> None:
         """Queue every recorded execution, in order, behind the device's queued work.
 
         Returns at once; reading an output (or `device.synchronize()`) waits for it.
         """
-        buffers = list(self._buffers())
+        buffers = self._buffers()
         if self.device.closed or any(b.released for b in buffers):
             raise ValidationError("dmlgpu", None, "CommandList", "a released buffer",
                                   "allowed: only live buffers in a recorded command list")
@@ -288,6 +293,7 @@ class CommandList:
 
     def _drop_recorded(self):
         self._units = None
+        self._bound = None
         if self._recorded is not None:
             self._recorded.destroy()
         self._recorded = None
