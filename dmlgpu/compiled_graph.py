@@ -9,6 +9,7 @@ small constant, then the group's nodes in topological order. Nothing is stored b
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -238,7 +239,9 @@ class CompiledGraph:
         """
         key = binding_key(inputs, outputs)
         launches = self._launches.get(key)
-        if launches is None or not all(launch.valid for launch in launches):
+        if launches is not None and not all(launch.valid for launch in launches):
+            launches = self._rebound(key, launches, inputs, outputs)
+        if launches is None:
             if self.device.closed:
                 raise ValidationError(GRAPH, None, "device", "closed", "allowed: a graph of an open device")
             launches = self._launches.put(key, self.launches(*self.check(inputs, outputs)))
@@ -247,34 +250,78 @@ class CompiledGraph:
                 raise ValidationError(GRAPH, None, "bindings", "a buffer released while queuing",
                                       "allowed: live buffers of an open device")
 
+    def _rebound(self, key, launches, inputs, outputs):
+        """`launches` (remembered for `key`: the same blocks, offsets and sizes, which pass the
+        same checks) for the live buffers of these bindings, or None to check them afresh."""
+        if any(launch.pipeline.handle is None for launch in launches) or \
+                not all(b.buffer.device is self.device for b in (*inputs, *outputs)):
+            return None
+        made = []
+        for kernel, launch in zip(self._kernels, launches):
+            buffers = [inputs[r.index].buffer if r.source == "input" else self._constants[r.index] for r in kernel.reads]
+            made.append(self.device.rebind(launch, buffers + [outputs[j].buffer for j, _ in kernel.outputs]))
+        return self._launches.put(key, made)
+
     def check(self, inputs, outputs):
         """(input ranges, output ranges) of these bindings; `ValidationError` if DirectML rejects them."""
         return check_graph_bindings(GRAPH, self._input_descs, self._output_descs, inputs, outputs, self.device,
                                     in_place=self._in_place)
 
+    def _bindings(self, kernel, in_ranges, out_ranges):
+        """One dispatch's Buffers in binding order, push constants, and the (Buffer, start, end)
+        ranges it reads and writes."""
+        bound = []
+        for read in kernel.reads:
+            if read.source == "input":
+                r = in_ranges[read.index]
+                bound.append((r.buffer, r.start, r.end))
+            else:
+                buffer = self._constants[read.index]
+                bound.append((buffer, 0, buffer.size_in_bytes))
+        written = [(out_ranges[j].buffer, out_ranges[j].start, out_ranges[j].end) for j, _ in kernel.outputs]
+        anchor = (bound or written)[0][0]
+        _, tier_inputs, tier_outputs = kernel.tier
+        buffers = [b for b, _, _ in bound] + [anchor] * (tier_inputs - len(bound))
+        buffers += [b for b, _, _ in written] + [anchor] * (tier_outputs - len(written))
+        push = np.zeros(gk.PUSH_WORDS, dtype=np.uint32)
+        for k, (b, start, _) in enumerate(bound):
+            push[k] = (b.arena_offset + start) // 4
+        for j, (b, start, _) in enumerate(written):
+            push[gk.MAX_INPUTS + j] = (b.arena_offset + start) // 4
+        push[gk.PUSH_COUNT] = kernel.count
+        return buffers, push, bound, written
+
     def launches(self, in_ranges, out_ranges) -> list:
         """The runtime's prepared dispatches over checked ranges, in order."""
         made = []
         for kernel in self._kernels:
-            bound = []
-            for read in kernel.reads:
-                if read.source == "input":
-                    r = in_ranges[read.index]
-                    bound.append((r.buffer, r.start, r.end))
-                else:
-                    buffer = self._constants[read.index]
-                    bound.append((buffer, 0, buffer.size_in_bytes))
-            written = [(out_ranges[j].buffer, out_ranges[j].start, out_ranges[j].end) for j, _ in kernel.outputs]
-            anchor = (bound or written)[0][0]
-            _, tier_inputs, tier_outputs = kernel.tier
-            buffers = [b for b, _, _ in bound] + [anchor] * (tier_inputs - len(bound))
-            buffers += [b for b, _, _ in written] + [anchor] * (tier_outputs - len(written))
-            push = np.zeros(gk.PUSH_WORDS, dtype=np.uint32)
-            for k, (b, start, _) in enumerate(bound):
-                push[k] = (b.arena_offset + start) // 4
-            for j, (b, start, _) in enumerate(written):
-                push[gk.MAX_INPUTS + j] = (b.arena_offset + start) // 4
-            push[gk.PUSH_COUNT] = kernel.count
+            buffers, push, bound, written = self._bindings(kernel, in_ranges, out_ranges)
             made.append(self.device.launch(kernel.program, kernel.grid, buffers, push, reads=bound, writes=written,
                                            name=f"a fused graph of {len(self.graph.nodes)} nodes"))
         return made
+
+    def results(self, inputs, outputs):
+        """Repeats of an execution with these bindings (checked now, as `execute` checks them)
+        whose outputs are new buffers each time (`runtime.Results`): each call of the returned
+        object queues one execution and returns its output Buffers (one per graph output, the
+        sizes of `outputs`' buffers), or None if an input buffer was released since.
+
+        `outputs` bind whole buffers that nothing else here binds (as `dmlgpu.fuse` makes them).
+        """
+        in_ranges, out_ranges = self.check(inputs, outputs)
+        fresh = [r.buffer for r in out_ranges]
+        if any(r.start or r.end != r.buffer.size_in_bytes for r in out_ranges) or \
+                len({id(b) for b in fresh}) < len(fresh) or \
+                any(r is not None and any(r.buffer is b for b in fresh) for r in in_ranges):
+            raise ValidationError(GRAPH, None, "outputs", "a range of a buffer bound elsewhere",
+                                  "allowed: whole buffers of their own (new results)")
+        templates, writes, kept = [], [], {}
+        for kernel in self._kernels:
+            buffers, push, bound, written = self._bindings(kernel, in_ranges, out_ranges)
+            templates.append(self.device.launch(kernel.program, kernel.grid, buffers, push, reads=bound,
+                                                writes=written, name=f"a fused graph of {len(self.graph.nodes)} nodes"))
+            writes.append([(j, gk.MAX_INPUTS + i, tuple(p for p, b in enumerate(buffers) if b is fresh[j]))
+                           for i, (j, _) in enumerate(kernel.outputs)])
+            kept.update((id(b), b) for b, _, _ in bound)
+        return self.device.results(templates, [r.end for r in out_ranges], writes,
+                                   [weakref.ref(b) for b in kept.values()])

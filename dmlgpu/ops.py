@@ -125,9 +125,11 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
             known = _RESULTS.get((*call, tuple([t.key for t in arrays])))
         except (AttributeError, TypeError):
             known = None
-        if known is not None and not any(t.buffer.released for t in arrays):
+        if known is not None:
             results, shape, out_type, offset, strides = known
-            return type(arrays[0]).from_fields(results(), shape, out_type, offset, strides)
+            made = results()  # None: an input was released (the general path explains)
+            if made is not None:
+                return type(arrays[0]).from_fields(made[0], shape, out_type, offset, strides)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     given = arrays
