@@ -156,7 +156,8 @@ def main(argv=None) -> int:
     for n in names:
         run = report["results"][n]["runs"][0]
         print(f"{n}: pipelines at open {run['pipelines_at_open']}, before execute {run['pipelines_before_execute']}, "
-              f"made by execute {run['pipelines_made_by_execute']}; disk cache at open: {run['disk_cache_status_at_open']}")
+              f"made by execute {run['pipelines_made_by_execute']}; "
+              f"disk cache at open: {run['disk_cache_status_at_open']}")
     return 0
 
 

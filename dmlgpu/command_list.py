@@ -196,6 +196,11 @@ class CommandList:
         """Dispatches in the recorded command buffer (fewer than `dispatches` where fused)."""
         return sum(len(unit.launches) for unit in self._plan())
 
+    def recorded_launches(self) -> list:
+        """The prepared dispatches of the recorded command buffer, in order (one per fused run or
+        unfused execution; for timing each on the GPU with `Device.time_dispatches`)."""
+        return [launch for unit in self._plan() for launch in unit.launches]
+
     def _runs(self) -> list:
         """Consecutive steps grouped: a list of step indices, or a `_Run`."""
         steps, groups, i = self._steps, [], 0
