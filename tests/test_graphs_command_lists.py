@@ -176,6 +176,9 @@ def test_replays_are_right_and_a_buffer_released_between_them_is_refused(device,
             commands.record(ops["bit_not"], [Binding(bx, 0, size)], [Binding(middle, 0, size)])
         else:
             commands.record(ops["bit_xor"], [Binding(bx, 0, size), Binding(bk, 0, size)], [Binding(bx, 0, size)])
+    launches = commands.recorded_launches()
+    assert len(launches) == commands.gpu_dispatches == (200 if not fuse else len(launches))
+    assert fuse == (len(launches) < 200)
     expected = x.copy()
     for _ in range(3):
         commands.execute()
