@@ -256,11 +256,11 @@ class CompiledGraph:
         if any(launch.pipeline.handle is None for launch in launches) or \
                 not all(b.buffer.device is self.device for b in (*inputs, *outputs)):
             return None
-        made = []
-        for kernel, launch in zip(self._kernels, launches):
-            buffers = [inputs[r.index].buffer if r.source == "input" else self._constants[r.index] for r in kernel.reads]
-            made.append(self.device.rebind(launch, buffers + [outputs[j].buffer for j, _ in kernel.outputs]))
-        return self._launches.put(key, made)
+        # Every buffer of the execution (each launch is marked in use on all of them: no
+        # launch's own list is needed; an unused input's binding is never checked, so not kept).
+        buffers = [b.buffer for b, descs in zip(inputs, self._input_descs) if descs]
+        buffers += [b.buffer for b in outputs] + list(self._constants.values())
+        return self._launches.put(key, [self.device.rebind(launch, buffers) for launch in launches])
 
     def check(self, inputs, outputs):
         """(input ranges, output ranges) of these bindings; `ValidationError` if DirectML rejects them."""
