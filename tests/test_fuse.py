@@ -10,7 +10,7 @@ from dmlgpu import testing
 from dmlgpu.dtypes import ALL, UINTS
 from dmlgpu.reference import REFERENCES
 
-from conftest import POISON
+from conftest import POISON, assert_clean_exit
 from test_graphs import SHAPE
 
 
@@ -207,3 +207,33 @@ def test_a_repeated_call_after_its_input_was_released_is_refused(device, rng):
     t.buffer.release()
     with pytest.raises(dmlgpu.ValidationError, match="released"):
         f(t)
+
+
+THREADS = """
+import threading
+import numpy as np
+import dmlgpu
+w = np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8)
+tw = dmlgpu.Tensor.from_numpy(w)
+f = dmlgpu.fuse(lambda x: (x & 15, x >> 4))
+bad = []
+def work():
+    for _ in range(40):
+        lo, hi = f(tw)
+        if not (np.array_equal(lo.numpy(), w & 15) and np.array_equal(hi.numpy(), w >> 4)):
+            bad.append(1)
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not bad, len(bad)
+print("done")
+"""
+
+
+def test_repeated_calls_from_several_threads(tmp_path):
+    """Threads calling one fused function with the same Tensor (the first call of each may race
+    the others' to trace, compile and keep the call): every result right, under the
+    validation layer."""
+    assert_clean_exit(THREADS, tmp_path)
