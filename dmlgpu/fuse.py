@@ -207,7 +207,7 @@ Traced.__hash__ = object.__hash__
 class _Compiled:
     """One signature's compiled graph and how to bind a call's arguments to it."""
 
-    __slots__ = ("graph", "arg_inputs", "outputs", "structure", "device")
+    __slots__ = ("graph", "arg_inputs", "outputs", "structure", "device", "views")
 
     def __init__(self, device, graph, arg_inputs, outputs, structure):
         self.device = device
@@ -215,6 +215,8 @@ class _Compiled:
         self.arg_inputs = arg_inputs  # argument position per graph input
         self.outputs = outputs  # (DataType, shape) per graph output
         self.structure = structure  # "one", "tuple" or "list"
+        # (shape, data type, 0, strides) of each result's view: the fields of a new result
+        self.views = [(shape, data_type, 0, packed_strides(shape)) for data_type, shape in outputs]
 
     def returned(self, results: list):
         """The function's return value made of `results` (one per graph output)."""
@@ -346,8 +348,7 @@ class Fused:
                 compiled, results = known
                 buffers = results()  # None: an input was released (the general path explains)
                 if buffers is not None:
-                    return compiled.returned([Tensor.from_fields(b, shape, data_type)
-                                              for b, (data_type, shape) in zip(buffers, compiled.outputs)])
+                    return compiled.returned([Tensor.from_fields(b, *fields) for b, fields in zip(buffers, compiled.views)])
         compiled = self._lookup(args, device)
         inputs, keep = [], []
         for position in compiled.arg_inputs:
