@@ -27,7 +27,7 @@ from .errors import ValidationError
 from .graph import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
                     OperatorGraphNodeDesc, OutputGraphEdgeDesc)
 from .descs import DESC_CLASSES
-from .operands import host_array, is_python_scalar, python_scalar
+from .operands import host_array, is_python_scalar, python_scalar, scalar_key
 from .operators import ELEMENT_WISE, OPERATORS
 from .tensor import Tensor
 from .tensor_desc import packed_strides, TensorDesc
@@ -225,12 +225,6 @@ class _Compiled:
         return tuple(results) if self.structure == "tuple" else results
 
 
-def _scalar_key(x) -> tuple:
-    """A Python scalar argument as a key: its type and value, a float by its bits (0.0 and -0.0
-    are equal numbers but other operands of a bitwise operator)."""
-    return (type(x), x.hex() if isinstance(x, float) else x)
-
-
 def _call_key(device, args) -> tuple | None:
     """What a call with the very same Tensors is found by: the device and each argument's view
     key (buffer serial, offset, shape, strides, data type; serials are never reused) or scalar
@@ -243,7 +237,7 @@ def _call_key(device, args) -> tuple | None:
             key.append(x.key)
             tensors = True
         elif is_python_scalar(x):
-            key.append(_scalar_key(x))
+            key.append(scalar_key(x))
         else:
             return None
     return tuple(key) if tensors else None
@@ -270,7 +264,7 @@ class Fused:
             elif isinstance(x, np.ndarray):
                 parts.append(("A", x.dtype.str, x.shape))
             elif is_python_scalar(x):
-                parts.append(("S", *_scalar_key(x)))
+                parts.append(("S", *scalar_key(x)))
             elif isinstance(x, np.generic):
                 parts.append(("S", type(x), x.tobytes()))
             else:
