@@ -6,7 +6,8 @@ what a call costs in Python and in the runtime before the device does anything.
 Rows (tiny data, so the device's work is negligible; each result checked once first):
 - `dmlgpu.fuse` int4 unpack on a Tensor, two new results per call;
 - the same graph's `CompiledGraph.execute` with the same bindings (the floor: a memo hit);
-- a single operator's new result (`~t`, `t ^ u`) and `bit_not(t, out=)`, its peers;
+- a single operator's new result (`~t`, `t ^ u`) and `bit_not(t, out=)`, its peers; the same
+  with a Python int operand (`t & 15`, `bit_and(t, 15, out=)`);
 - a command list of 1,000 dependent steps (cycling NOT/XOR/SHL/SHR/SIGN/BIT_COUNT): its
   `execute()` alone, and replay + synchronize, per step.
 Call times are the median of single calls timed in batches of 32 between waits (the first of
@@ -97,6 +98,8 @@ def main(argv=None) -> int:
         "~t (new result)": per_call(device, lambda: ~tw),
         "t ^ u (new result)": per_call(device, lambda: tw ^ tw2),
         "bit_not(t, out=)": per_call(device, lambda: dmlgpu.bit_not(tw, out=out)),
+        "t & 15 (new result, a Python int operand)": per_call(device, lambda: tw & 15),
+        "bit_and(t, 15, out=)": per_call(device, lambda: dmlgpu.bit_and(tw, 15, out=out)),
     }
     commands = command_list(device, rng)
     count = commands.dispatches
