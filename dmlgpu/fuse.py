@@ -342,7 +342,8 @@ class Fused:
                 compiled, results = known
                 buffers = results()  # None: an input was released (the general path explains)
                 if buffers is not None:
-                    return compiled.returned([Tensor.from_fields(b, *fields) for b, fields in zip(buffers, compiled.views)])
+                    return compiled.returned([Tensor.from_fields(b, *fields)
+                                              for b, fields in zip(buffers, compiled.views)])
         compiled = self._lookup(args, device)
         inputs, keep = [], []
         for position in compiled.arg_inputs:
