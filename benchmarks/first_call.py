@@ -15,8 +15,11 @@ Each run is a new Python process (as a user's first call is) that times, in orde
   pipeline cache) is reported apart from `device.pipeline_stats()["pipeline_seconds"]`;
 - the first dispatch and its wait (`synchronize`; a CPU driver such as lavapipe compiles the
   pipeline's code here, at its first use);
-- the graph's cache hit (`compile_graph` again + execute + wait), and the close at exit (which
-  writes the pipeline cache to disk).
+- the graph's cache hit (`compile_graph` again + execute + wait);
+- another new graph's first call in the same process (the same graph at twice the size: a new
+  pipeline of the same module), and its pipeline creation: a first call once the process's
+  first pipeline is paid (a driver may load its compiler then);
+- the close (which writes the pipeline cache to disk).
 
 Modes, each with the driver's own shader caches off (`MESA_SHADER_CACHE_DISABLE=true`,
 `__GL_SHADER_DISK_CACHE=0`), so that dmlgpu's cache is what is measured:
@@ -37,7 +40,8 @@ import time
 
 GRAPHS = ("int4", "chain")
 PHASES = ("import_numpy", "import_dmlgpu", "device_open", "compile_graph", "buffers", "execute_python",
-          "pipeline_creation", "first_dispatch_wait", "first_call", "cache_hit", "close")
+          "pipeline_creation", "first_dispatch_wait", "first_call", "cache_hit", "next_graph_first_call",
+          "next_graph_pipeline_creation", "close")
 
 
 def child(graph: str, nbytes: int) -> dict:
@@ -59,13 +63,14 @@ def child(graph: str, nbytes: int) -> dict:
     opened = device.pipeline_stats()
 
     rng = np.random.default_rng(0)
-    if graph == "int4":
-        desc = int4_unpack(nbytes)
-        data = [rng.integers(0, 256, nbytes, dtype=np.uint8)]
-    else:
-        n = nbytes // 4
-        desc = seven_step_chain(n)
-        data = [rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(2)]
+
+    def case(size):
+        if graph == "int4":
+            return int4_unpack(size), [rng.integers(0, 256, size, dtype=np.uint8)]
+        n = size // 4
+        return seven_step_chain(n), [rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(2)]
+
+    desc, data = case(nbytes)
     first = time.perf_counter()
     compiled = device.compile_graph(desc)
     times["compile_graph"] = time.perf_counter() - first
@@ -92,6 +97,19 @@ def child(graph: str, nbytes: int) -> dict:
     device.compile_graph(desc).execute(ins, outs)
     device.synchronize()
     times["cache_hit"] = time.perf_counter() - mark
+
+    # Another new graph in the same process (the same module at twice the size: a new pipeline),
+    # its buffers made first: what a first call costs once the process's first one is paid.
+    desc, data = case(2 * nbytes)
+    ins = [Binding(device.upload(d)) for d in data]
+    outs = [Binding(device.allocate(size, zero_fill=False)) for size in output_sizes(desc)]
+    device.synchronize()
+    made = device.pipeline_stats()["pipeline_seconds"]
+    mark = time.perf_counter()
+    device.compile_graph(desc).execute(ins, outs)
+    device.synchronize()
+    times["next_graph_first_call"] = time.perf_counter() - mark
+    times["next_graph_pipeline_creation"] = device.pipeline_stats()["pipeline_seconds"] - made
 
     mark = time.perf_counter()
     device.close()
@@ -150,9 +168,9 @@ def main(argv=None) -> int:
         json.dump(report, f, indent=1)
     print(f"{report['device']} ({report['driver']}), {args.bytes} bytes, median of {args.runs} processes, ms")
     names = list(report["results"])
-    print(f"{'phase':22s}" + "".join(f"{n:>14s}" for n in names))
+    print(f"{'phase':30s}" + "".join(f"{n:>14s}" for n in names))
     for phase in (*PHASES, "process_wall"):
-        print(f"{phase:22s}" + "".join(f"{1e3 * report['results'][n]['median_seconds'][phase]:14.1f}" for n in names))
+        print(f"{phase:30s}" + "".join(f"{1e3 * report['results'][n]['median_seconds'][phase]:14.1f}" for n in names))
     for n in names:
         run = report["results"][n]["runs"][0]
         print(f"{n}: pipelines at open {run['pipelines_at_open']}, before execute {run['pipelines_before_execute']}, "
