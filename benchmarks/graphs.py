@@ -277,7 +277,7 @@ def main(argv=None) -> int:
         timed = [k for k in r if k.startswith("first_call") or k in ("cache_hit_seconds", "kernel_seconds_per_step")]
         times = ", ".join(f"{k.replace('_seconds', '')} {r[k] * 1e3:.3g} ms" for k in timed)
         extras = ", ".join(e for e in (extras, times) if e)
-        print(f"{r['case']}: {r['seconds'] * 1e3:.3f} ms" + (f" ({extras})" if extras else ""))
+        print(f"{r['case']}: {r['seconds'] * 1e3:.4g} ms" + (f" ({extras})" if extras else ""))
     return 0
 
 
