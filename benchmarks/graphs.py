@@ -14,8 +14,9 @@ median of repeats; peers measured in the same run, skipped when absent):
 - a command list of 1,000 dependent tiny steps cycling NOT/XOR/SHL/SHR/SIGN/BIT_COUNT, replay +
   synchronize per step, against a CUDA graph of NOT/XOR/SHL/SHR/SIGN (torch has no popcount);
 - plain `bit_and(w_u8, 15, out=)` against `torch.bitwise_and(w, 15, out=)`;
-- first-call time of a new graph (compile + first execution) and the cache-hit time of
-  compiling it again, both on this device.
+- first-call time of a new graph (compile + first execution; with and without making its
+  buffers; the pipeline creation in it) and the cache-hit time of compiling it again, both on
+  this device (`benchmarks/first_call.py` breaks a first call down in fresh processes).
 """
 from __future__ import annotations
 
@@ -99,14 +100,23 @@ def numpy_chain(x, y):
 
 
 def timed_graph(device, desc, inputs, out_sizes):
-    """(compiled, launch, bindings, first-call seconds, cache-hit seconds)."""
+    """(compiled, launch, bindings, first-call times, cache-hit seconds). First-call times:
+    `first_call_seconds` (inputs uploaded, outputs allocated, compile, execute, wait),
+    `first_call_compute_seconds` (the same without the buffers, made first) and
+    `first_call_pipeline_seconds` (the pipeline creation in it: the driver's compilation)."""
     start = time.perf_counter()
-    compiled = device.compile_graph(desc)
     ins = [Binding(device.upload(x)) for x in inputs]
     outs = [Binding(device.allocate(s, zero_fill=False)) for s in out_sizes]
+    device.synchronize()
+    buffers = time.perf_counter() - start
+    pipeline = device.pipeline_stats()["pipeline_seconds"]
+    start = time.perf_counter()
+    compiled = device.compile_graph(desc)
     compiled.execute(ins, outs)
     device.synchronize()
-    first = time.perf_counter() - start
+    compute = time.perf_counter() - start
+    first = {"first_call_seconds": buffers + compute, "first_call_compute_seconds": compute,
+             "first_call_pipeline_seconds": device.pipeline_stats()["pipeline_seconds"] - pipeline}
     start = time.perf_counter()
     again = device.compile_graph(desc)
     again.execute(ins, outs)
@@ -160,9 +170,12 @@ def main(argv=None) -> int:
         peers["numpy"] = wall(lambda: (w & 15, w >> 4))
     rows.append(row(f"int4 unpack {nbytes // MiB} MiB uint8: compile_graph (GPU time)", ours,
                     3 * nbytes / bandwidth, **peers) | {
-        "first_call_seconds": first, "cache_hit_seconds": hit, "dispatches": compiled.dispatches})
+        **first, "cache_hit_seconds": hit, "dispatches": compiled.dispatches})
     rows.append(row(f"int4 unpack {nbytes // MiB} MiB uint8: dmlgpu.fuse on Tensors (wall, + sync)", fuse_wall,
                     3 * nbytes / bandwidth, **peers))
+    same_wall = wall(lambda: (compiled.execute(ins, outs), device.synchronize()))
+    rows.append(row(f"int4 unpack {nbytes // MiB} MiB uint8: compile_graph execute, same bindings (wall, + sync)",
+                    same_wall, 3 * nbytes / bandwidth, **peers))
     lo_t, hi_t = Tensor.empty((nbytes,), np.uint8), Tensor.empty((nbytes,), np.uint8)
     two = wall(lambda: (dmlgpu.bit_and(tw, 15, out=lo_t), dmlgpu.bit_shift_right(tw, 4, out=hi_t),
                         device.synchronize()))
@@ -211,7 +224,7 @@ def main(argv=None) -> int:
         peers["numpy"] = wall(lambda: numpy_chain(x, y), repeats=5)
     rows.append(row(f"7-step chain + BIT_COUNT->uint8 on {nbytes // MiB} MiB uint32 (GPU time)",
                     gpu_seconds(device, launch), (3 * 4 * n + n) / bandwidth, **peers) | {
-        "first_call_seconds": first, "cache_hit_seconds": hit, "dispatches": compiled.dispatches})
+        **first, "cache_hit_seconds": hit, "dispatches": compiled.dispatches})
 
     # command list of 1,000 dependent tiny steps
     count, m = 1000, 256
@@ -246,9 +259,12 @@ def main(argv=None) -> int:
             for i in range(count):
                 steps[i % len(steps)]()
         peer["cuda_graph"] = wall(lambda: (graph.replay(), torch.cuda.synchronize())) / count
+    # The GPU's share: each dispatch of the recorded list timed alone (behind a barrier, as in the list).
+    kernels = sum(gpu_seconds(device, launch, repeats=5) for launch in commands.recorded_launches())
     rows.append(row(f"command list of {count} dependent tiny steps (NOT/XOR/SHL/SHR/SIGN/BIT_COUNT), "
                     "replay + sync per step", ours, **peer) | {
-        "gpu_dispatches": commands.gpu_dispatches, "barriers": commands.barriers, "first_replay_seconds": list_first})
+        "gpu_dispatches": commands.gpu_dispatches, "barriers": commands.barriers, "first_replay_seconds": list_first,
+        "kernel_seconds_per_step": kernels / count})
     commands.release()
 
     report = {"device": device.name, "type": device.type, "driver": device.driver, "bytes": nbytes,
@@ -258,7 +274,10 @@ def main(argv=None) -> int:
         json.dump(report, f, indent=1)
     for r in rows:
         extras = ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k.startswith(("vs_", "of_")) and v is not None)
-        print(f"{r['case']}: {r['seconds'] * 1e3:.3f} ms" + (f" ({extras})" if extras else ""))
+        timed = [k for k in r if k.startswith("first_call") or k in ("cache_hit_seconds", "kernel_seconds_per_step")]
+        times = ", ".join(f"{k.replace('_seconds', '')} {r[k] * 1e3:.3g} ms" for k in timed)
+        extras = ", ".join(e for e in (extras, times) if e)
+        print(f"{r['case']}: {r['seconds'] * 1e3:.4g} ms" + (f" ({extras})" if extras else ""))
     return 0
 
 

@@ -165,6 +165,7 @@ class CommandList:
         self._steps: list = []  # (compiled, ranges, launches) per recorded execution (a graph: per dispatch)
         self._units: list | None = None  # the planned dispatches, made on demand
         self._recorded = None
+        self._bound: tuple | None = None  # the distinct buffers the steps bind, found once
         self._graphs: list = []  # compiled graphs of fused runs (kept with the list)
         self.dispatches = 0  # executions recorded
 
@@ -196,6 +197,11 @@ class CommandList:
     def gpu_dispatches(self) -> int:
         """Dispatches in the recorded command buffer (fewer than `dispatches` where fused)."""
         return sum(len(unit.launches) for unit in self._plan())
+
+    def recorded_launches(self) -> list:
+        """The prepared dispatches of the recorded command buffer, in order (one per fused run or
+        unfused execution; for timing each on the GPU with `Device.time_dispatches`)."""
+        return [launch for unit in self._plan() for launch in unit.launches]
 
     def _runs(self) -> list:
         """Consecutive steps grouped: a list of step indices, or a `_Run`."""
@@ -265,15 +271,19 @@ class CommandList:
         self._units = units
         return units
 
-    def _buffers(self):
-        return {id(r.buffer): r.buffer for _, ranges, _ in self._steps for r in ranges}.values()
+    def _buffers(self) -> tuple:
+        """The distinct buffers the steps bind (found once per recording, not per execute: a
+        replay's checks and bookkeeping cost one step per buffer, not per execution)."""
+        if self._bound is None:
+            self._bound = tuple({id(r.buffer): r.buffer for _, ranges, _ in self._steps for r in ranges}.values())
+        return self._bound
 
     def execute(self) -> None:
         """Queue every recorded execution, in order, behind the device's queued work.
 
         Returns at once; reading an output (or `device.synchronize()`) waits for it.
         """
-        buffers = list(self._buffers())
+        buffers = self._buffers()
         if self.device.closed or any(b.released for b in buffers):
             raise ValidationError("dmlgpu", None, "CommandList", "a released buffer",
                                   "allowed: only live buffers in a recorded command list")
@@ -290,6 +300,7 @@ class CommandList:
 
     def _drop_recorded(self):
         self._units = None
+        self._bound = None
         if self._recorded is not None:
             self._recorded.destroy()
         self._recorded = None

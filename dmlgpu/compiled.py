@@ -192,8 +192,11 @@ class CompiledOperator:
 
     def results(self, template, out_bytes: int):
         """Repeats of `template` (a launch of this operator), each writing a new packed output
-        buffer of `out_bytes`: call it for the next one (`runtime.Results`)."""
-        return self.device.results(template, _PUSH["out_offset"], out_bytes)
+        buffer of `out_bytes`: call it for the next one, a list of that one buffer, or None if
+        an input was released (`runtime.Results`)."""
+        last = len(template.arena_ids) - 1  # the output binds last
+        return self.device.results([template], [out_bytes], [[(0, _PUSH["out_offset"], (last,))]],
+                                   template.buffers[:-1])
 
     def launch(self, ranges):
         """The runtime's prepared dispatch of this operator over checked `ranges`."""

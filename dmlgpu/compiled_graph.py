@@ -10,13 +10,16 @@ dmlgpu/compiled_reduction.py: the element-wise nodes fused into the reduction.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
+from . import graph_kernel as gk
 from .bindings import check_graph_bindings
 from .compiled import LaunchMemo, binding_key
 from .compiled_reduction import plan_reduction
 from .errors import ValidationError
-from .graph_program import SlotProgram, TooBig, assemble
+from .graph_program import Kernel, SlotProgram, TooBig, assemble
 from .operators import ELEMENT_WISE
 from .validation import GRAPH, resolve_feature_level, validate_fused_reduction, validate_graph
 
@@ -136,7 +139,9 @@ class CompiledGraph:
         """
         key = binding_key(inputs, outputs)
         launches = self._launches.get(key)
-        if launches is None or not all(launch.valid for launch in launches):
+        if launches is not None and not all(launch.valid for launch in launches):
+            launches = self._rebound(key, launches, inputs, outputs)
+        if launches is None:
             if self.device.closed:
                 raise ValidationError(GRAPH, None, "device", "closed", "allowed: a graph of an open device")
             launches = self._launches.put(key, self.launches(*self.check(inputs, outputs)))
@@ -144,6 +149,18 @@ class CompiledGraph:
             if not self.device.enqueue(launch):
                 raise ValidationError(GRAPH, None, "bindings", "a buffer released while queuing",
                                       "allowed: live buffers of an open device")
+
+    def _rebound(self, key, launches, inputs, outputs):
+        """`launches` (remembered for `key`: the same blocks, offsets and sizes, which pass the
+        same checks) for the live buffers of these bindings, or None to check them afresh."""
+        if any(launch.pipeline.handle is None for launch in launches) or \
+                not all(b.buffer.device is self.device for b in (*inputs, *outputs)):
+            return None
+        # Every buffer of the execution (each launch is marked in use on all of them: no
+        # launch's own list is needed; an unused input's binding is never checked, so not kept).
+        buffers = [b.buffer for b, descs in zip(inputs, self._input_descs) if descs]
+        buffers += [b.buffer for b in outputs] + list(self._constants.values()) + self._scratch
+        return self._launches.put(key, [self.device.rebind(launch, buffers) for launch in launches])
 
     def check(self, inputs, outputs):
         """(input ranges, output ranges) of these bindings; `ValidationError` if DirectML rejects them."""
@@ -161,3 +178,33 @@ class CompiledGraph:
 
         name = f"a fused graph of {len(self.graph.nodes)} nodes"
         return [launch for step in self._kernels for launch in step.launches(self.device, where, name)]
+
+    def results(self, inputs, outputs):
+        """Repeats of an execution with these bindings (checked now, as `execute` checks them)
+        whose outputs are new buffers each time (`runtime.Results`): each call of the returned
+        object queues one execution and returns its output Buffers (one per graph output, the
+        sizes of `outputs`' buffers), or None if an input buffer was released since. None instead
+        of the object for a graph whose dispatches write more than its outputs (a reduction's
+        scratch): such a graph is executed afresh each time.
+
+        `outputs` bind whole buffers that nothing else here binds (as `dmlgpu.fuse` makes them).
+        """
+        in_ranges, out_ranges = self.check(inputs, outputs)
+        fresh = [r.buffer for r in out_ranges]
+        if any(r.start or r.end != r.buffer.size_in_bytes for r in out_ranges) or \
+                len({id(b) for b in fresh}) < len(fresh) or \
+                any(r is not None and any(r.buffer is b for b in fresh) for r in in_ranges):
+            raise ValidationError(GRAPH, None, "outputs", "a range of a buffer bound elsewhere",
+                                  "allowed: whole buffers of their own (new results)")
+        if not all(isinstance(step, Kernel) and all(out[0] == "output" and not sum(out[4:]) for out in step.outputs)
+                   for step in self._kernels):
+            return None
+        launches = self.launches(in_ranges, out_ranges)
+        writes, kept = [], {}
+        for step, launch in zip(self._kernels, launches):
+            bound = [ref() for ref in launch.buffers]
+            writes.append([(out[1], gk.MAX_INPUTS + i, tuple(p for p, b in enumerate(bound) if b is fresh[out[1]]))
+                           for i, out in enumerate(step.outputs)])
+            kept.update((id(b), b) for b in bound if not any(b is f for f in fresh))
+        return self.device.results(launches, [r.end for r in out_ranges], writes,
+                                   [weakref.ref(b) for b in kept.values()])

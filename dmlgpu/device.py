@@ -93,6 +93,9 @@ class Device(runtime.Device):
             return super().__new__(cls)  # a context of its own (or the runtime's error for the index)
         if staging is None:
             staging = os.environ.get("DMLGPU_STAGING", "") == "1"
+        override = os.environ.get("DMLGPU_DEVICE")
+        if index is None and override not in _DEFAULT_INDEX and not _SHARED:
+            return cls._open_default(override, bool(staging))
         key = (_default_index() if index is None else int(index), bool(staging))
         with _SHARED_LOCK:
             device = _SHARED.get(key)
@@ -101,6 +104,20 @@ class Device(runtime.Device):
                 device.__init__(key[0], staging=key[1])
                 _SHARED[key] = device
             return device
+
+    @classmethod
+    def _open_default(cls, override, staging: bool) -> "Device":
+        """The process's first device, the default one: chosen from the device list of its own
+        Vulkan context as it opens (listing the devices first would open another context)."""
+        with _SHARED_LOCK:
+            if override in _DEFAULT_INDEX or _SHARED:  # another thread opened one meanwhile
+                device = None
+            else:
+                device = super().__new__(cls)
+                device.__init__(None, staging=staging)
+                _DEFAULT_INDEX[override] = device.index
+                _SHARED[(device.index, staging)] = device
+        return device if device is not None else cls(None, staging=staging)
 
     def __init__(self, index: int | None = None, *, staging: bool | None = None, private: bool = False):
         if getattr(self, "_operators", None) is not None:

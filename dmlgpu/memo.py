@@ -1,6 +1,6 @@
 """The front end's memos: what an earlier call decided, kept so a repeated call skips deciding.
 
-Four bounded least-recently-used tables (issue: every cache has a bound), each keyed by what
+Five bounded least-recently-used tables (issue: every cache has a bound), each keyed by what
 decides a call (the operator, the level and dtype as given, the operands' dtypes and shapes or
 Tensors' keys):
 
@@ -9,17 +9,20 @@ Tensors' keys):
   calls.
 - `TENSOR_CALLS`: Tensor calls with `out` -> the prepared dispatch (holds no memory).
 - `TENSOR_RESULTS`: Tensor calls without `out` -> how to make each new result.
+- `TENSOR_SCALARS`: Python scalar operands of Tensor calls (device, dtype, bytes) -> the device
+  buffer holding the value, which the two above bind (weakly: an evicted scalar's calls are
+  planned again).
 
 Each holds `DEFAULT_SIZE` (256) entries unless `set_sizes` says otherwise. An entry holds no
-array data: it names compiled operators, prepared dispatches and their device, which it keeps
-alive until it is evicted or `clear()` empties all four.
+array data but `TENSOR_SCALARS`' few bytes each: it names compiled operators, prepared
+dispatches and their device, which it keeps alive until it is evicted or `clear()` empties all.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["DEFAULT_SIZE", "HOST_PARTS", "HOST_PLANS", "LRU", "TENSOR_CALLS", "TENSOR_RESULTS", "clear",
-           "set_sizes", "sizes"]
+__all__ = ["DEFAULT_SIZE", "HOST_PARTS", "HOST_PLANS", "LRU", "TENSOR_CALLS", "TENSOR_RESULTS", "TENSOR_SCALARS",
+           "clear", "set_sizes", "sizes"]
 
 #: Entries per memo unless `set_sizes` changes it.
 DEFAULT_SIZE = 256
@@ -72,12 +75,14 @@ HOST_PLANS = LRU()
 HOST_PARTS = LRU()
 TENSOR_CALLS = LRU()
 TENSOR_RESULTS = LRU()
+TENSOR_SCALARS = LRU()
 _MEMOS = {"host_plans": HOST_PLANS, "host_parts": HOST_PARTS, "tensor_calls": TENSOR_CALLS,
-          "tensor_results": TENSOR_RESULTS}
+          "tensor_results": TENSOR_RESULTS, "tensor_scalars": TENSOR_SCALARS}
 
 
 def sizes() -> dict:
-    """Each memo's bound, by name (`host_plans`, `host_parts`, `tensor_calls`, `tensor_results`)."""
+    """Each memo's bound, by name (`host_plans`, `host_parts`, `tensor_calls`, `tensor_results`,
+    `tensor_scalars`)."""
     return {name: memo.maxsize for name, memo in _MEMOS.items()}
 
 

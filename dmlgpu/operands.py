@@ -27,7 +27,7 @@ from .dtypes import DataType
 from .errors import DataTypeError, ValidationError
 
 __all__ = ["PLAIN_ARRAYS", "SUBCLASS_ALLOWED", "HostOperand", "convert", "data_type", "host_array",
-           "is_python_scalar", "native_dtype", "python_scalar"]
+           "is_python_scalar", "native_dtype", "python_scalar", "scalar_key"]
 
 #: numpy data an operator takes (the annotation of the generated functions and Tensor operators):
 #: an array (any byte order), a numpy scalar, or a Python int, float or bool, which takes the
@@ -43,6 +43,12 @@ SUBCLASS_ALLOWED = ("allowed: numpy.ndarray (dmlgpu would drop this subclass's m
 def is_python_scalar(value) -> bool:
     """A Python int, float or bool (numpy's float64 subclasses float but is a numpy scalar)."""
     return isinstance(value, (int, float)) and not isinstance(value, np.generic)
+
+
+def scalar_key(value) -> tuple:
+    """A Python scalar as a memo key: its type and value, a float by its bits (0.0 and -0.0 are
+    equal numbers but other operands of a bitwise operator; True and 1 are other types)."""
+    return (type(value), value.hex() if isinstance(value, float) else value)
 
 
 def host_array(value, operator: str, tensor: str | None, field: str = "type"):

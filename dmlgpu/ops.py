@@ -35,11 +35,14 @@ from .views import View, extent
 __all__ = ["apply", "broadcast_shape", "broadcast_strides", "copy", "data_type", "fail", "fit_dimensions",
            "operands", "output_dtype"]
 
-#: (operator, level as given, dtype as given, view keys) -> the prepared dispatch (holds no memory).
+#: (operator, level as given, dtype as given, operand keys) -> the prepared dispatch (holds no memory).
 _CALLS = memo.TENSOR_CALLS
-#: (operator, level as given, dtype as given, input view keys) -> (runtime.Results making each
-#: new result, its shape, data type, offset and strides): a new result needs no validation again.
+#: (operator, level as given, dtype as given, operand keys) -> (runtime.Results making each
+#: new result, its class, shape, data type, offset and strides): a new result needs no validation again.
 _RESULTS = memo.TENSOR_RESULTS
+#: (device, dtype, bytes) -> the Buffer of a Python scalar operand: the two memos above bind it
+#: (weakly), so a repeated call with the same scalar finds its dispatch still valid.
+_SCALARS = memo.TENSOR_SCALARS
 
 
 def fail(op, tensor, field, value, allowed):
@@ -104,6 +107,27 @@ def fit_dimensions(op, row, sizes, strides):
     return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
 
 
+def _operand_keys(arrays) -> tuple:
+    """What a call's operands are found by in the memos: a view's key, a Python scalar's
+    `scalar_key`; AttributeError for other operands (numpy data is never memoised here)."""
+    try:
+        return tuple([x.key for x in arrays])
+    except AttributeError:
+        return tuple([x.key if isinstance(x, View) or not operand_rules.is_python_scalar(x)
+                      else operand_rules.scalar_key(x) for x in arrays])
+
+
+def _scalar_buffer(device, value: np.ndarray):
+    """The device buffer holding a Python scalar operand (`value`, converted), made once per
+    device, data type and value while `_SCALARS` keeps it."""
+    key = (device, value.dtype.str, value.tobytes())
+    buffer = _SCALARS.get(key)
+    if buffer is None or buffer.released:
+        buffer = device.upload(value)
+        _SCALARS[key] = buffer
+    return buffer
+
+
 def apply(op: Operator, arrays, out, out_dtype, feature_level):
     """One call of `op` where an operand or `out` is a view: the result is `out`, or a new view.
 
@@ -113,21 +137,23 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
     again.
     """
     call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
-    if isinstance(out, View):  # hot path: the same views as an earlier call
+    if isinstance(out, View):  # hot path: the same views (and Python scalars) as an earlier call
         try:
-            launch = _CALLS.get((*call, (*[t.key for t in arrays], out.key)))
+            launch = _CALLS.get((*call, (*_operand_keys(arrays), out.key)))
         except (AttributeError, TypeError):
             launch = None
         if launch is not None and launch.device.enqueue(launch):
             return out
-    elif out is None and all(isinstance(x, View) for x in arrays):
+    elif out is None:
         try:  # hot path: a new result of an earlier call's shape from the same views
-            known = _RESULTS.get((*call, tuple([t.key for t in arrays])))
+            known = _RESULTS.get((*call, _operand_keys(arrays)))
         except (AttributeError, TypeError):
             known = None
-        if known is not None and not any(t.buffer.released for t in arrays):
-            results, shape, out_type, offset, strides = known
-            return type(arrays[0]).from_fields(results(), shape, out_type, offset, strides)
+        if known is not None:
+            results, cls, shape, out_type, offset, strides = known
+            made = results()  # None: an input was released (the general path explains)
+            if made is not None:
+                return cls.from_fields(made[0], shape, out_type, offset, strides)
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     given = arrays
@@ -159,11 +185,12 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
              "allowed: Tensors of one device (move one with Tensor.to(device))")
     device = devices.pop()
     tensors = []
-    for name, x in zip(op.inputs, arrays):
+    for name, x, as_given in zip(op.inputs, arrays, given):
         if not isinstance(x, View):
             x = np.asarray(x)
             found = data_type(op, name, x.dtype, row.input_types)
-            x = make(pieces.upload(device, x), x.shape, found)
+            scalar = operand_rules.is_python_scalar(as_given)
+            x = make(_scalar_buffer(device, x) if scalar else pieces.upload(device, x), x.shape, found)
         tensors.append(x)
     in_types = [data_type(op, name, t.dtype, row.input_types) for name, t in zip(op.inputs, tensors)]
     out_type = in_types[0] if out_dtype is None else data_type(op, op.output, out_dtype, row.output_types)
@@ -222,11 +249,13 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     ranges = compiled.check(*bindings)  # hazards are checked on the bindings
     launch = compiled.launch(ranges)
     compiled.enqueue(launch)
-    if call is not None and all(x is t for x, t in zip(given, tensors)):  # views only: it can repeat as is
-        _CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
+    # Views and Python scalars only (a scalar's buffer is kept in `_SCALARS`): it can repeat as is.
+    if call is not None and all(x is t or operand_rules.is_python_scalar(x) for x, t in zip(given, tensors)):
+        keys = _operand_keys(given)
+        _CALLS[(*call, (*keys, out.key))] = launch
         if not given_out and ranges[-1].start == 0:
-            _RESULTS[(*call, tuple(t.key for t in tensors))] = (
-                compiled.results(launch, ranges[-1].end), out.shape, out.data_type, out.offset, out.strides)
+            _RESULTS[(*call, keys)] = (compiled.results(launch, ranges[-1].end), type(anchor), out.shape,
+                                       out.data_type, out.offset, out.strides)
     return out
 
 

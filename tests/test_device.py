@@ -31,6 +31,34 @@ def test_default_device_prefers_a_gpu(monkeypatch):
         choose_device(devices)
 
 
+COUNT_CONTEXTS = """
+import dmlgpu
+from dmlgpu.runtime import vulkan
+made = []
+init, listed = vulkan.Context.__init__, vulkan.Context.list_devices
+def counted(self, index):
+    made.append(index)
+    init(self, index)
+vulkan.Context.__init__ = counted
+vulkan.Context.list_devices = staticmethod(lambda: made.append("list") or listed())
+device = dmlgpu.default_device()
+assert dmlgpu.Device() is device and dmlgpu.Device(device.index) is device and dmlgpu.default_device() is device
+print("contexts", device.index, made)
+"""
+
+
+@pytest.mark.parametrize("override", [None, "0"])
+def test_the_first_default_device_opens_one_context(override):
+    """The default device is chosen from the device list of its own context as it opens: no
+    other Vulkan context is opened just to list the devices first (each costs the driver's
+    start-up), and `Device()`, `Device(index)` and `default_device()` give that one device."""
+    env = {} if override is None else {"DMLGPU_DEVICE": override}
+    result = run_python(COUNT_CONTEXTS, **env)
+    assert result.returncode == 0, result.stderr
+    index, made = result.stdout.split(" ", 2)[1:]
+    assert made.strip() in ("[0]", f"[0, {index}]"), result.stdout
+
+
 def test_device_reports_itself(device):
     assert device.name and device.type in ("CPU", "discrete GPU", "integrated GPU", "virtual GPU", "other")
     assert "Vulkan" in device.driver and device.max_buffer_size >= 1 << 20

@@ -10,6 +10,7 @@ from dmlgpu import testing
 from dmlgpu.dtypes import ALL, UINTS
 from dmlgpu.reference import REFERENCES
 
+from conftest import POISON, assert_clean_exit
 from test_graphs import SHAPE
 
 
@@ -139,3 +140,100 @@ def test_zero_dimensional_arguments():
     x, y = np.array(0x5A, np.uint8), np.arange(5, dtype=np.uint8)
     got = f(x, y)
     assert same(got[0], x ^ y) and same(got[1], ~x) and got[1].shape == ()
+
+
+def _poisoned_blocks(device, nbytes, count=4):
+    """Free `count` blocks of `nbytes` filled with POISON: the next new buffers of that size
+    (the pool's quick list, newest first) are those blocks, so an element a call leaves
+    unwritten shows."""
+    buffers = [device.upload(np.full(nbytes, POISON, np.uint8)) for _ in range(count)]
+    device.synchronize()
+    for b in buffers:
+        b.release()
+
+
+def test_repeated_calls_with_new_results_reuse_the_prepared_dispatch(device, rng):
+    """A call with the same Tensors again makes its new results through the first call's
+    prepared dispatches (no binding check, no new dispatch prepared): every result is right,
+    bit for bit, in poisoned memory, and earlier results, still held, are left alone."""
+    n = 1000
+    w = rng.integers(0, 256, n, dtype=np.uint8)
+    tw = dmlgpu.Tensor.from_numpy(w)
+    f = dmlgpu.fuse(lambda x: (x & 15, x >> 4))
+    f(tw)  # the first call: traced, checked, prepared
+    graph = f.graph(tw)
+    calls = []
+    check, launches = graph.check, graph.launches
+    graph.check = lambda *a: calls.append("check") or check(*a)
+    graph.launches = lambda *a: calls.append("launches") or launches(*a)
+    held = []
+    for _ in range(4):
+        _poisoned_blocks(device, n)
+        lo, hi = f(tw)
+        held.append((lo, hi))
+        assert isinstance(lo, dmlgpu.Tensor) and lo.shape == (n,) and lo.dtype == np.uint8
+    assert calls == [], "a repeated call checked or prepared its dispatches again"
+    assert len({id(t.buffer) for pair in held for t in pair}) == 8  # each call's own buffers
+    for lo, hi in held:
+        assert same(lo.numpy(), w & 15) and same(hi.numpy(), w >> 4)
+
+
+def test_repeated_calls_of_a_graph_of_several_dispatches_and_scalars(device, rng):
+    """Two output shapes (two dispatches) and a Python scalar argument: the scalar is part of
+    what a repeated call is found by (0.0 and -0.0 differ in their bits)."""
+    @dmlgpu.fuse
+    def f(x, y, s):
+        return x ^ s, ~(y & s)
+
+    x = testing.sample(dmlgpu.DataType.FLOAT32, (4, 5), rng)
+    y = testing.sample(dmlgpu.DataType.FLOAT32, (7,), rng)
+    tx, ty = dmlgpu.Tensor.from_numpy(x), dmlgpu.Tensor.from_numpy(y)
+    assert f.graph(tx, ty, 1.5).dispatches == 2
+    xor, and_, not_ = REFERENCES["bit_xor"], REFERENCES["bit_and"], REFERENCES["bit_not"]
+    for s in (1.5, -0.0, 0.0, -0.0, 1.5, 0.0):
+        _poisoned_blocks(device, 256)
+        a, b = f(tx, ty, s)
+        scalar = np.float32(s)
+        assert same(a.numpy(), xor(x, np.full_like(x, scalar))), s
+        assert same(b.numpy(), not_(and_(y, np.full_like(y, scalar)))), s
+    assert f.signatures == 3
+
+
+def test_a_repeated_call_after_its_input_was_released_is_refused(device, rng):
+    f = dmlgpu.fuse(lambda x: ~x)
+    t = dmlgpu.Tensor.from_numpy(rng.integers(0, 2**32, 64, dtype=np.uint32))
+    f(t)
+    f(t)
+    t.buffer.release()
+    with pytest.raises(dmlgpu.ValidationError, match="released"):
+        f(t)
+
+
+THREADS = """
+import threading
+import numpy as np
+import dmlgpu
+w = np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8)
+tw = dmlgpu.Tensor.from_numpy(w)
+f = dmlgpu.fuse(lambda x: (x & 15, x >> 4))
+bad = []
+def work():
+    for _ in range(40):
+        lo, hi = f(tw)
+        if not (np.array_equal(lo.numpy(), w & 15) and np.array_equal(hi.numpy(), w >> 4)):
+            bad.append(1)
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not bad, len(bad)
+print("done")
+"""
+
+
+def test_repeated_calls_from_several_threads(tmp_path):
+    """Threads calling one fused function with the same Tensor (the first call of each may race
+    the others' to trace, compile and keep the call): every result right, under the
+    validation layer."""
+    assert_clean_exit(THREADS, tmp_path)

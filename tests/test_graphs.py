@@ -251,3 +251,33 @@ def test_more_outputs_than_one_dispatch_binds_split_and_recompute(device, rng):
     outs = [dmlgpu.Binding(buffer)] + [dmlgpu.Binding(device.allocate(n * 4)) for _ in range(9)]
     with pytest.raises(ValidationError, match="several dispatches"):
         compiled.execute([dmlgpu.Binding(buffer)], outs)
+
+
+def test_fresh_buffers_in_the_same_blocks_reuse_the_graphs_dispatches(device, rng):
+    """Buffers made and released every execute land in the same pool blocks: the graph's
+    remembered dispatches serve them (rebound to the new buffers, nothing checked or prepared
+    again), results stay right in poisoned outputs, and a released buffer is still rejected
+    though its block now holds another."""
+    n = 256
+    compiled = device.compile_graph(int4_unpack(n))
+    device.synchronize()  # blocks freed by earlier work come back now, not between the calls
+    calls = []
+    check = compiled.check
+    compiled.check = lambda *bindings: calls.append(1) or check(*bindings)
+    for _ in range(3):
+        w = rng.integers(0, 256, n, dtype=np.uint8)
+        source = device.upload(w)
+        lo, hi = (device.upload(np.full(n, 0xA5, np.uint8)) for _ in range(2))
+        keys = (source.block_key, lo.block_key, hi.block_key)
+        compiled.execute([dmlgpu.Binding(source)], [dmlgpu.Binding(lo), dmlgpu.Binding(hi)])
+        assert testing.same_bits(lo.read(), w & 15) and testing.same_bits(hi.read(), w >> 4)
+        for b in (hi, lo, source):  # newest first: the next three get these blocks
+            b.release()
+    assert len(calls) == 1, "each execute's fresh buffers were checked and prepared again"
+    stale = device.upload(np.zeros(n, np.uint8))
+    device.synchronize()
+    stale.release()
+    reused, lo, hi = (device.allocate(n) for _ in range(3))
+    assert (reused.block_key, lo.block_key, hi.block_key) == keys
+    with pytest.raises(ValidationError, match="released buffer"):
+        compiled.execute([dmlgpu.Binding(stale)], [dmlgpu.Binding(lo), dmlgpu.Binding(hi)])

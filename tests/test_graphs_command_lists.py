@@ -158,3 +158,57 @@ def test_barriers_match_a_pairwise_planner(device, seed):
         reads.append(r)
         writes.append(w)
     assert commands.barriers == expected
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_replays_are_right_and_a_buffer_released_between_them_is_refused(device, rng, fuse):
+    """A replay checks and tracks each distinct bound buffer once (not each step): every
+    replay is right, and releasing a buffer bound by one step in the middle of the list after
+    a replay makes the next one refused, as before the first."""
+    u32 = DataType.UINT32
+    ops = {short: operator(device, short, u32) for short in ("bit_not", "bit_xor")}
+    x, k = testing.sample(u32, (N,), rng), rng.integers(0, 2**32, N, dtype=np.uint32)
+    size = N * 4
+    bx, bk, middle = device.upload(x), device.upload(k), device.allocate(size)
+    commands = CommandList(device, fuse=fuse)
+    for i in range(200):
+        if i == 100:  # the only step binding `middle`
+            commands.record(ops["bit_not"], [Binding(bx, 0, size)], [Binding(middle, 0, size)])
+        else:
+            commands.record(ops["bit_xor"], [Binding(bx, 0, size), Binding(bk, 0, size)], [Binding(bx, 0, size)])
+    launches = commands.recorded_launches()
+    assert len(launches) == commands.gpu_dispatches == (200 if not fuse else len(launches))
+    assert fuse == (len(launches) < 200)
+    expected = x.copy()
+    for _ in range(3):
+        commands.execute()
+        for i in range(200):
+            if i == 100:
+                expected_middle = REFERENCES["bit_not"](expected)
+            else:
+                expected = REFERENCES["bit_xor"](expected, k)
+        assert testing.same_bits(bx.read(0, size).view(np.uint32), expected)
+        assert testing.same_bits(middle.read(0, size).view(np.uint32), expected_middle)
+    middle.release()
+    with pytest.raises(dmlgpu.ValidationError, match="released buffer"):
+        commands.execute()
+    commands.release()
+
+
+def test_a_step_recorded_after_a_replay_binds_its_buffers_too(device, rng):
+    u32 = DataType.UINT32
+    not_op = operator(device, "bit_not", u32)
+    size = N * 4
+    x = testing.sample(u32, (N,), rng)
+    bx, late = device.upload(x), device.allocate(size)
+    commands = CommandList(device)
+    commands.record(not_op, [Binding(bx, 0, size)], [Binding(bx, 0, size)])
+    commands.execute()
+    commands.record(not_op, [Binding(bx, 0, size)], [Binding(late, 0, size)])
+    commands.execute()
+    # bx = ~x by the first replay; the second makes bx = x again and late = ~x
+    assert testing.same_bits(late.read(0, size).view(np.uint32), REFERENCES["bit_not"](x))
+    late.release()
+    with pytest.raises(dmlgpu.ValidationError, match="released buffer"):
+        commands.execute()
+    commands.release()

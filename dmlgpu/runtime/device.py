@@ -203,11 +203,13 @@ class Device:
         """
         return launches.prepare(self, self._resources, program, grid, bindings, push, reads, writes, name)
 
-    def results(self, template: Launch, word: int, end: int) -> Results:
-        """Repeats of `template`, each writing bytes [0, end) of a fresh output buffer (its last
-        binding) whose word offset in its arena goes into push constant `word`: a repeated call
-        that makes a new result."""
-        return Results(self, self._resources, template, word, end)
+    def results(self, templates, ends, writes, inputs) -> Results:
+        """Repeats of the launches `templates` (one call's dispatches, in order), each repeat
+        writing bytes [0, end) of a fresh buffer per `ends`: a repeated call that makes new
+        results (`launches.Results`: `writes` says, per template, which fresh outputs it
+        writes, the push-constant word of each one's word offset in its arena and the binding
+        positions that bind it; `inputs` are weak references to the buffers that stay bound)."""
+        return Results(self, self._resources, templates, ends, writes, inputs)
 
     def rebind(self, launch: Launch, buffers) -> Launch:
         """`launch` for other live `buffers` (in binding order) in the very blocks its own

@@ -133,55 +133,85 @@ def record(resources, steps, name: str) -> "Recorded":
 
 
 class Results:
-    """Repeats of one dispatch, each writing a fresh output buffer (`u = ~t` in a loop).
+    """Repeats of one call's dispatches, each repeat writing fresh output buffers (`u = ~t` in
+    a loop; a fused graph's outputs).
 
-    The pool hands a loop the same few blocks again and again, so the pipeline, push constants
-    and written span are remembered per output block: a call takes a block, makes its Buffer
-    and queues the dispatch, under one hold of the device's lock, and makes no Launch.
+    The pool hands a loop the same few blocks again and again, so each dispatch's pipeline, push
+    constants and written spans are remembered per set of output blocks it writes: a call takes
+    the blocks, makes their Buffers and queues the dispatches, under one hold of the device's
+    lock, and makes no Launch and checks nothing but that the inputs are still live.
+
+    Args:
+        templates: the call's launches, in order (made for its first outputs).
+        ends: per fresh output, its size in bytes (the dispatches write bytes [0, end)).
+        writes: per template, its fresh outputs in the order of its `writes`: (output index,
+            push-constant word of its word offset, binding positions that bind it).
+        inputs: weak references to every other buffer the templates bind (kept bound).
     """
 
-    __slots__ = ("device", "template", "word", "end", "_resources", "_inputs", "_by_block")
-    #: Output blocks remembered (then forgotten all at once): a loop uses two or three.
+    __slots__ = ("device", "templates", "ends", "_resources", "_inputs", "_writes", "_steps")
+    #: Output block sets remembered per dispatch (then forgotten all at once): a loop uses two or three.
     BLOCKS = 64
 
-    def __init__(self, device, resources, template: Launch, word: int, end: int):
+    def __init__(self, device, resources, templates, ends, writes, inputs):
         self.device = device
-        self.template = template
-        self.word = word
-        self.end = end
+        self.templates = tuple(templates)
+        self.ends = tuple(ends)
         self._resources = resources
-        self._inputs = template.buffers[:-1]  # weak references, as in the template
-        self._by_block: dict = {}  # (arena id, offset) -> (pipeline, push, written spans, replay key)
+        self._inputs = tuple(inputs)
+        self._writes = tuple(tuple(w) for w in writes)
+        # Per template: (its index, the fresh outputs it writes, block keys -> (pipeline, push,
+        # written spans, replay key)).
+        self._steps = tuple((t, tuple(k for k, _, _ in w), {}) for t, w in enumerate(self._writes))
 
-    def __call__(self) -> Buffer:
-        """A new output buffer with the dispatch writing it queued; its inputs must be live."""
+    def __call__(self) -> list | None:
+        """New output buffers (one per `ends`) with the dispatches writing them queued; None,
+        queuing nothing, if an input buffer was released."""
         resources = self._resources
         with resources.lock:
             resources.check_open()
-            block = resources.take(resources.memory, self.end)
-            buffer = Buffer(self.device, resources, self.end, block)
-            entry = self._by_block.get((block.arena.id, block.offset))
-            if entry is None or entry[0].handle is None:  # (arena ids are never reused)
-                entry = self._remember(block)
-            stream = resources.stream
-            position = stream.position
-            stream.dispatch(entry[0], entry[1], self.template.reads, entry[2], self.template.name, entry[3])
+            for ref in self._inputs:
+                buffer = ref()
+                if buffer is None or buffer.block is None:
+                    return None
+            memory, device = resources.memory, self.device
+            blocks, buffers = [], []
+            for end in self.ends:
+                block = resources.take(memory, end)
+                blocks.append((block.arena.id, block.offset))
+                buffers.append(Buffer(device, resources, end, block))
+            stream, templates = resources.stream, self.templates
+            for t, outputs, remembered in self._steps:
+                key = blocks[outputs[0]] if len(outputs) == 1 else tuple([blocks[k] for k in outputs])
+                entry = remembered.get(key)
+                if entry is None or entry[0].handle is None:  # (arena ids are never reused)
+                    entry = self._remember(t, key, buffers)
+                template = templates[t]
+                position = stream.position
+                stream.dispatch(entry[0], entry[1], template.reads, entry[2], template.name, entry[3])
             for ref in self._inputs:
                 ref().last_use = position
-            buffer.last_use = position
-            return buffer
+            for buffer in buffers:
+                buffer.last_use = position
+            return buffers
 
-    def _remember(self, block):
-        resources, template = self._resources, self.template
-        program_key, grid, arena_ids = template.key
-        _, pipeline = resources.pipelines.get(template.program, grid,
-                                              resources.arenas_by_id(arena_ids[:-1]) + [block.arena])
+    def _remember(self, t, key, buffers):
+        resources, template = self._resources, self.templates[t]
+        _, grid, arena_ids = template.key
+        fresh = {position: buffers[k].block.arena for k, _, positions in self._writes[t] for position in positions}
+        kept = iter(resources.arenas_by_id([i for p, i in enumerate(arena_ids) if p not in fresh]))
+        arenas = [fresh[p] if p in fresh else next(kept) for p in range(len(arena_ids))]
         push = template.push.copy()
-        push[self.word] = block.offset // 4
-        if len(self._by_block) >= self.BLOCKS:
-            self._by_block.clear()
-        entry = self._by_block[block.arena.id, block.offset] = (
-            pipeline, push, [resources.span(block, 0, self.end)], replay_key(pipeline, push))
+        spans = []
+        for k, word, _ in self._writes[t]:
+            block = buffers[k].block
+            push[word] = block.offset // 4
+            spans.append(resources.span(block, 0, self.ends[k]))
+        _, pipeline = resources.pipelines.get(template.program, grid, arenas)
+        remembered = self._steps[t][2]
+        if len(remembered) >= self.BLOCKS:
+            remembered.clear()
+        entry = remembered[key] = (pipeline, push, spans, replay_key(pipeline, push))
         return entry
 
 

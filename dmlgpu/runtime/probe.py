@@ -27,8 +27,18 @@ class _InstanceCreateInfo(ctypes.Structure):
                 ("enabledExtensionCount", ctypes.c_uint32), ("ppEnabledExtensionNames", ctypes.c_void_p)]
 
 
+#: The count once a probe found a device: later probes (every device open) ask no new instance.
+_found: int | None = None
+
+
 def physical_device_count() -> int:
-    """Number of Vulkan physical devices; raises DeviceError when there is no usable loader/driver."""
+    """Number of Vulkan physical devices; raises DeviceError when there is no usable loader/driver.
+
+    A count found once is kept for the process (a driver found stays installed; each probe
+    costs a Vulkan instance, tens of milliseconds on some drivers); a failure is asked again."""
+    global _found
+    if _found is not None:
+        return _found
     try:
         vulkan = ctypes.CDLL("libvulkan.so.1")
     except OSError as exc:
@@ -49,4 +59,5 @@ def physical_device_count() -> int:
         vulkan.vkDestroyInstance(instance, None)
     if result != 0 or count.value == 0:
         raise DeviceError(f"no Vulkan physical device found: {_HINT}")
+    _found = count.value
     return count.value
