@@ -41,7 +41,8 @@ HEADER = '''"""The numpy front end's functions, one per row of the operator tabl
 Written by tools/generate_functions.py from the table when dmlgpu is built; not kept in git
 (tests/test_typing.py checks that the installed file is what the table gives). Each function calls
 `dmlgpu.front_end.apply`, which validates the call before any work and runs it on the default
-device (or the device of its Tensors).
+device (or the device of its Tensors). It grows by one function (some 45 lines with its overloads
+and docstring) per row, so it may pass 500 lines: one job, written by a script, not worth splitting.
 """
 from __future__ import annotations
 
