@@ -5,9 +5,18 @@ The operator table in `dmlgpu.operators` drives everything: each row gives a des
 validation, kernel selection and the tests. Semantics follow DirectML's documentation (raw-bit
 bitwise operators, SIGN(NaN) = 0).
 """
+from .runtime import debug_layer
+from .runtime.installation import missing_generated
+
+try:  # first, the modules the build writes from the table (absent from a source tree never built)
+    from .functions import *  # noqa: F401,F403 -- one function per table row (functions.__all__)
+except ModuleNotFoundError as error:
+    why = missing_generated(error)
+    if why is None:
+        raise
+    raise why from error
 from . import descs, functions, graph, hamming, numpy_api, reductions
 from ._version import __version__
-from .runtime import debug_layer
 from .bindings import Binding
 from .command_list import CommandList
 from .compiled import CompiledOperator
@@ -19,7 +28,6 @@ from .feature_levels import FeatureLevel
 from .graph import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
 from .compiled_graph import CompiledGraph
 from .fuse import fuse
-from .functions import *  # noqa: F401,F403 -- one function per table row (functions.__all__)
 from .hamming import HammingIndex, hamming_knn
 from .reductions import argmax, argmin, max, min, prod, sum, top_k  # noqa: A004 -- numpy's names
 from .tensor import Tensor

@@ -108,17 +108,22 @@ def test_every_public_module_has_all():
         assert not missing, f"{name}.__all__ names what it lacks: {missing}"
 
 
-def test_a_source_tree_that_shadows_an_install_says_so(tmp_path):
-    """Python started in a source tree (no built extensions) with dmlgpu installed elsewhere on
-    sys.path: the error names the shadowing, not a broken install."""
+@pytest.mark.parametrize("built", [True, False], ids=["built", "never-built"])
+def test_a_source_tree_that_shadows_an_install_says_so(tmp_path, built):
+    """Python started in a source tree (no built extensions; never built: nor the modules the build
+    writes from the table) with dmlgpu installed elsewhere on sys.path: the error names the
+    shadowing, not a broken install."""
     if not any(PACKAGE.glob("_kompute*")):
         pytest.skip("needs a built dmlgpu to shadow")
     tree = tmp_path / "src"
-    shutil.copytree(PACKAGE, tree / "dmlgpu", ignore=shutil.ignore_patterns("*.so", "*.pyd", "spirv", "__pycache__"))
+    generated = () if built else ("functions.py", "tensor_operators.py")
+    shutil.copytree(PACKAGE, tree / "dmlgpu",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "spirv", "__pycache__", *generated))
     result = subprocess.run(
         [sys.executable, "-c", "import numpy as np, dmlgpu\ndmlgpu.bit_not(np.zeros(4, np.uint8))"],
         cwd=tree, env={"PYTHONPATH": str(PACKAGE.parent), "PATH": "/usr/bin:/bin"}, capture_output=True,
         text=True, timeout=120)
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("dmlgpu.errors.DeviceError: dmlgpu was imported from "), result.stderr
+    error = "dmlgpu.errors.DeviceError" if built else "ImportError"
+    assert last.startswith(f"{error}: dmlgpu was imported from "), result.stderr
     assert f"this ./dmlgpu shadows the dmlgpu installed at {PACKAGE}" in last, last

@@ -1,6 +1,6 @@
-"""Type checkers see the front end: real functions and Tensor's operators generated from the table,
-`py.typed`, and a user script that calls every front-end function and Tensor operator passes
-`mypy --strict` (and a wrong one fails); Tensor is a real type to mypy, never Any."""
+"""Type checkers see the front end: real functions and Tensor's operators generated from the table
+by the build, `py.typed`, and a user script that calls every front-end function and Tensor operator
+passes `mypy --strict` (and a wrong one fails); Tensor is a real type to mypy, never Any."""
 import inspect
 import subprocess
 import sys
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dmlgpu
-from dmlgpu import functions, numpy_api, views
+from dmlgpu import functions, numpy_api, tensor_operators, views
 from dmlgpu.dtypes import DataType
 from dmlgpu.operators import OPERATORS
 from dmlgpu.tensor_operators import TensorOperators
@@ -20,10 +20,38 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(dmlgpu.__file__).resolve().parent
 
 
-def test_generated_modules_are_current():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "generate_functions.py"), "--check"],
+#: Where Python found the modules the build writes from the table: the wheel's package, an
+#: editable install's build tree, or the source tree.
+GENERATED = Path(functions.__file__).resolve().parent
+
+
+def _generated_folders() -> list[Path]:
+    """GENERATED, and the source tree's copies where they are elsewhere (an editable install: type
+    checkers read the source tree)."""
+    source = ROOT / "dmlgpu"
+    return [GENERATED] + ([source] if (source / "functions.py").is_file() and source.resolve() != GENERATED else [])
+
+
+@pytest.mark.parametrize("folder", _generated_folders(), ids=lambda f: "imported" if f == GENERATED else "source-tree")
+def test_generated_modules_are_current(folder):
+    """The generated modules are what tools/generate_functions.py writes from today's table: a build
+    that missed a changed row (or generator) fails here, as does an editable install not rebuilt."""
+    assert Path(tensor_operators.__file__).resolve().parent == GENERATED
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "generate_functions.py"), "--check", str(folder)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_generated_modules_are_not_kept_in_git():
+    """They are build products (CMakeLists.txt runs the generator): a new row never edits them."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    names = ["dmlgpu/functions.py", "dmlgpu/tensor_operators.py"]
+    tracked = subprocess.run(["git", "ls-files", "--", *names], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert tracked == []
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True, text=True)
+    assert ignored.stdout.split() == names
 
 
 def test_the_package_is_typed():
@@ -34,7 +62,7 @@ def test_the_package_is_typed():
 def test_every_row_has_a_real_function(op):
     function = getattr(dmlgpu, op.short)
     assert function is numpy_api.FUNCTIONS[op.short] is getattr(functions, op.short)
-    assert inspect.getsourcefile(function) == str(PACKAGE / "functions.py")
+    assert Path(inspect.getsourcefile(function)).resolve() == GENERATED / "functions.py"
     operands = ["x"] if len(op.inputs) == 1 else ["a", "b"]
     keywords = (["dtype"] if not op.same_type else []) + ["feature_level"]
     parameters = inspect.signature(function).parameters
@@ -170,5 +198,5 @@ def test_tensor_operators_are_declared_in_the_generated_module():
     for op in PYTHON_OPERATORS:
         for prefix in [""] if len(op.inputs) == 1 else ["", "r", "i"]:
             method = getattr(dmlgpu.Tensor, f"__{prefix}{op.python_operator}__")
-            assert inspect.getsourcefile(method) == str(PACKAGE / "tensor_operators.py")
+            assert Path(inspect.getsourcefile(method)).resolve() == GENERATED / "tensor_operators.py"
             assert inspect.signature(method).return_annotation == "_Self"

@@ -92,7 +92,9 @@ if [ -e .venv/.kp ]; then
 fi
 
 # 3. dmlgpu, editable, with its build tree in build/<wheel tag>. Python sources
-#    are read from the tree and a changed shader or patch rebuilds at the next import, so this
+#    are read from the tree and a changed shader, patch or table rebuilds at the next import
+#    (the table's typed front end, dmlgpu/functions.py and tensor_operators.py, is written by
+#    CMake's configure step: a clone has it after this step), so this
 #    only reruns when the packaging itself changed.
 editable_stamp=$(stamp "$(cat pyproject.toml)" "${pip_build[*]}")
 if [ "$(cat .venv/.dmlgpu 2>/dev/null)" != "$editable_stamp" ] || ! "$py" -c "import dmlgpu._kompute, dmlgpu._host_copy" 2>/dev/null; then
