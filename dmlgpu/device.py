@@ -16,7 +16,7 @@ import os
 import threading
 from collections import OrderedDict
 
-from . import runtime
+from . import memo, runtime
 from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .compiled_selection import CompiledSelection
@@ -161,9 +161,11 @@ class Device(runtime.Device):
         with self.lock:
             self._operators.clear()
             self._graphs.clear()
+            memo.clear()  # its entries hold compiled operators (and span plans) of devices
             super().empty_cache()
 
-    empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + " Also compiled operators and graphs."
+    empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + (
+        " Also compiled operators and graphs, and the front end's memos (`dmlgpu.memo`).")
 
     def close(self) -> None:
         with self.lock:

@@ -1,6 +1,6 @@
 """The front end's memos: what an earlier call decided, kept so a repeated call skips deciding.
 
-Four bounded least-recently-used tables (issue: every cache has a bound), each keyed by what
+Five bounded least-recently-used tables (issue: every cache has a bound), each keyed by what
 decides a call (the operator, the level and dtype as given, the operands' dtypes and shapes or
 Tensors' keys):
 
@@ -9,17 +9,19 @@ Tensors' keys):
   calls.
 - `TENSOR_CALLS`: Tensor calls with `out` -> the prepared dispatch (holds no memory).
 - `TENSOR_RESULTS`: Tensor calls without `out` -> how to make each new result.
+- `TENSOR_SPANS`: calls over Tensors that span several buffers, by the views' layouts -> their
+  plan (`dmlgpu.span_plan`: the compiled operator and bindings of each per-piece step).
 
 Each holds `DEFAULT_SIZE` (256) entries unless `set_sizes` says otherwise. An entry holds no
 array data: it names compiled operators, prepared dispatches and their device, which it keeps
-alive until it is evicted or `clear()` empties all four.
+alive until it is evicted or `clear()` (also `Device.empty_cache()`) empties them all.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["DEFAULT_SIZE", "HOST_PARTS", "HOST_PLANS", "LRU", "TENSOR_CALLS", "TENSOR_RESULTS", "clear",
-           "set_sizes", "sizes"]
+__all__ = ["DEFAULT_SIZE", "HOST_PARTS", "HOST_PLANS", "LRU", "TENSOR_CALLS", "TENSOR_RESULTS", "TENSOR_SPANS",
+           "clear", "set_sizes", "sizes"]
 
 #: Entries per memo unless `set_sizes` changes it.
 DEFAULT_SIZE = 256
@@ -72,12 +74,14 @@ HOST_PLANS = LRU()
 HOST_PARTS = LRU()
 TENSOR_CALLS = LRU()
 TENSOR_RESULTS = LRU()
+TENSOR_SPANS = LRU()
 _MEMOS = {"host_plans": HOST_PLANS, "host_parts": HOST_PARTS, "tensor_calls": TENSOR_CALLS,
-          "tensor_results": TENSOR_RESULTS}
+          "tensor_results": TENSOR_RESULTS, "tensor_spans": TENSOR_SPANS}
 
 
 def sizes() -> dict:
-    """Each memo's bound, by name (`host_plans`, `host_parts`, `tensor_calls`, `tensor_results`)."""
+    """Each memo's bound, by name (`host_plans`, `host_parts`, `tensor_calls`, `tensor_results`,
+    `tensor_spans`)."""
     return {name: memo.maxsize for name, memo in _MEMOS.items()}
 
 

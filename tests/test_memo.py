@@ -29,9 +29,10 @@ def test_lru_evicts_the_least_recently_used():
 
 def test_sizes_are_documented_defaults_and_settable(restore_sizes):
     assert memo.sizes() == {name: memo.DEFAULT_SIZE for name in
-                            ("host_plans", "host_parts", "tensor_calls", "tensor_results")}
+                            ("host_plans", "host_parts", "tensor_calls", "tensor_results", "tensor_spans")}
     memo.set_sizes(8, tensor_calls=3)
-    assert memo.sizes() == {"host_plans": 8, "host_parts": 8, "tensor_calls": 3, "tensor_results": 8}
+    assert memo.sizes() == {"host_plans": 8, "host_parts": 8, "tensor_calls": 3, "tensor_results": 8,
+                            "tensor_spans": 8}
     with pytest.raises(ValueError, match="unknown memos"):
         memo.set_sizes(plans=3)
     for bad in (-1, 1.5, True, "3"):
