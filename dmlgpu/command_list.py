@@ -20,13 +20,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import graph_kernel
+from . import graph_kernel, span_plan
 from .bindings import Binding
 from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .errors import ValidationError
 from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
+from .pieces import Pieces
 from .runtime import Spans
+from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT
+from .validation import is_int, support_row
+from .views import View
 
 #: A fused run's budget: loads plus nodes (one load per graph input and layout it is read in).
 _RUN_SLOTS = graph_kernel.MAX_SLOTS
@@ -170,20 +174,80 @@ class CommandList:
 
     def record(self, compiled, inputs, outputs) -> None:
         """Append one execution of `compiled` (a compiled operator or graph) with these bindings
-        (checked now)."""
+        (checked now).
+
+        A binding of a Tensor that spans several buffers (its `.buffer`, a `dmlgpu.pieces.Pieces`)
+        records the per-piece steps the same call runs eagerly (`dmlgpu.span_plan`: one
+        execution per chunk whose every tensor lies in one buffer, with any copy of an input
+        that does not start at a 16-byte boundary of its buffer into a temporary the list keeps),
+        so they are planned, barriered and fused as any other executions.
+
+        Raises:
+            ValidationError: bindings DirectML would reject, or a spanning binding of a graph,
+                reduction or selection (those bind one Buffer each); nothing is recorded.
+        """
         if compiled.device is not self.device:
             raise ValidationError(getattr(getattr(compiled, "op", None), "dml_name", "DML_GRAPH_DESC"), None,
                                   "device", compiled.device.label, f"allowed: operators of the list's {self.device.label}")
+        if any(isinstance(getattr(b, "buffer", None), Pieces) for group in (inputs, outputs)
+               if isinstance(group, (list, tuple)) for b in group):
+            steps = [self._checked(*step) for step in self._spanning_steps(compiled, inputs, outputs)]
+        else:
+            steps = [self._checked(compiled, inputs, outputs)]
+        self._steps.extend(steps)
+        self.dispatches += len(steps)
+        self._drop_recorded()
+
+    @staticmethod
+    def _checked(compiled, inputs, outputs) -> tuple:
+        """(compiled, checked ranges, prepared dispatches) of one execution."""
         if isinstance(compiled, CompiledGraph):  # its own dispatches, never fused further
             in_ranges, out_ranges = compiled.check(inputs, outputs)
             ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
-            launches = compiled.launches(in_ranges, out_ranges)
-        else:  # an operator: an element-wise one may join a fused run, a reduction or selection not
-            ranges = compiled.check(inputs, outputs)
-            launches = [compiled.launch(ranges)]
-        self._steps.append((compiled, ranges, launches))
-        self.dispatches += 1
-        self._drop_recorded()
+            return compiled, ranges, compiled.launches(in_ranges, out_ranges)
+        ranges = compiled.check(inputs, outputs)  # an element-wise operator may join a fused run
+        return compiled, ranges, [compiled.launch(ranges)]
+
+    def _spanning_steps(self, compiled, inputs, outputs) -> list:
+        """(compiled, inputs, outputs) of each per-piece execution of an element-wise operator
+        whose bindings include Pieces (its temporaries allocated now, kept by the list)."""
+        op = getattr(compiled, "op", None)
+        name = getattr(op, "dml_name", "DML_GRAPH_DESC")
+        if not isinstance(compiled, CompiledOperator):
+            raise ValidationError(name, None, "Binding.Buffer", "Pieces of a spanning Tensor",
+                                  "allowed: one Buffer per binding of a graph, reduction or selection (only "
+                                  "element-wise operators record over Tensors that span several buffers)")
+        descs = list(compiled.desc.tensor_descs().items())
+        expected = {"inputs": (inputs, len(op.inputs)), "outputs": (outputs, len(op.outputs))}
+        for group, (given, count) in expected.items():
+            if not isinstance(given, (list, tuple)) or len(given) != count:
+                raise ValidationError(name, None, group, len(given) if isinstance(given, (list, tuple)) else given,
+                                      f"expected a list of {count} Binding")
+        views = []
+        for (tensor, desc), binding in zip(descs, (*inputs, *outputs)):
+            if not isinstance(binding, Binding):
+                raise ValidationError(name, tensor, "Binding", type(binding).__name__, "allowed: dmlgpu.Binding")
+            buffer, offset, size = binding.buffer, binding.offset, binding.size_in_bytes
+            if getattr(buffer, "device", None) is not self.device or buffer.released:
+                raise ValidationError(name, tensor, "Binding.Buffer", repr(buffer),
+                                      "allowed: a live Buffer (or Pieces) of the operator's device")
+            if not is_int(offset) or offset < 0 or offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
+                raise ValidationError(name, tensor, "Binding.Offset", offset,
+                                      f"allowed: a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes")
+            room = buffer.size_in_bytes - offset if size is None else size
+            if not is_int(room) or room < desc.total_size or offset + room > buffer.size_in_bytes:
+                raise ValidationError(name, tensor, "Binding.SizeInBytes", size,
+                                      f"allowed: at least TotalTensorSizeInBytes ({desc.total_size}) and within "
+                                      f"the buffer ({buffer.size_in_bytes} bytes, offset {offset})")
+            views.append(View.from_fields(buffer, tuple(desc.sizes), desc.data_type, offset,
+                                          tuple(desc.effective_strides)))
+        level = compiled.feature_level
+        types = [desc.data_type for _, desc in descs]
+        out_desc = descs[-1][1]
+        planned = span_plan.plan(op, level, support_row(op, level), views, types[:-1], types[-1],
+                                 tuple(out_desc.sizes), [v.strides for v in views[:-1]])
+        temps, zero = span_plan.temporaries(planned, self.device)
+        return [(step.compiled, *span_plan.bindings(step, views, temps, zero)) for step in planned.steps]
 
     @property
     def barriers(self) -> int:

@@ -60,8 +60,9 @@ class Pieces:
 
     def _unbindable(self):
         raise ValidationError("dmlgpu", None, "Binding.Buffer", f"Pieces of {len(self.buffers)} buffers",
-                              "allowed: one Buffer (bind a spanning Tensor's pieces, `.buffers`, one by one: "
-                              "no binding reaches past one buffer)")
+                              "allowed: one Buffer (no binding reaches past one buffer: bind a spanning Tensor's "
+                              "pieces, `.buffers`, one by one, or record it in a CommandList, which runs it "
+                              "as per-piece executions)")
 
     block_key = property(_unbindable, doc="Refused: a binding is one Buffer.")
     arena_offset = property(_unbindable, doc="Refused: a binding is one Buffer.")

@@ -12,7 +12,8 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, Tensor, ValidationError, testing
-from dmlgpu.operators import OPERATORS
+from dmlgpu.descs import DESC_CLASSES
+from dmlgpu.operators import BY_SHORT, OPERATORS
 from dmlgpu.pieces import Pieces
 
 from conftest import POISON
@@ -251,3 +252,117 @@ def test_reductions_refuse_data_over_several_buffers(small, call):
                 call(given)
             assert caught.value.field == "x" and "DML_OPERATOR_" in str(caught.value)
         assert np.array_equal(dmlgpu.sum(Tensor.from_numpy(x[:8])).numpy(), x[:8].sum(dtype=np.uint32))
+
+
+def _record(commands, op, operands, out):
+    """Record `op` over these Tensors in `commands` as a user would: descriptors of the views'
+    layouts (broadcast through zero strides), each bound whole at its offset."""
+    shape = out.shape
+    descs = [dmlgpu.TensorDesc(v.data_type, shape, dmlgpu.ops.broadcast_strides(v.shape, shape, v.strides))
+             for v in operands] + [dmlgpu.TensorDesc(out.data_type, shape, out.strides)]
+    compiled = commands.device.create_operator(DESC_CLASSES[op.name](*descs))
+    commands.record(compiled, [dmlgpu.Binding(v.buffer, v.offset) for v in operands],
+                    [dmlgpu.Binding(out.buffer, out.offset)])
+
+
+#: Layouts of LAYOUTS that a Binding can name (views starting at a 16-byte boundary).
+BOUND_LAYOUTS = ("packed", "rows", "columns", "transposed", "row")
+
+
+@pytest.mark.parametrize("op, data_type, layout", [c for c in _cases() if c.values[2] in BOUND_LAYOUTS])
+def test_command_lists_record_spanning_tensors(small, rng, op, data_type, layout):
+    """A recorded call over Tensors of several buffers runs the eager call's per-piece steps:
+    on every replay the same bits as the eager call and the reference (fused where the list
+    fuses, packed and transposed; one dispatch a step otherwise)."""
+    fuse = layout in ("packed", "transposed")
+    out_type = data_type if op.same_type else op.default_output
+    rows = 64 * 8 // data_type.size
+    view = LAYOUTS[layout]
+    bases = [testing.sample(data_type, (rows, 64), rng) for _ in op.inputs]
+    with small:
+        operands = [view(Tensor.from_numpy(b)) for b in bases]
+        arrays = [view(b) for b in bases]
+        if len(op.inputs) == 2:  # the second operand broadcasts a column
+            operands[1], arrays[1] = operands[1][..., :1], arrays[1][..., :1]
+        expected = testing.reference(op, arrays, out_type)
+        eager, recorded = _poisoned(expected.shape, out_type), _poisoned(expected.shape, out_type)
+        assert _spans(eager) or _spans(operands[0])
+        try:
+            testing.front_end(op, operands, out_type, out=eager)
+        except ValidationError as error:  # a given output DirectML cannot bind per chunk
+            assert "16-byte multiples of the output" in str(error)
+            return
+        commands = dmlgpu.CommandList(small, fuse=fuse)
+        _record(commands, op, operands, recorded)
+        assert commands.dispatches > 1 or layout == "row"  # per-piece executions (a row lies in one)
+        for _ in range(2):
+            commands.execute()
+            assert testing.same_bits(recorded.numpy(), expected) and testing.same_bits(eager.numpy(), expected)
+            recorded[...] = np.zeros((), out_type.numpy)
+
+
+def test_command_lists_record_spanning_steps_in_place_and_copies(small, rng):
+    """In place over a spanning Tensor, a broadcast scalar operand, then an input whose chunks
+    start off a 16-byte boundary of their buffers (copied into temporaries the list keeps), all
+    in one list, replayed: the sequential answer each time."""
+    x = testing.sample(DataType.UINT8, (120, 100), rng)  # rows of 100 bytes: 40 a buffer
+    with small:
+        t = Tensor.from_numpy(x)
+        k = Tensor.from_numpy(np.array(0x5A, np.uint8))
+        out = _poisoned((120, 50), DataType.UINT8)  # 81 rows a buffer: a chunk from input row 81
+        assert _spans(t) and _spans(out)
+        commands = dmlgpu.CommandList(small)
+        _record(commands, BY_SHORT["bit_not"], [t], t)
+        _record(commands, BY_SHORT["bit_xor"], [t, k], t)
+        _record(commands, BY_SHORT["bit_not"], [t[:, 16:66]], out)  # chunks of input rows 81.. copied
+        assert commands.dispatches > 3 * 3
+        expected = x.copy()
+        for _ in range(2):
+            commands.execute()
+            expected = ~expected ^ np.uint8(0x5A)
+            assert testing.same_bits(t.numpy(), expected)
+            assert testing.same_bits(out.numpy(), ~expected[:, 16:66])
+
+
+def test_command_lists_refuse_spanning_bindings_they_cannot_split(small):
+    with small:
+        t = Tensor.from_numpy(np.zeros((64, 64), np.uint32))
+        commands = dmlgpu.CommandList(small)
+        desc = dmlgpu.TensorDesc(DataType.UINT32, t.shape)
+        not_op = small.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+        for bad, field in ((dmlgpu.Binding(t.buffer, 4), "Binding.Offset"),
+                           (dmlgpu.Binding(t.buffer, 16), "Binding.SizeInBytes")):
+            with pytest.raises(ValidationError) as caught:
+                commands.record(not_op, [bad], [dmlgpu.Binding(t.buffer)])
+            assert caught.value.field == field and "DML_OPERATOR_ELEMENT_WISE_BIT_NOT" in str(caught.value)
+        assert commands.dispatches == 0
+
+
+def test_a_repeated_spanning_call_plans_once(small, rng, monkeypatch):
+    """The second identical call (and a call over other Tensors of the same layouts) reuses the
+    first call's plan: nothing is cut into chunks or compiled again."""
+    import dmlgpu.span_plan as span_plan
+
+    made = []
+    planner = span_plan._plan
+    monkeypatch.setattr(span_plan, "_plan", lambda *args: made.append(args[0]) or planner(*args))
+    x, y = (testing.sample(DataType.UINT32, (40, 64), rng) for _ in range(2))
+    dmlgpu.memo.clear()
+    with small:
+        t, u = Tensor.from_numpy(x), Tensor.from_numpy(y)
+        out = _poisoned((40, 64), DataType.UINT32)
+        for _ in range(3):
+            dmlgpu.bit_xor(t, u, out=out)
+            assert testing.same_bits(out.numpy(), x ^ y)
+        assert len(made) == 1
+        for _ in range(2):
+            assert testing.same_bits((t ^ u).numpy(), x ^ y)  # a new result: one more plan
+        assert len(made) == 2
+        v, w = Tensor.from_numpy(y), Tensor.from_numpy(x)  # other Tensors of the same layouts
+        dmlgpu.bit_xor(v, w, out=out)
+        assert testing.same_bits(out.numpy(), x ^ y) and len(made) == 2
+        dmlgpu.bit_xor(t[1:], u[1:], out=out[1:])
+        assert len(made) == 3
+        small.empty_cache()  # releases the memo
+        dmlgpu.bit_xor(t, u, out=out)
+        assert len(made) == 4 and testing.same_bits(out.numpy(), x ^ y)
