@@ -366,3 +366,28 @@ def test_a_repeated_spanning_call_plans_once(small, rng, monkeypatch):
         small.empty_cache()  # releases the memo
         dmlgpu.bit_xor(t, u, out=out)
         assert len(made) == 4 and testing.same_bits(out.numpy(), x ^ y)
+
+
+def test_command_lists_at_the_real_buffer_limit(device, rng):
+    """The device's own limit (lavapipe: 128 MiB): a list over a Tensor 1 MiB larger than one
+    buffer, with a broadcast scalar, in place and over a view, replayed: numpy's answer."""
+    nbytes = device.max_buffer_size + (1 << 20)
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if 8 * nbytes > host:
+        pytest.skip(f"needs {8 * nbytes >> 30} GiB of host memory")
+    x = rng.integers(0, 2**32, size=(nbytes // 4096, 1024), dtype=np.uint32)
+    with device:
+        t = Tensor.from_numpy(x)
+        k = Tensor.from_numpy(np.array(0x5A5A5A5A, np.uint32))
+        out = _poisoned(x.shape, DataType.UINT32)
+        assert _spans(t) and _spans(out)
+        commands = dmlgpu.CommandList(device)
+        _record(commands, BY_SHORT["bit_xor"], [t, k], out)  # a broadcast scalar
+        _record(commands, BY_SHORT["bit_not"], [out], out)  # in place
+        _record(commands, BY_SHORT["bit_and"], [t[16:], out[:-16]], out[:-16])  # a view, in place
+        expected = ~(x ^ np.uint32(0x5A5A5A5A))
+        expected[:-16] &= x[16:]
+        for _ in range(2):
+            commands.execute()
+            assert np.array_equal(out.numpy(), expected)
+        commands.release()
