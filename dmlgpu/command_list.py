@@ -25,12 +25,13 @@ from .bindings import Binding
 from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .errors import ValidationError
+from .kernels import STRIDED
 from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
 from .pieces import Pieces
 from .runtime import Spans
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT
 from .validation import is_int, support_row
-from .views import View
+from .views import View, extent
 
 #: A fused run's budget: loads plus nodes (one load per graph input and layout it is read in).
 _RUN_SLOTS = graph_kernel.MAX_SLOTS
@@ -66,8 +67,8 @@ class _Run:
     def admits(self, compiled, ranges) -> bool:
         descs = list(compiled.desc.tensor_descs().values())
         out_desc, out_key = descs[-1], _key(ranges[-1])
-        if out_desc.sizes != self.sizes or not out_desc.is_packed:
-            return False
+        if out_desc.sizes != self.sizes or not out_desc.is_packed or compiled.layout == STRIDED:
+            return False  # (a strided kernel's output may start after its binding's start)
         known = list(self.inputs) + list(self.written)
         if any(_partly(out_key, k) for k in known):
             return False
@@ -199,14 +200,15 @@ class CommandList:
         self._drop_recorded()
 
     @staticmethod
-    def _checked(compiled, inputs, outputs) -> tuple:
-        """(compiled, checked ranges, prepared dispatches) of one execution."""
+    def _checked(compiled, inputs, outputs, out_shift: int = 0) -> tuple:
+        """(compiled, checked ranges, prepared dispatches) of one execution (its output written
+        from `out_shift` elements after its binding: `CompiledOperator.launch`)."""
         if isinstance(compiled, CompiledGraph):  # its own dispatches, never fused further
             in_ranges, out_ranges = compiled.check(inputs, outputs)
             ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
             return compiled, ranges, compiled.launches(in_ranges, out_ranges)
         ranges = compiled.check(inputs, outputs)  # an element-wise operator may join a fused run
-        return compiled, ranges, [compiled.launch(ranges)]
+        return compiled, ranges, [compiled.launch(ranges, out_shift)]
 
     def _spanning_steps(self, compiled, inputs, outputs) -> list:
         """(compiled, inputs, outputs) of each per-piece execution of an element-wise operator
@@ -235,7 +237,10 @@ class CommandList:
                 raise ValidationError(name, tensor, "Binding.Offset", offset,
                                       f"allowed: a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes")
             room = buffer.size_in_bytes - offset if size is None else size
-            if not is_int(room) or room < desc.total_size or offset + room > buffer.size_in_bytes:
+            least = desc.total_size  # (Pieces count their bytes exactly; their last buffer ends padded to 4)
+            if isinstance(buffer, Pieces):
+                least = min(least, extent(desc.sizes, desc.effective_strides) * desc.data_type.size)
+            if not is_int(room) or room < least or offset + room > buffer.size_in_bytes:
                 raise ValidationError(name, tensor, "Binding.SizeInBytes", size,
                                       f"allowed: at least TotalTensorSizeInBytes ({desc.total_size}) and within "
                                       f"the buffer ({buffer.size_in_bytes} bytes, offset {offset})")
@@ -247,7 +252,8 @@ class CommandList:
         planned = span_plan.plan(op, level, support_row(op, level), views, types[:-1], types[-1],
                                  tuple(out_desc.sizes), [v.strides for v in views[:-1]])
         temps, zero = span_plan.temporaries(planned, self.device)
-        return [(step.compiled, *span_plan.bindings(step, views, temps, zero)) for step in planned.steps]
+        return [(step.compiled, *span_plan.bindings(step, views, temps, zero), step.out_shift)
+                for step in planned.steps]
 
     @property
     def barriers(self) -> int:

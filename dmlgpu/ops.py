@@ -25,6 +25,7 @@ from .compiled import coalesce
 from .descs import DESC_CLASSES
 from .dtypes import DataType
 from .errors import DataTypeError, ValidationError
+from .kernels import STRIDED
 from . import memo, operands as operand_rules, span_plan
 from .operators import BIT_XOR, Operator
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
@@ -166,17 +167,14 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
                     f"allowed: shape {shape} and data type {out_type.name}")
     if 0 in shape:  # nothing to bind
         return out if given_out else make(device.allocate(4), shape, out_type)
-    if given_out and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
-        fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
-             f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
-             "(DirectML's binding alignment)")
     count = math.prod(shape)
     shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
     fresh_bytes = count * out_type.size  # an offset dimension doubles it (rounded to 16-byte halves)
     if any(shifts):
         fresh_bytes = 2 * -(-fresh_bytes // MINIMUM_BUFFER_TENSOR_ALIGNMENT) * MINIMUM_BUFFER_TENSOR_ALIGNMENT
     if (not given_out and fresh_bytes > device.max_buffer_size) \
-            or any(isinstance(t.buffer, Pieces) for t in (*tensors, out) if t is not None):
+            or any(isinstance(t.buffer, Pieces) for t in (*tensors, out) if t is not None) \
+            or (given_out and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT):  # an output shifted in its binding
         return _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make)
     realign = given_out and any(shifts)  # those inputs become packed copies, once the call is valid
     strides = [broadcast_strides(t.shape, shape, None if realign and k else t.strides)
@@ -215,7 +213,7 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     compiled.enqueue(launch)
     if call is not None and all(x is t for x, t in zip(given, tensors)):  # views only: it can repeat as is
         _CALLS[(*call, tuple(t.key for t in (*tensors, out)))] = launch
-        if not given_out and ranges[-1].start == 0:
+        if not given_out and ranges[-1].start == 0 and compiled.layout != STRIDED:  # its offset counts words
             _RESULTS[(*call, tuple(t.key for t in tensors))] = (
                 compiled.results(launch, ranges[-1].end), out.shape, out.data_type, out.offset, out.strides)
     return out

@@ -55,10 +55,12 @@ class Step(NamedTuple):
     """One dispatch of a plan: `compiled` over bindings whose sources are, in the descriptor's
     order, (kind, index, piece, byte start, bytes): kind VIEW names operand `index` (the output
     is last) and `piece` its buffer in its Pieces (None: its own Buffer); TEMP names the plan's
-    temporary `index`; ZERO the plan's zero."""
+    temporary `index`; ZERO the plan's zero. The output is written from `out_shift` elements
+    after its binding's start (`CompiledOperator.launch`)."""
 
     compiled: object
     sources: tuple
+    out_shift: int = 0
 
 
 class Plan(NamedTuple):
@@ -140,8 +142,11 @@ def _plan(op, level, row, views, in_types, out_type, shape, broadcast) -> Plan:
     itemsizes = [t.size for t in types]
     bounds = [None if v is None or not isinstance(v.buffer, Pieces) else v.buffer for v in views]
     starts = [0 if v is None else v.offset for v in views]
-    chunks = list(_chunks(tuple(sizes), strides, starts, itemsizes, bounds, limit if fresh else None,
-                          limit // 2 - _ALIGN))
+    cap = limit // 2 - _ALIGN
+    try:  # every output run at a 16-byte boundary (vector kernels), where the layouts allow
+        chunks = list(_chunks(tuple(sizes), strides, starts, itemsizes, bounds, limit if fresh else None, cap))
+    except ValidationError:  # a given output's runs that cannot all start so: any that do not are
+        chunks = list(_chunks(tuple(sizes), strides, starts, itemsizes, bounds, None, cap, aligned=False))  # shifted
     cuts = None
     if fresh:
         cuts, first = [], None
@@ -154,6 +159,8 @@ def _plan(op, level, row, views, in_types, out_type, shape, broadcast) -> Plan:
                 first = at[-1]
     begins = [None if b is None else b.starts for b in bounds[:-1]]  # where each view's buffers begin
     begins.append(cuts if fresh and len(cuts) > 1 else None if bounds[-1] is None else bounds[-1].starts)
+    # inputs in the output's memory: a shifted output's aligned-down binding may meet them
+    shared = [out is not None and t.buffer is out.buffer for t in tensors]
     steps, temps = [], []
     for sub_sizes, at, _ in chunks:
         places = []  # (piece, start in it) per view
@@ -163,42 +170,56 @@ def _plan(op, level, row, views, in_types, out_type, shape, broadcast) -> Plan:
             else:
                 piece = bisect.bisect_right(begin, start) - 1
                 places.append((piece, start - begin[piece]))
-        steps.extend(_chunk_steps(op, level, row, device, types, tuple(sub_sizes), strides, places, temps))
+        steps.extend(_chunk_steps(op, level, row, device, types, tuple(sub_sizes), strides, places, shared, temps))
     zero = any(s[0] == ZERO for step in steps for s in step.sources)
     return Plan(tuple(steps), tuple(temps), zero, None if cuts is None else tuple(cuts), nbytes)
 
 
-def _compiled(op, level, row, device, types, sizes, strides):
+def _compiled(op, level, row, device, types, sizes, strides, strided_output=False):
     """The compiled operator and its tensor descriptions over `sizes` with per-tensor `strides`."""
     sizes, strides = coalesce(list(sizes), [list(st) for st in strides])
     sizes, strides = fit_dimensions(op, row, sizes, strides)
     descs = [TensorDesc(t, tuple(sizes), tuple(st)) for t, st in zip(types, strides)]
-    return device.create_operator(DESC_CLASSES[op.name](*descs), level), descs
+    return device.create_operator(DESC_CLASSES[op.name](*descs), level, strided_output=strided_output), descs
 
 
-def _chunk_steps(op, level, row, device, types, sizes, strides, places, temps):
-    """The steps of one chunk whose view k starts at `places[k]` (piece, byte in it): an
-    input off a 16-byte boundary is copied first into a packed temporary (appended to `temps`)."""
+def _chunk_steps(op, level, row, device, types, sizes, strides, places, shared, temps):
+    """The steps of one chunk whose view k starts at `places[k]` (piece, byte in it).
+
+    An output that does not start at a 16-byte boundary is bound from the boundary below and
+    written by the strided kernel from its element offset (`Step.out_shift`). An input that
+    does not start at one (or, then, that lies in the output's piece: `shared`) is first
+    copied into a packed temporary (appended to `temps`): from the boundary below, with one
+    more dimension of size 2 whose stride is its element offset, the copy being the second half."""
     sources, steps = [], []
-    count = math.prod(sizes)
+    out_piece, out_start = places[-1]
+    out_shift = out_start % _ALIGN // types[-1].size
     for k, (data_type, st, (piece, start)) in enumerate(zip(types[:-1], strides, places)):
         shift = start % _ALIGN // data_type.size
-        if not shift:
+        if not shift and not (out_shift and shared[k] and piece == out_piece):
             sources.append((VIEW, k, piece, start))
             continue
-        half = -(-count * data_type.size // _ALIGN) * _ALIGN // data_type.size  # elements of each half
-        copier, descs = _compiled(BIT_XOR, level, support_row(BIT_XOR, level), device, [data_type] * 3, (2,) + sizes,
-                                  [[shift] + list(st), [0] * (len(sizes) + 1), [half] + list(packed_strides(sizes))])
-        temps.append(2 * half * data_type.size)
+        own = tuple(n if stride else 1 for n, stride in zip(sizes, st))  # its own elements (not broadcast)
+        packed = list(packed_strides(own))
+        half = -(-math.prod(own) * data_type.size // _ALIGN) * _ALIGN // data_type.size  # elements of each half
+        extra = ((2,), [shift], [half]) if shift else ((), [], [])
+        copier, descs = _compiled(BIT_XOR, level, support_row(BIT_XOR, level), device, [data_type] * 3,
+                                  extra[0] + own, [extra[1] + list(st), [0] * (len(extra[0]) + len(own)),
+                                                   extra[2] + packed])
+        temps.append((2 if shift else 1) * half * data_type.size)
         steps.append(Step(copier, ((VIEW, k, piece, start - start % _ALIGN, descs[0].total_size),
                                    (ZERO, 0, None, 0, descs[1].total_size),
                                    (TEMP, len(temps) - 1, None, 0, descs[2].total_size))))
-        sources.append((TEMP, len(temps) - 1, None, half * data_type.size))
-        strides = [*strides[:k], list(packed_strides(sizes)), *strides[k + 1:]]
-    piece, start = places[-1]
-    sources.append((VIEW, len(types) - 1, piece, start))
-    compiled, descs = _compiled(op, level, row, device, types, sizes, strides)
-    steps.append(Step(compiled, tuple((*s, d.total_size) for s, d in zip(sources, descs))))
+        sources.append((TEMP, len(temps) - 1, None, half * data_type.size if shift else 0))
+        read = [p if stride else 0 for p, stride in zip(packed, st)]  # broadcast again where it was
+        strides = [*strides[:k], read, *strides[k + 1:]]
+    sources.append((VIEW, len(types) - 1, out_piece, out_start - out_start % _ALIGN))
+    compiled, descs = _compiled(op, level, row, device, types, sizes, strides, bool(out_shift))
+    sizes_in_bytes = [d.total_size for d in descs]
+    if out_shift:  # the bytes from the boundary below to the last element (within the buffer's 4-byte end)
+        written = out_start % _ALIGN + extent(descs[-1].sizes, descs[-1].effective_strides) * types[-1].size
+        sizes_in_bytes[-1] = max(sizes_in_bytes[-1], -(-written // 4) * 4)
+    steps.append(Step(compiled, tuple((*s, n) for s, n in zip(sources, sizes_in_bytes)), out_shift))
     return steps
 
 
@@ -235,7 +256,12 @@ def run(planned: Plan, views) -> None:
     device = views[0].device
     temps, zero = temporaries(planned, device)
     for step in planned.steps:
-        step.compiled.execute(*bindings(step, views, temps, zero))
+        inputs, outputs = bindings(step, views, temps, zero)
+        if step.out_shift:
+            compiled = step.compiled
+            compiled.enqueue(compiled.launch(compiled.check(inputs, outputs), step.out_shift))
+        else:
+            step.compiled.execute(inputs, outputs)
 
 
 class _Window:
@@ -251,7 +277,7 @@ class _Window:
         return self.start + self.limit
 
 
-def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=False):
+def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=False, aligned=True):
     """Yield (sizes, byte start per view, cut) of runs of a call whose every view in Pieces
     (`bounds`: its Pieces, else None) lies in one piece: runs of outer rows; where a row spans
     pieces, bands of rows split along the next dimension (a transpose: blocks of columns), else
@@ -277,7 +303,7 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=
     out_bound = bounds[-1]
 
     def misaligned(a) -> bool:  # whether an output run starting at byte `a` cannot be bound
-        if fresh_limit is not None:
+        if fresh_limit is not None or not aligned:
             return False
         return bool((a - out_bound.piece_start(a) if out_bound else a) % align)
 
@@ -295,12 +321,9 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=
     row = 0
     while row < outer:
         at = [s + row * step for s, step in zip(starts, steps)]
-        if misaligned(at[-1]):
-            raise ValidationError("dmlgpu", None, "layout", f"output runs of {steps[-1]} bytes split where inputs "
-                                  "cross buffer boundaries", "allowed: layouts whose runs between the boundaries of "
-                                  "a Tensor's buffers start at 16-byte multiples of the output (DirectML's binding "
-                                  "alignment), e.g. packed, broadcast, sliced, or transposed where rows divide "
-                                  "the buffers evenly; nothing ran")
+        if misaligned(at[-1]):  # `_plan` plans again, shifting such runs' outputs
+            raise ValidationError("dmlgpu", None, "layout", "an output run off a 16-byte boundary",
+                                  "allowed: runs at 16-byte boundaries of the output's buffers")
         ends = [None if b is None else b.piece_end(a) for a, b in zip(at, bounds)]
         for k, (a, b) in enumerate(zip(at[:-1], bounds)):  # an input bound off a 16-byte boundary is copied
             if (a - b.piece_start(a) if b else a) % align:
@@ -318,7 +341,7 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=
             band_strides = [[st[1], st[0]] + list(st[2:]) for st in strides]
             band_bounds = bounds if fresh_limit is None else [*bounds[:-1], _Window(at[-1], fresh_limit)]
             try:
-                blocks = list(_chunks(band_sizes, band_strides, at, itemsizes, band_bounds, None, cap, True))
+                blocks = list(_chunks(band_sizes, band_strides, at, itemsizes, band_bounds, None, cap, True, aligned))
             except ValidationError:  # blocks of columns whose outputs cannot start aligned
                 blocks = None
             if blocks is not None:
@@ -326,6 +349,7 @@ def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=
                     yield (sub[1], sub[0]) + tuple(sub[2:]), sub_starts, None if fresh_limit is None else k == 0
                 row += band
                 continue
-        for sub, sub_starts, cut in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit, cap, banded):
+        for sub, sub_starts, cut in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit, cap, banded,
+                                            aligned):
             yield (1,) + tuple(sub), sub_starts, cut
         row += 1

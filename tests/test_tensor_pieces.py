@@ -74,12 +74,7 @@ def test_operators_over_tensors_of_several_buffers(small, rng, op, data_type, la
         got = testing.front_end(op, operands, out_type)
         assert got.shape == expected.shape and testing.same_bits(got.numpy(), expected)
         out = _poisoned(expected.shape, out_type)
-        try:
-            assert testing.front_end(op, operands, out_type, out=out) is out
-        except ValidationError as error:  # a given output DirectML cannot bind per chunk
-            assert "16-byte multiples of the output" in str(error)
-            assert (out.numpy().view(np.uint8) == POISON).all(), "work ran before the error"
-            return
+        assert testing.front_end(op, operands, out_type, out=out) is out
         assert testing.same_bits(out.numpy(), expected)
 
 
@@ -134,17 +129,18 @@ def test_copies_and_transfers(small, device, rng):
     assert _spans(back) and testing.same_bits(back.numpy(), x)
 
 
-def test_overlap_and_unbindable_layouts_are_refused_before_any_work(small):
+def test_overlap_is_refused_before_any_work_and_odd_cuts_run(small, rng):
     with small:
         t = Tensor.from_numpy(np.full((40, 64), 0xA5A5A5A5, np.uint32))
         with pytest.raises(ValidationError, match="overlapping"):
             dmlgpu.bit_not(t[:-2], out=t[2:])
-        odd = Tensor.from_numpy(np.zeros((64, 100), np.uint32))  # rows of 400 bytes: 10 a buffer
+        assert (t.numpy() == 0xA5A5A5A5).all()
+        x = testing.sample(DataType.UINT32, (64, 100), rng)  # rows of 400 bytes: 10 a buffer
+        odd = Tensor.from_numpy(x)
         out = Tensor.from_numpy(np.full((100, 64), 0xA5A5A5A5, np.uint32))
-        with pytest.raises(ValidationError, match="16-byte multiples of the output"):
-            dmlgpu.bit_not(odd.T, out=out)  # columns cut between buffers at unaligned outputs
-        assert (t.numpy() == 0xA5A5A5A5).all() and (out.numpy() == 0xA5A5A5A5).all()
-        assert testing.same_bits((~odd.T).numpy(), np.full((100, 64), 0xFFFFFFFF, np.uint32))  # a new result fits
+        dmlgpu.bit_not(odd.T, out=out)  # columns cut between buffers where outputs are off 16 bytes
+        assert testing.same_bits(out.numpy(), ~x.T)
+        assert testing.same_bits((~odd.T).numpy(), ~x.T)  # a new result is cut where its chunks begin
 
 
 def test_dask_blocks_larger_than_a_buffer(small, rng):
@@ -287,11 +283,7 @@ def test_command_lists_record_spanning_tensors(small, rng, op, data_type, layout
         expected = testing.reference(op, arrays, out_type)
         eager, recorded = _poisoned(expected.shape, out_type), _poisoned(expected.shape, out_type)
         assert _spans(eager) or _spans(operands[0])
-        try:
-            testing.front_end(op, operands, out_type, out=eager)
-        except ValidationError as error:  # a given output DirectML cannot bind per chunk
-            assert "16-byte multiples of the output" in str(error)
-            return
+        testing.front_end(op, operands, out_type, out=eager)
         commands = dmlgpu.CommandList(small, fuse=fuse)
         _record(commands, op, operands, recorded)
         assert commands.dispatches > 1 or layout == "row"  # per-piece executions (a row lies in one)
@@ -305,11 +297,12 @@ def test_command_lists_record_spanning_steps_in_place_and_copies(small, rng):
     """In place over a spanning Tensor, a broadcast scalar operand, then an input whose chunks
     start off a 16-byte boundary of their buffers (copied into temporaries the list keeps), all
     in one list, replayed: the sequential answer each time."""
-    x = testing.sample(DataType.UINT8, (120, 100), rng)  # rows of 100 bytes: 40 a buffer
+    x = testing.sample(DataType.UINT8, (128, 100), rng)  # rows of 100 bytes: 40 a buffer
     with small:
         t = Tensor.from_numpy(x)
         k = Tensor.from_numpy(np.array(0x5A, np.uint8))
-        out = _poisoned((120, 50), DataType.UINT8)  # 81 rows a buffer: a chunk from input row 81
+        out = _poisoned((128, 50), DataType.UINT8)  # 81 rows a buffer: a chunk from input row 81, one
+        # from output row 120 (off a 16-byte boundary of its buffer)
         assert _spans(t) and _spans(out)
         commands = dmlgpu.CommandList(small)
         _record(commands, BY_SHORT["bit_not"], [t], t)
@@ -391,3 +384,40 @@ def test_command_lists_at_the_real_buffer_limit(device, rng):
             commands.execute()
             assert np.array_equal(out.numpy(), expected)
         commands.release()
+
+
+@pytest.mark.parametrize("data_type", [DataType.UINT8, DataType.INT16, DataType.FLOAT32, DataType.UINT64],
+                         ids=lambda t: t.name.lower())
+def test_outputs_off_16_byte_boundaries_over_several_buffers(small, rng, data_type):
+    """A given out whose chunks start off 16-byte boundaries of its buffers (an odd element
+    offset into a spanning Tensor, rows of an odd number of bytes, a transpose whose columns
+    buffers cut anywhere) is written where it lies: right elements, every byte around kept."""
+    raw = f"u{data_type.size}"
+    rows, cols = 8 * 4096 // (37 * data_type.size), 37  # rows of 37 elements: boundaries anywhere
+    x = testing.sample(data_type, (rows, cols), rng)
+    y = testing.sample(data_type, (rows, 1), rng)
+    with small:
+        t, u = Tensor.from_numpy(x), Tensor.from_numpy(y)
+        base = _poisoned((rows * cols + 8,), data_type)
+        assert _spans(t) and _spans(base)
+        want = base.numpy().view(raw)
+        for start in (1, 3, 7):
+            out = base[start:start + rows * cols].reshape(rows, cols)
+            assert out.offset % 16 and testing.front_end(BY_SHORT["bit_xor"], [t, u], data_type, out=out) is out
+            want[start:start + rows * cols] = (x.view(raw) ^ y.view(raw)).reshape(-1)
+            assert testing.same_bits(base.numpy().view(raw), want)
+        out = base[5:5 + rows * cols].reshape(cols, rows)
+        dmlgpu.bit_not(t.T, out=out)
+        want[5:5 + rows * cols] = (~x.view(raw).T).reshape(-1)
+        assert testing.same_bits(base.numpy().view(raw), want)
+        out = base[2:2 + rows * cols].reshape(rows, cols)[:, 1::2]  # strided, off a boundary
+        dmlgpu.bit_not(t[:, :18], out=out)
+        want[2:2 + rows * cols].reshape(rows, cols)[:, 1::2] = ~x.view(raw)[:, :18]
+        assert testing.same_bits(base.numpy().view(raw), want)
+        commands = dmlgpu.CommandList(small)  # recorded: the same steps
+        target = base[3:3 + rows * cols].reshape(rows, cols)
+        flat = base[:rows * cols + 8]
+        _record(commands, BY_SHORT["bit_not"], [t], Tensor.from_fields(flat.buffer, (rows, cols), data_type, 0))
+        commands.execute()
+        want[:rows * cols] = ~x.view(raw).reshape(-1)
+        assert testing.same_bits(base.numpy().view(raw), want) and target.offset % 16
