@@ -8,10 +8,12 @@ subclasses; `data_type`, `broadcast_shape`, `broadcast_strides`, `fit_dimensions
 
 A call runs as one dispatch over the views' own layouts: inputs are bound where they lie,
 broadcast through zero strides; results are new views of the class of the operands. A call
-over views whose memory spans several buffers (`dmlgpu.pieces`), or whose new result would, is
-validated whole and runs as one dispatch per chunk whose every view lies in one buffer: runs
-of whole rows (packed data: a chunk per buffer), bands of rows split into blocks of columns (a
-transpose: a chunk per band and buffer), else pieces of single rows (a dispatch each).
+over views whose memory spans several buffers (`dmlgpu.pieces`), whose new result would, or
+whose `out` starts off a 16-byte boundary, runs the steps of `dmlgpu.span_plan` (planned once
+per layout): one dispatch per chunk whose every view lies in one buffer: runs of whole rows
+(packed data: a chunk per buffer), bands of rows split into blocks of columns (a transpose: a
+chunk per band and buffer), else pieces of single rows; an output chunk off a 16-byte boundary
+is written from its element offset by the strided kernel.
 """
 from __future__ import annotations
 
@@ -135,11 +137,11 @@ def copy(view: View) -> View:
 def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     """The device-resident path: views in, a view out, no host round trip.
 
-    numpy arrays among the inputs are uploaded first; `out` must be a view (or None) that
-    starts at a 16-byte boundary. Input views that do not are bound from the aligned-down byte
-    with one more dimension of size 2 whose stride is their element offset: only its second
-    half is the result, so a fresh output is allocated twice (the result is its second half);
-    with `out` given, such inputs are first copied to packed views.
+    numpy arrays among the inputs are uploaded first; `out` must be a view (or None); one that
+    starts off a 16-byte boundary runs as `span_plan` steps. Input views that do so are bound
+    from the aligned-down byte with one more dimension of size 2 whose stride is their element
+    offset: only its second half is the result, so a fresh output is allocated twice (the result
+    is its second half); with `out` given, such inputs are first copied to packed views.
     """
     anchor = next(x for x in (*arrays, out) if isinstance(x, View))
     make = type(anchor).from_fields

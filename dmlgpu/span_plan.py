@@ -3,11 +3,14 @@
 A call of an element-wise operator whose views (or whose new result) span several buffers is
 validated whole and cut into chunks of the result whose every view lies in one buffer: runs of
 whole rows (packed data: a chunk per buffer), bands of rows split into blocks of columns (a
-transpose: a chunk per band and buffer), else pieces of single rows. Each chunk becomes `Step`s:
-a compiled operator and where each of its bindings lies (an operand's piece, a temporary, a
-zero). An input chunk that does not start at a 16-byte boundary of its piece is first copied
-into a packed temporary (DirectML binds at 16-byte multiples): bound from the byte below with
-one more dimension of size 2 whose stride is its element offset, its second half the copy.
+transpose: a chunk per band and buffer), else pieces of single rows; output chunks start at
+16-byte boundaries where the layouts allow. Each chunk becomes `Step`s: a compiled operator
+and where each of its bindings lies (an operand's piece, a temporary, a zero). DirectML binds
+at 16-byte multiples: an input chunk that does not start at one of its piece is first copied
+into a packed temporary (bound from the byte below with one more dimension of size 2 whose
+stride is its element offset, its second half the copy); an output chunk that does not is
+bound from the byte below and written from its element offset by the strided kernel
+(`Step.out_shift`). A call whose `out` alone starts off a boundary (one buffer) runs here too.
 
 `plan` keeps each `Plan` in `memo.TENSOR_SPANS`, keyed by the operator, the level, the data
 types and the views' layouts (offsets, shapes, strides, where their buffers begin, which share
