@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 __all__ = ["DEFAULT_SIZE", "HOST_PARTS", "HOST_PLANS", "LRU", "TENSOR_CALLS", "TENSOR_RESULTS", "TENSOR_SPANS",
-           "clear", "set_sizes", "sizes"]
+           "clear", "set_sizes", "sizes", "stats"]
 
 #: Entries per memo unless `set_sizes` changes it.
 DEFAULT_SIZE = 256
@@ -29,19 +29,22 @@ DEFAULT_SIZE = 256
 
 class LRU:
     """A mapping of at most `maxsize` entries; a lookup refreshes an entry, a store past the
-    bound evicts the least recently used one."""
+    bound evicts the least recently used one. `misses` counts lookups that found nothing since
+    it was made or cleared (each is a call decided afresh)."""
 
-    __slots__ = ("_entries", "maxsize")
+    __slots__ = ("_entries", "maxsize", "misses")
 
     def __init__(self, maxsize: int = DEFAULT_SIZE):
         self._entries: OrderedDict = OrderedDict()
         self.maxsize = maxsize
+        self.misses = 0
 
     def get(self, key, default=None):
         entries = self._entries
         try:
             value = entries[key]
         except KeyError:
+            self.misses += 1
             return default
         entries.move_to_end(key)
         return value
@@ -61,6 +64,7 @@ class LRU:
 
     def clear(self) -> None:
         self._entries.clear()
+        self.misses = 0
 
     def resize(self, maxsize: int) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 0:
@@ -83,6 +87,12 @@ def sizes() -> dict:
     """Each memo's bound, by name (`host_plans`, `host_parts`, `tensor_calls`, `tensor_results`,
     `tensor_spans`)."""
     return {name: memo.maxsize for name, memo in _MEMOS.items()}
+
+
+def stats() -> dict:
+    """Each memo's entries, bound and misses (lookups that found nothing: calls decided afresh)
+    since it was made or cleared, by name."""
+    return {name: {"entries": len(memo), "bound": memo.maxsize, "misses": memo.misses} for name, memo in _MEMOS.items()}
 
 
 def set_sizes(size: int | None = None, **by_name: int) -> None:

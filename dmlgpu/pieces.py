@@ -5,8 +5,8 @@ maxStorageBufferRange: 128 MiB on lavapipe, 4 GiB on NVIDIA). A Tensor of more b
 elements in `Pieces`: consecutive buffers, each holding a range of the whole's bytes. An upload
 or `Tensor.empty` cuts them every `piece_bytes` (the most whole rows of the tensor's shape one
 buffer holds), so no element and no row that fits a buffer is cut; an operator's new result is
-cut where its chunks begin (`dmlgpu.ops`), so every chunk's output starts where DirectML can
-bind it. Reads and writes go piece by piece; nothing binds a Pieces whole.
+cut where its chunks begin (`dmlgpu.span_plan`), so every chunk's output starts where DirectML
+can bind it. Reads and writes go piece by piece; nothing binds a Pieces whole.
 """
 from __future__ import annotations
 

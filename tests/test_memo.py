@@ -61,3 +61,15 @@ def test_calls_beyond_the_bound_stay_right(restore_sizes, rng, size):
     assert bool(len(memo.HOST_PLANS)) == bool(size)  # the memo serves within its bound
     memo.clear()
     assert len(memo.HOST_PLANS) == len(memo.TENSOR_CALLS) == 0
+
+
+def test_stats_count_entries_and_misses(restore_sizes):
+    memo.clear()
+    x = np.arange(10, dtype=np.uint8)
+    for _ in range(3):
+        dmlgpu.bit_not(x)
+    stats = memo.stats()
+    assert set(stats) == set(memo.sizes())
+    assert stats["host_plans"] == {"entries": 1, "bound": memo.DEFAULT_SIZE, "misses": 1}
+    memo.clear()
+    assert memo.stats()["host_plans"] == {"entries": 0, "bound": memo.DEFAULT_SIZE, "misses": 0}

@@ -328,17 +328,21 @@ def test_command_lists_refuse_spanning_bindings_they_cannot_split(small):
             with pytest.raises(ValidationError) as caught:
                 commands.record(not_op, [bad], [dmlgpu.Binding(t.buffer)])
             assert caught.value.field == field and "DML_OPERATOR_ELEMENT_WISE_BIT_NOT" in str(caught.value)
+        graph = small.compile_graph(dmlgpu.GraphDesc(1, 1, [dmlgpu.OperatorGraphNodeDesc(
+            dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))], [dmlgpu.InputGraphEdgeDesc(0, 0, 0)],
+            [dmlgpu.OutputGraphEdgeDesc(0, 0, 0)], []))
+        with pytest.raises(ValidationError, match="graph, reduction or selection"):
+            commands.record(graph, [dmlgpu.Binding(t.buffer)], [dmlgpu.Binding(t.buffer)])
         assert commands.dispatches == 0
 
 
-def test_a_repeated_spanning_call_plans_once(small, rng, monkeypatch):
+def test_a_repeated_spanning_call_plans_once(small, rng):
     """The second identical call (and a call over other Tensors of the same layouts) reuses the
-    first call's plan: nothing is cut into chunks or compiled again."""
-    import dmlgpu.span_plan as span_plan
+    first call's plan: nothing is cut into chunks or compiled again (a plan is made on each
+    miss of `memo.TENSOR_SPANS`, counted by `memo.stats`)."""
+    def plans():
+        return dmlgpu.memo.stats()["tensor_spans"]["misses"]
 
-    made = []
-    planner = span_plan._plan
-    monkeypatch.setattr(span_plan, "_plan", lambda *args: made.append(args[0]) or planner(*args))
     x, y = (testing.sample(DataType.UINT32, (40, 64), rng) for _ in range(2))
     dmlgpu.memo.clear()
     with small:
@@ -347,18 +351,19 @@ def test_a_repeated_spanning_call_plans_once(small, rng, monkeypatch):
         for _ in range(3):
             dmlgpu.bit_xor(t, u, out=out)
             assert testing.same_bits(out.numpy(), x ^ y)
-        assert len(made) == 1
+        assert plans() == 1
         for _ in range(2):
             assert testing.same_bits((t ^ u).numpy(), x ^ y)  # a new result: one more plan
-        assert len(made) == 2
+        assert plans() == 2
         v, w = Tensor.from_numpy(y), Tensor.from_numpy(x)  # other Tensors of the same layouts
         dmlgpu.bit_xor(v, w, out=out)
-        assert testing.same_bits(out.numpy(), x ^ y) and len(made) == 2
+        assert testing.same_bits(out.numpy(), x ^ y) and plans() == 2
         dmlgpu.bit_xor(t[1:], u[1:], out=out[1:])
-        assert len(made) == 3
-        small.empty_cache()  # releases the memo
+        assert plans() == 3 and dmlgpu.memo.stats()["tensor_spans"]["entries"] == 3
+        small.empty_cache()  # releases the memos
+        assert dmlgpu.memo.stats()["tensor_spans"] == {"entries": 0, "bound": dmlgpu.memo.DEFAULT_SIZE, "misses": 0}
         dmlgpu.bit_xor(t, u, out=out)
-        assert len(made) == 4 and testing.same_bits(out.numpy(), x ^ y)
+        assert plans() == 1 and testing.same_bits(out.numpy(), x ^ y)
 
 
 def test_command_lists_at_the_real_buffer_limit(device, rng):
