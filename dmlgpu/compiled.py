@@ -166,15 +166,17 @@ class CompiledOperator:
     def layout(self) -> str:
         return self.variant.layout
 
-    def execute(self, inputs, outputs) -> None:
+    def execute(self, inputs, outputs, out_shift: int = 0) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
-        descriptor's order. Returns at once; reading an output (or `device.synchronize()`)
-        waits for it.
+        descriptor's order (`out_shift`: as `launch`'s). Returns at once; reading an output (or
+        `device.synchronize()`) waits for it.
 
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
         key = binding_key(inputs, outputs)
+        if out_shift and key is not None:
+            key += (out_shift,)
         launch = self._launches.get(key)
         if launch is not None and not launch.valid and launch.pipeline.handle is not None:
             # The same blocks, now of other live Buffers of this device (the key's blocks).
@@ -183,7 +185,7 @@ class CompiledOperator:
                     launch, [b.buffer for b in (*inputs, *outputs)]))
         if launch is None or not launch.valid:
             self.device.check_open(self.op.dml_name)  # DeviceError in a forked child
-            launch = self._launches.put(key, self.launch(self.check(inputs, outputs)))
+            launch = self._launches.put(key, self.launch(self.check(inputs, outputs), out_shift))
         self.enqueue(launch)
 
     def enqueue(self, launch) -> None:

@@ -106,9 +106,8 @@ def plan(op, level, row, views, in_types, out_type, shape, broadcast) -> Plan:
     planned once per layout (`memo.TENSOR_SPANS`).
 
     Raises:
-        ValidationError: the call as a whole breaks DirectML's rules, an output overlapping an
-            input other than in place, or a given output whose chunks cannot start at 16-byte
-            boundaries (nothing planned, nothing run).
+        ValidationError: the call as a whole breaks DirectML's rules, or an output overlaps an
+            input other than in place (nothing planned, nothing run).
     """
     device = views[0].device
     key = (op.name, level, out_type, device, device.max_buffer_size, _layout_key(views),
@@ -259,12 +258,7 @@ def run(planned: Plan, views) -> None:
     device = views[0].device
     temps, zero = temporaries(planned, device)
     for step in planned.steps:
-        inputs, outputs = bindings(step, views, temps, zero)
-        if step.out_shift:
-            compiled = step.compiled
-            compiled.enqueue(compiled.launch(compiled.check(inputs, outputs), step.out_shift))
-        else:
-            step.compiled.execute(inputs, outputs)
+        step.compiled.execute(*bindings(step, views, temps, zero), step.out_shift)
 
 
 class _Window:
