@@ -5,7 +5,8 @@ Dependent executions get a memory barrier between them; independent ones get non
 may overlap them. Two executions depend on each other when one writes bytes the other reads or
 writes (read-after-write, write-after-read, write-after-write); the planner keeps the spans
 since the last barrier as sorted disjoint intervals (`runtime.Spans`), so planning n executions
-costs O(n log n).
+costs O(n log n). A binding of a Tensor that spans several buffers (`dmlgpu.pieces`) is
+recorded as the per-piece executions the same eager call runs (`dmlgpu.span_plan`).
 
 Runs of consecutive executions of one output shape are fused through the graph compiler
 (`Device.compile_graph`, the same fused kernel as `dmlgpu.fuse`): each run becomes a graph whose
