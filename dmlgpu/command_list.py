@@ -5,7 +5,8 @@ Dependent executions get a memory barrier between them; independent ones get non
 may overlap them. Two executions depend on each other when one writes bytes the other reads or
 writes (read-after-write, write-after-read, write-after-write); the planner keeps the spans
 since the last barrier as sorted disjoint intervals (`runtime.Spans`), so planning n executions
-costs O(n log n).
+costs O(n log n). A binding of a Tensor that spans several buffers (`dmlgpu.pieces`) is
+recorded as the per-piece executions the same eager call runs (`dmlgpu.span_plan`).
 
 Runs of consecutive executions of one output shape are fused through the graph compiler
 (`Device.compile_graph`, the same fused kernel as `dmlgpu.fuse`): each run becomes a graph whose
@@ -20,13 +21,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import graph_kernel
+from . import graph_kernel, span_plan
 from .bindings import Binding
 from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .errors import ValidationError
+from .kernels import STRIDED
 from .graph import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
+from .pieces import Pieces
 from .runtime import Spans
+from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT
+from .validation import is_int, support_row
+from .views import View, extent
 
 #: A fused run's budget: loads plus nodes (one load per graph input and layout it is read in).
 _RUN_SLOTS = graph_kernel.MAX_SLOTS
@@ -62,8 +68,8 @@ class _Run:
     def admits(self, compiled, ranges) -> bool:
         descs = list(compiled.desc.tensor_descs().values())
         out_desc, out_key = descs[-1], _key(ranges[-1])
-        if out_desc.sizes != self.sizes or not out_desc.is_packed:
-            return False
+        if out_desc.sizes != self.sizes or not out_desc.is_packed or compiled.layout == STRIDED:
+            return False  # (a strided kernel's output may start after its binding's start)
         known = list(self.inputs) + list(self.written)
         if any(_partly(out_key, k) for k in known):
             return False
@@ -171,13 +177,38 @@ class CommandList:
 
     def record(self, compiled, inputs, outputs) -> None:
         """Append one execution of `compiled` (a compiled operator or graph) with these bindings
-        (checked now)."""
+        (checked now).
+
+        A binding of a Tensor that spans several buffers (its `.buffer`, a `dmlgpu.pieces.Pieces`)
+        records the per-piece steps the same call runs eagerly (`dmlgpu.span_plan`: one
+        execution per chunk whose every tensor lies in one buffer, with any copy of an input
+        that does not start at a 16-byte boundary of its buffer into a temporary the list keeps),
+        so they are planned, barriered and fused as any other executions.
+
+        Raises:
+            ValidationError: bindings DirectML would reject, or a spanning binding of a graph,
+                reduction or selection (those bind one Buffer each); nothing is recorded.
+        """
         if compiled.device is not self.device:
             raise ValidationError(getattr(getattr(compiled, "op", None), "dml_name", "DML_GRAPH_DESC"), None,
                                   "device", compiled.device.label, f"allowed: operators of the list's {self.device.label}")
+        if any(isinstance(getattr(b, "buffer", None), Pieces) for group in (inputs, outputs)
+               if isinstance(group, (list, tuple)) for b in group):
+            steps = [self._checked(*step) for step in self._spanning_steps(compiled, inputs, outputs)]
+        else:
+            steps = [self._checked(compiled, inputs, outputs)]
+        self._steps.extend(steps)
+        self.dispatches += len(steps)
+        self._drop_recorded()
+
+    @staticmethod
+    def _checked(compiled, inputs, outputs, out_shift: int = 0) -> tuple:
+        """(compiled, checked ranges, prepared dispatches) of one execution (its output written
+        from `out_shift` elements after its binding: `CompiledOperator.launch`)."""
         if isinstance(compiled, CompiledGraph):  # its own dispatches, never fused further
             in_ranges, out_ranges = compiled.check(inputs, outputs)
             ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
+<<<<<<< HEAD
             # One step per dispatch: a graph that ends in a reduction reads what its earlier
             # dispatches wrote (the planner puts a barrier between them; none between the
             # independent dispatches of an element-wise graph).
@@ -187,6 +218,56 @@ class CommandList:
             self._steps.append((compiled, ranges, [compiled.launch(ranges)]))
         self.dispatches += 1
         self._drop_recorded()
+=======
+            return compiled, ranges, compiled.launches(in_ranges, out_ranges)
+        ranges = compiled.check(inputs, outputs)  # an element-wise operator may join a fused run
+        return compiled, ranges, [compiled.launch(ranges, out_shift)]
+
+    def _spanning_steps(self, compiled, inputs, outputs) -> list:
+        """(compiled, inputs, outputs) of each per-piece execution of an element-wise operator
+        whose bindings include Pieces (its temporaries allocated now, kept by the list)."""
+        op = getattr(compiled, "op", None)
+        name = getattr(op, "dml_name", "DML_GRAPH_DESC")
+        if not isinstance(compiled, CompiledOperator):
+            raise ValidationError(name, None, "Binding.Buffer", "Pieces of a spanning Tensor",
+                                  "allowed: one Buffer per binding of a graph, reduction or selection (only "
+                                  "element-wise operators record over Tensors that span several buffers)")
+        descs = list(compiled.desc.tensor_descs().items())
+        expected = {"inputs": (inputs, len(op.inputs)), "outputs": (outputs, len(op.outputs))}
+        for group, (given, count) in expected.items():
+            if not isinstance(given, (list, tuple)) or len(given) != count:
+                raise ValidationError(name, None, group, len(given) if isinstance(given, (list, tuple)) else given,
+                                      f"expected a list of {count} Binding")
+        views = []
+        for (tensor, desc), binding in zip(descs, (*inputs, *outputs)):
+            if not isinstance(binding, Binding):
+                raise ValidationError(name, tensor, "Binding", type(binding).__name__, "allowed: dmlgpu.Binding")
+            buffer, offset, size = binding.buffer, binding.offset, binding.size_in_bytes
+            if getattr(buffer, "device", None) is not self.device or buffer.released:
+                raise ValidationError(name, tensor, "Binding.Buffer", repr(buffer),
+                                      "allowed: a live Buffer (or Pieces) of the operator's device")
+            if not is_int(offset) or offset < 0 or offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
+                raise ValidationError(name, tensor, "Binding.Offset", offset,
+                                      f"allowed: a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes")
+            room = buffer.size_in_bytes - offset if size is None else size
+            least = desc.total_size  # (Pieces count their bytes exactly; their last buffer ends padded to 4)
+            if isinstance(buffer, Pieces):
+                least = min(least, extent(desc.sizes, desc.effective_strides) * desc.data_type.size)
+            if not is_int(room) or room < least or offset + room > buffer.size_in_bytes:
+                raise ValidationError(name, tensor, "Binding.SizeInBytes", size,
+                                      f"allowed: at least TotalTensorSizeInBytes ({desc.total_size}) and within "
+                                      f"the buffer ({buffer.size_in_bytes} bytes, offset {offset})")
+            views.append(View.from_fields(buffer, tuple(desc.sizes), desc.data_type, offset,
+                                          tuple(desc.effective_strides)))
+        level = compiled.feature_level
+        types = [desc.data_type for _, desc in descs]
+        out_desc = descs[-1][1]
+        planned = span_plan.plan(op, level, support_row(op, level), views, types[:-1], types[-1],
+                                 tuple(out_desc.sizes), [v.strides for v in views[:-1]])
+        temps, zero = span_plan.temporaries(planned, self.device)
+        return [(step.compiled, *span_plan.bindings(step, views, temps, zero), step.out_shift)
+                for step in planned.steps]
+>>>>>>> spans
 
     @property
     def barriers(self) -> int:

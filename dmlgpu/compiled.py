@@ -7,7 +7,9 @@ layout from their strides:
   (padded rows, a broadcast row): still 16-byte vectors, addressed row by row;
 - GATHER: the output packed, inputs otherwise strided or broadcast: each invocation still owns
   16 output bytes and finds each element's inputs through their strides;
-- STRIDED: the output strided too: one element per invocation.
+- STRIDED: the output strided too (or asked for: `strided_output`): one element per
+  invocation; its output may start at any element (`launch`'s `out_shift`), not only at a
+  16-byte boundary.
 Sizes and strides are fixed as specialization constants after merging dimensions that need no
 index arithmetic.
 """
@@ -106,9 +108,14 @@ def _rows_fit(sizes, input_strides, in_size, out_size) -> bool:
 
 
 class CompiledOperator:
-    """An operator ready to execute with any bindings that fit its descriptor."""
+    """An operator ready to execute with any bindings that fit its descriptor.
 
-    def __init__(self, device, operator_desc, feature_level):
+    `strided_output` compiles the STRIDED layout whatever the layouts (one element per
+    invocation), whose launches may write their output from any element after the bound
+    offset (`launch(ranges, out_shift)`): dmlgpu's way to write a view that does not start at
+    a 16-byte boundary."""
+
+    def __init__(self, device, operator_desc, feature_level, strided_output: bool = False):
         self.op = validate(operator_desc, feature_level)
         self.device = device
         self.desc = operator_desc
@@ -119,7 +126,7 @@ class CompiledOperator:
         # Broadcast scalar operands of two-operand operators (whose flat kernels all read their
         # operands through OPERAND_VEC, elementwise_main.glsl) keep the flat layout.
         scalars = [_is_scalar(t) and len(self.op.inputs) == 2 for t in tensors[:-1]]
-        if all(t.is_packed or scalar for t, scalar in zip(tensors, scalars + [False])):
+        if not strided_output and all(t.is_packed or scalar for t, scalar in zip(tensors, scalars + [False])):
             layout = kernels.FLAT
             spec = [WORKGROUP_SIZE]
             if any(scalars):  # broadcast scalar operands, repeated across vectors by the kernel
@@ -129,7 +136,7 @@ class CompiledOperator:
         else:
             strides = [list(t.effective_strides) for t in tensors]
             sizes, strides = coalesce(tensors[-1].sizes, strides)
-            if not tensors[-1].is_packed:
+            if strided_output or not tensors[-1].is_packed:
                 layout = kernels.STRIDED
             elif _rows_fit(sizes, strides[:-1], in_type.size, out_type.size):
                 layout = kernels.ROWS
@@ -159,15 +166,17 @@ class CompiledOperator:
     def layout(self) -> str:
         return self.variant.layout
 
-    def execute(self, inputs, outputs) -> None:
+    def execute(self, inputs, outputs, out_shift: int = 0) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
-        descriptor's order. Returns at once; reading an output (or `device.synchronize()`)
-        waits for it.
+        descriptor's order (`out_shift`: as `launch`'s). Returns at once; reading an output (or
+        `device.synchronize()`) waits for it.
 
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
         key = binding_key(inputs, outputs)
+        if out_shift and key is not None:
+            key += (out_shift,)
         launch = self._launches.get(key)
         if launch is not None and not launch.valid and launch.pipeline.handle is not None:
             # The same blocks, now of other live Buffers of this device (the key's blocks).
@@ -176,7 +185,7 @@ class CompiledOperator:
                     launch, [b.buffer for b in (*inputs, *outputs)]))
         if launch is None or not launch.valid:
             self.device.check_open(self.op.dml_name)  # DeviceError in a forked child
-            launch = self._launches.put(key, self.launch(self.check(inputs, outputs)))
+            launch = self._launches.put(key, self.launch(self.check(inputs, outputs), out_shift))
         self.enqueue(launch)
 
     def enqueue(self, launch) -> None:
@@ -198,9 +207,17 @@ class CompiledOperator:
         return self.device.results([template], [out_bytes], [[(0, _PUSH["out_offset"], (last,))]],
                                    template.buffers[:-1])
 
-    def launch(self, ranges):
-        """The runtime's prepared dispatch of this operator over checked `ranges`."""
+    def launch(self, ranges, out_shift: int = 0):
+        """The runtime's prepared dispatch of this operator over checked `ranges`; the STRIDED
+        layout writes its output from `out_shift` elements after the output range's start
+        (the range must hold them: its end covers the last element written)."""
         offsets = [(r.buffer.arena_offset + r.start) // 4 for r in ranges]
+        if self.layout == kernels.STRIDED:  # the strided kernel's output offset counts elements
+            out_size = self._descs[list(self._descs)[-1]].data_type.size
+            offsets[-1] = (ranges[-1].buffer.arena_offset + ranges[-1].start) // out_size + out_shift
+        elif out_shift:
+            raise ValidationError(self.op.dml_name, None, "out_shift", out_shift,
+                                  "allowed: 0 (only the strided layout writes from any element)")
         if len(ranges) == 2:
             offsets.insert(1, 0)  # the unused second input
         push = np.array(offsets + [self._count], dtype=np.uint32)

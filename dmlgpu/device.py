@@ -16,7 +16,7 @@ import os
 import threading
 from collections import OrderedDict
 
-from . import runtime
+from . import memo, runtime
 from .compiled import CompiledOperator
 from .compiled_graph import CompiledGraph
 from .compiled_selection import CompiledSelection
@@ -127,23 +127,27 @@ class Device(runtime.Device):
         self.private = private
         super().__init__(index, staging=staging)
 
-    def create_operator(self, operator_desc, feature_level=None) -> CompiledOperator:
+    def create_operator(self, operator_desc, feature_level=None, *, strided_output: bool = False) -> CompiledOperator:
         """Validate `operator_desc` at `feature_level` and compile it for this device.
 
         Returns a `CompiledOperator` that can be executed any number of times with different
         bindings. Raises `ValidationError` for a descriptor DirectML would reject.
+        `strided_output` (element-wise operators) compiles the one-element-per-invocation
+        layout, whose output may start at any element (`CompiledOperator.launch`'s `out_shift`).
         """
         name = getattr(getattr(operator_desc, "OPERATOR", None), "dml_name", "dmlgpu")
         self.check_open(name)
         level = resolve_feature_level(feature_level, name)
         # repr, not equality: 64.0 == 64 and True == 1, but only ints are valid sizes.
-        key = (_strict_repr(operator_desc), level)
+        key = (_strict_repr(operator_desc), level, bool(strided_output))
         with self.lock:
             compiled = self._operators.get(key)
             if compiled is None:
                 family = getattr(getattr(operator_desc, "OPERATOR", None), "family", ELEMENT_WISE)
-                compiled = (CompiledOperator if family == ELEMENT_WISE else CompiledSelection)(
-                    self, operator_desc, level)
+                if family == ELEMENT_WISE:
+                    compiled = CompiledOperator(self, operator_desc, level, bool(strided_output))
+                else:
+                    compiled = CompiledSelection(self, operator_desc, level)
                 self._operators[key] = compiled
                 while len(self._operators) > _LIMITS["operators"]:
                     self._operators.popitem(last=False)
@@ -180,9 +184,11 @@ class Device(runtime.Device):
         with self.lock:
             self._operators.clear()
             self._graphs.clear()
+            memo.clear()  # its entries hold compiled operators (and span plans) of devices
             super().empty_cache()
 
-    empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + " Also compiled operators and graphs."
+    empty_cache.__doc__ = runtime.Device.empty_cache.__doc__ + (
+        " Also compiled operators and graphs, and the front end's memos (`dmlgpu.memo`).")
 
     def close(self) -> None:
         with self.lock:

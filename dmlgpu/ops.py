@@ -8,10 +8,12 @@ subclasses; `data_type`, `broadcast_shape`, `broadcast_strides`, `fit_dimensions
 
 A call runs as one dispatch over the views' own layouts: inputs are bound where they lie,
 broadcast through zero strides; results are new views of the class of the operands. A call
-over views whose memory spans several buffers (`dmlgpu.pieces`), or whose new result would, is
-validated whole and runs as one dispatch per chunk whose every view lies in one buffer: runs
-of whole rows (packed data: a chunk per buffer), bands of rows split into blocks of columns (a
-transpose: a chunk per band and buffer), else pieces of single rows (a dispatch each).
+over views whose memory spans several buffers (`dmlgpu.pieces`), whose new result would, or
+whose `out` starts off a 16-byte boundary, runs the steps of `dmlgpu.span_plan` (planned once
+per layout): one dispatch per chunk whose every view lies in one buffer: runs of whole rows
+(packed data: a chunk per buffer), bands of rows split into blocks of columns (a transpose: a
+chunk per band and buffer), else pieces of single rows; an output chunk off a 16-byte boundary
+is written from its element offset by the strided kernel.
 """
 from __future__ import annotations
 
@@ -25,12 +27,14 @@ from .compiled import coalesce
 from .descs import DESC_CLASSES
 from .dtypes import DataType
 from .errors import DataTypeError, ValidationError
-from . import memo, operands as operand_rules
+from .kernels import STRIDED
+from . import memo, operands as operand_rules, span_plan
 from .operators import BIT_XOR, Operator
 from .tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from .pieces import Pieces
-from .validation import resolve_feature_level, support_row, validate
-from .views import View, extent
+from .span_plan import fit_dimensions
+from .validation import resolve_feature_level, support_row
+from .views import View
 
 __all__ = ["apply", "broadcast_shape", "broadcast_strides", "copy", "data_type", "fail", "fit_dimensions",
            "operands", "output_dtype"]
@@ -97,16 +101,6 @@ def broadcast_strides(shape, target, strides=None):
             for d in range(len(target))]
 
 
-def fit_dimensions(op, row, sizes, strides):
-    """Add leading 1s until the level's smallest dimension count; too many dims is an error."""
-    lowest, highest = row.dims[0], row.dims[-1]
-    if len(sizes) > highest:
-        fail(op, op.output, "DimensionCount", len(sizes),
-             f"allowed: {highest} after merging contiguous dimensions; these do not merge")
-    pad = max(0, lowest - len(sizes))
-    return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
-
-
 def _operand_keys(arrays) -> tuple:
     """What a call's operands are found by in the memos: a view's key, a Python scalar's
     `scalar_key`; AttributeError for other operands (numpy data is never memoised here)."""
@@ -169,11 +163,11 @@ def copy(view: View) -> View:
 def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     """The device-resident path: views in, a view out, no host round trip.
 
-    numpy arrays among the inputs are uploaded first; `out` must be a view (or None) that
-    starts at a 16-byte boundary. Input views that do not are bound from the aligned-down byte
-    with one more dimension of size 2 whose stride is their element offset: only its second
-    half is the result, so a fresh output is allocated twice (the result is its second half);
-    with `out` given, such inputs are first copied to packed views.
+    numpy arrays among the inputs are uploaded first; `out` must be a view (or None); one that
+    starts off a 16-byte boundary runs as `span_plan` steps. Input views that do so are bound
+    from the aligned-down byte with one more dimension of size 2 whose stride is their element
+    offset: only its second half is the result, so a fresh output is allocated twice (the result
+    is its second half); with `out` given, such inputs are first copied to packed views.
     """
     anchor = next(x for x in (*arrays, out) if isinstance(x, View))
     make = type(anchor).from_fields
@@ -202,17 +196,14 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
                     f"allowed: shape {shape} and data type {out_type.name}")
     if 0 in shape:  # nothing to bind
         return out if given_out else make(device.allocate(4), shape, out_type)
-    if given_out and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
-        fail(op, op.output, "out", f"a view starting at byte {out.offset} of its buffer",
-             f"allowed: a Tensor starting at a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes "
-             "(DirectML's binding alignment)")
     count = math.prod(shape)
     shifts = [t.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT // t.itemsize for t in tensors]
     fresh_bytes = count * out_type.size  # an offset dimension doubles it (rounded to 16-byte halves)
     if any(shifts):
         fresh_bytes = 2 * -(-fresh_bytes // MINIMUM_BUFFER_TENSOR_ALIGNMENT) * MINIMUM_BUFFER_TENSOR_ALIGNMENT
     if (not given_out and fresh_bytes > device.max_buffer_size) \
-            or any(isinstance(t.buffer, Pieces) for t in (*tensors, out) if t is not None):
+            or any(isinstance(t.buffer, Pieces) for t in (*tensors, out) if t is not None) \
+            or (given_out and out.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT):  # an output shifted in its binding
         return _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make)
     realign = given_out and any(shifts)  # those inputs become packed copies, once the call is valid
     strides = [broadcast_strides(t.shape, shape, None if realign and k else t.strides)
@@ -253,7 +244,7 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     if call is not None and all(x is t or operand_rules.is_python_scalar(x) for x, t in zip(given, tensors)):
         keys = _operand_keys(given)
         _CALLS[(*call, (*keys, out.key))] = launch
-        if not given_out and ranges[-1].start == 0:
+        if not given_out and ranges[-1].start == 0 and compiled.layout != STRIDED:  # its offset counts words
             _RESULTS[(*call, keys)] = (compiled.results(launch, ranges[-1].end), type(anchor), out.shape,
                                        out.data_type, out.offset, out.strides)
     return out
@@ -261,156 +252,12 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
 
 def _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make):
     """A call where a view's memory spans several buffers (`dmlgpu.pieces`), or its new result
-    would: validated whole, then run as chunks of the result (runs of rows, or of one row)
-    whose every view lies in one buffer and whose output starts at a 16-byte boundary, each
-    an ordinary call over single-buffer views. A result of more than one buffer's bytes is
-    made in Pieces."""
-    device = tensors[0].device
-    strides = [broadcast_strides(t.shape, shape, t.strides) for t in tensors]
-    given_out = out is not None
-    if given_out:
-        for name, t in zip(op.inputs, tensors):
-            if t.buffer is not out.buffer or not _spans_meet(t, out):
-                continue
-            if (t.offset, t.shape, t.strides, t.itemsize) != (out.offset, out.shape, out.strides, out.itemsize):
-                fail(op, op.output, "out", f"a view overlapping {name}",
-                     "allowed: no overlap, or exactly the same elements as an input (in place)")
-            if not op.in_place:
-                fail(op, op.output, "out", f"the same memory as {name}", f"{op.dml_name} does not support in-place execution")
-    strides.append(list(packed_strides(shape) if out is None else out.strides))
-    sizes, strides = coalesce(list(shape), strides)
-    whole_sizes, whole_strides = fit_dimensions(op, row, sizes, strides)
-    validate(DESC_CLASSES[op.name](*[TensorDesc(t, tuple(whole_sizes), tuple(st))
-                                     for t, st in zip(in_types + [out_type], whole_strides)]), level)
-    nbytes = math.prod(shape) * out_type.size
-    limit = device.max_buffer_size
-    fresh = out is None  # a new result is cut where its chunks begin: each starts a buffer, or aligned in one
-    views = [*tensors, out]
-    itemsizes = [t.itemsize for t in tensors] + [out_type.size]
-    bounds = [None if v is None or not isinstance(v.buffer, Pieces) else v.buffer for v in views]
-    starts = [0 if v is None else v.offset for v in views]
-    chunks = list(_chunks(tuple(sizes), strides, starts, itemsizes, bounds, limit if fresh else None,
-                          limit // 2 - MINIMUM_BUFFER_TENSOR_ALIGNMENT))
-    if fresh:  # the whole plan is made before any work
-        cuts, first = [], None
-        for sub_sizes, at, cut in chunks:
-            end = at[-1] + extent(sub_sizes, strides[-1]) * out_type.size
-            if cut is False:
-                continue  # a band's later block: in the band's buffer
-            if cut or first is None or (at[-1] - first) % MINIMUM_BUFFER_TENSOR_ALIGNMENT or end - first > limit:
-                cuts.append(at[-1])
-                first = at[-1]
-        memory = (device.allocate(max(4, -(-nbytes // 4) * 4), zero_fill=False) if len(cuts) == 1
-                  else pieces.allocate_runs(device, cuts, nbytes, zero_fill=False))
-        out = views[-1] = make(memory, shape, out_type)
-    out_dtype = None if op.same_type else out_type.numpy
-    for sub_sizes, starts, _ in chunks:
-        subs = []
-        for v, st, start, size in zip(views, strides, starts, itemsizes):
-            buffer, local = v.buffer, start
-            if isinstance(buffer, Pieces):
-                buffer, local = buffer.piece(start, start + extent(sub_sizes, st) * size)
-            subs.append(make(buffer, sub_sizes, v.data_type, local, tuple(st)))
-        *ins, sub_out = subs
-        _apply_views(op, level, row, ins, ins, sub_out, out_dtype, None)
+    would: planned once per layout (`span_plan.plan`: validated whole, then chunks whose every
+    view lies in one buffer), its steps queued in order. A result of more than one buffer's
+    bytes is made in Pieces, cut where its chunks begin."""
+    broadcast = [broadcast_strides(t.shape, shape, t.strides) for t in tensors]
+    planned = span_plan.plan(op, level, row, [*tensors, out], in_types, out_type, shape, broadcast)
+    if out is None:
+        out = make(span_plan.allocate_result(planned, tensors[0].device), shape, out_type)
+    span_plan.run(planned, [*tensors, out])
     return out
-
-
-def _spans_meet(a: View, b: View) -> bool:
-    """Whether the byte ranges two views span meet."""
-    a_end = a.offset + extent(a.shape, a.strides) * a.itemsize
-    b_end = b.offset + extent(b.shape, b.strides) * b.itemsize
-    return a.offset < b_end and b.offset < a_end
-
-
-class _Window:
-    """A new output's piece-to-be from byte `start`: at most `limit` bytes (`_chunks` bands)."""
-
-    def __init__(self, start: int, limit: int):
-        self.start, self.limit = start, limit
-
-    def piece_start(self, byte: int) -> int:
-        return self.start
-
-    def piece_end(self, byte: int) -> int:
-        return self.start + self.limit
-
-
-def _chunks(sizes, strides, starts, itemsizes, bounds, fresh_limit, cap, banded=False):
-    """Yield (sizes, byte start per view, cut) of runs of a call whose every view in Pieces
-    (`bounds`: its Pieces, else None) lies in one piece: runs of outer rows; where a row spans
-    pieces, bands of rows split along the next dimension (a transpose: blocks of columns), else
-    pieces of one row. The output is the last view: given (`fresh_limit` None), every run of it
-    starts at a 16-byte boundary of its buffer; new, it is cut where runs begin (`cut`: True,
-    a run that must begin a buffer; False, one that must not; None, either), every run holding
-    at most `fresh_limit` bytes. An input of a run that does not start at a 16-byte boundary
-    spans at most `cap` bytes (it is copied first, into twice its bytes)."""
-    spans = [extent(sizes, st) * size for st, size in zip(strides, itemsizes)]
-    if all(b is None or s + span <= b.piece_end(s) for s, span, b in zip(starts, spans, bounds)) \
-            and (fresh_limit is None or spans[-1] <= fresh_limit) \
-            and all(span <= cap or not (s - b.piece_start(s) if b else s) % MINIMUM_BUFFER_TENSOR_ALIGNMENT
-                    for s, span, b in zip(starts[:-1], spans[:-1], bounds)):
-        yield sizes, starts, None
-        return
-    if not sizes:  # one element that cannot be bound (a band's window): the caller tries otherwise
-        raise ValidationError("dmlgpu", None, "layout", "an element outside its run's buffer", "allowed: none")
-    outer, rest = sizes[0], sizes[1:]
-    rest_strides = [st[1:] for st in strides]
-    inner = [extent(rest, st) * size for st, size in zip(rest_strides, itemsizes)]
-    steps = [st[0] * size for st, size in zip(strides, itemsizes)]
-    align = MINIMUM_BUFFER_TENSOR_ALIGNMENT
-    out_bound = bounds[-1]
-
-    def misaligned(a) -> bool:  # whether an output run starting at byte `a` cannot be bound
-        if fresh_limit is not None:
-            return False
-        return bool((a - out_bound.piece_start(a) if out_bound else a) % align)
-
-    def fitting(at, ends, spans) -> int:  # rows from `at` whose spans of `spans` bytes fit `ends`
-        n = outer - row
-        for a, step, span, end in zip(at, steps, spans, ends):
-            if end is not None:
-                room = end - a - span  # bytes left for the starts of further rows
-                n = 0 if room < 0 else min(n, room // step + 1) if step else n
-        if 0 < n < outer - row:  # the next run's output starts aligned
-            while n and misaligned(at[-1] + n * steps[-1]):
-                n -= 1
-        return n
-
-    row = 0
-    while row < outer:
-        at = [s + row * step for s, step in zip(starts, steps)]
-        if misaligned(at[-1]):
-            raise ValidationError("dmlgpu", None, "layout", f"output runs of {steps[-1]} bytes split where inputs "
-                                  "cross buffer boundaries", "allowed: layouts whose runs between the boundaries of "
-                                  "a Tensor's buffers start at 16-byte multiples of the output (DirectML's binding "
-                                  "alignment), e.g. packed, broadcast, sliced, or transposed where rows divide "
-                                  "the buffers evenly; nothing ran")
-        ends = [None if b is None else b.piece_end(a) for a, b in zip(at, bounds)]
-        for k, (a, b) in enumerate(zip(at[:-1], bounds)):  # an input bound off a 16-byte boundary is copied
-            if (a - b.piece_start(a) if b else a) % align:
-                ends[k] = a + cap if ends[k] is None else min(ends[k], a + cap)
-        if fresh_limit is not None:
-            ends[-1] = at[-1] + fresh_limit
-        n = fitting(at, ends, inner)
-        if n:
-            yield (n,) + tuple(rest), at, None
-            row += n
-            continue
-        band = 0 if banded or not rest else fitting(at, ends, [*itemsizes[:-1], inner[-1]])  # input columns
-        if band >= 2:  # a band of rows, split along the next dimension, where its blocks can be bound
-            band_sizes = (rest[0], band) + tuple(rest[1:])
-            band_strides = [[st[1], st[0]] + list(st[2:]) for st in strides]
-            band_bounds = bounds if fresh_limit is None else [*bounds[:-1], _Window(at[-1], fresh_limit)]
-            try:
-                blocks = list(_chunks(band_sizes, band_strides, at, itemsizes, band_bounds, None, cap, True))
-            except ValidationError:  # blocks of columns whose outputs cannot start aligned
-                blocks = None
-            if blocks is not None:
-                for k, (sub, sub_starts, _) in enumerate(blocks):
-                    yield (sub[1], sub[0]) + tuple(sub[2:]), sub_starts, None if fresh_limit is None else k == 0
-                row += band
-                continue
-        for sub, sub_starts, cut in _chunks(rest, rest_strides, at, itemsizes, bounds, fresh_limit, cap, banded):
-            yield (1,) + tuple(sub), sub_starts, cut
-        row += 1

@@ -5,8 +5,8 @@ maxStorageBufferRange: 128 MiB on lavapipe, 4 GiB on NVIDIA). A Tensor of more b
 elements in `Pieces`: consecutive buffers, each holding a range of the whole's bytes. An upload
 or `Tensor.empty` cuts them every `piece_bytes` (the most whole rows of the tensor's shape one
 buffer holds), so no element and no row that fits a buffer is cut; an operator's new result is
-cut where its chunks begin (`dmlgpu.ops`), so every chunk's output starts where DirectML can
-bind it. Reads and writes go piece by piece; nothing binds a Pieces whole.
+cut where its chunks begin (`dmlgpu.span_plan`), so every chunk's output starts where DirectML
+can bind it. Reads and writes go piece by piece; nothing binds a Pieces whole.
 """
 from __future__ import annotations
 
@@ -60,8 +60,9 @@ class Pieces:
 
     def _unbindable(self):
         raise ValidationError("dmlgpu", None, "Binding.Buffer", f"Pieces of {len(self.buffers)} buffers",
-                              "allowed: one Buffer (bind a spanning Tensor's pieces, `.buffers`, one by one: "
-                              "no binding reaches past one buffer)")
+                              "allowed: one Buffer (no binding reaches past one buffer: bind a spanning Tensor's "
+                              "pieces, `.buffers`, one by one, or record it in a CommandList, which runs it "
+                              "as per-piece executions)")
 
     block_key = property(_unbindable, doc="Refused: a binding is one Buffer.")
     arena_offset = property(_unbindable, doc="Refused: a binding is one Buffer.")

@@ -78,9 +78,9 @@ class Tensor(views.View, TensorOperators):
     Views whose first element is not at a 16-byte boundary are fine as inputs (DirectML binds at
     16-byte multiples, so dmlgpu binds the aligned-down range and adds a size-2 dimension whose
     stride is the element offset; a fresh result is then allocated twice its size, or, with
-    `out` given, such an input is first copied), but not as `out`: an output (and so the target
-    of an in-place operator, or of an assignment from a Tensor or into a strided view) must
-    start where DirectML can bind it.
+    `out` given, such an input is first copied) and as outputs (the target of `out=`, of an
+    in-place operator or of an assignment): bound from the aligned-down byte and written from
+    the element offset by the strided kernel, one element per invocation.
 
     A Tensor's fields are fixed once it is made (a view is a value, as a torch tensor's shape
     is): a new view is a new Tensor. That is what lets the front end find a repeated call by
@@ -194,12 +194,11 @@ class Tensor(views.View, TensorOperators):
         `.view(dtype)` reinterprets bits), broadcast, copied on the device (an overlapping
         one is copied first, so the result is numpy's). A packed target takes host data as
         one write at any offset; a strided target, and any target of a Tensor value, is
-        written by a device copy, so it must start at a 16-byte boundary.
+        written by a device copy (at any offset too).
 
         Raises:
             IndexError, ValidationError: as indexing; a Tensor of another data type or device,
-                shapes that do not broadcast, a strided or Tensor-assigned target that does not
-                start at a 16-byte boundary (nothing is written).
+                shapes that do not broadcast (nothing is written).
             ValueError, OverflowError, TypeError: numpy's, for host data it cannot assign.
         """
         target = self[key]

@@ -31,10 +31,10 @@ def test_lru_evicts_the_least_recently_used():
 
 def test_sizes_are_documented_defaults_and_settable(restore_sizes):
     assert memo.sizes() == {name: memo.DEFAULT_SIZE for name in
-                            ("host_plans", "host_parts", "tensor_calls", "tensor_results", "tensor_scalars")}
+                            ("host_plans", "host_parts", "tensor_calls", "tensor_results", "tensor_scalars", "tensor_spans")}
     memo.set_sizes(8, tensor_calls=3)
     assert memo.sizes() == {"host_plans": 8, "host_parts": 8, "tensor_calls": 3, "tensor_results": 8,
-                            "tensor_scalars": 8}
+                            "tensor_scalars": 8, "tensor_spans": 8}
     with pytest.raises(ValueError, match="unknown memos"):
         memo.set_sizes(plans=3)
     for bad in (-1, 1.5, True, "3"):
@@ -99,3 +99,15 @@ def test_tensor_calls_with_python_scalars_are_memoised_and_stay_right(device, rn
             assert dmlgpu.bit_and(t, 15, out=out) is out and testing.same_bits(out.numpy(), x & 15)
     finally:
         device.create_operator = create
+
+
+def test_stats_count_entries_and_misses(restore_sizes):
+    memo.clear()
+    x = np.arange(10, dtype=np.uint8)
+    for _ in range(3):
+        dmlgpu.bit_not(x)
+    stats = memo.stats()
+    assert set(stats) == set(memo.sizes())
+    assert stats["host_plans"] == {"entries": 1, "bound": memo.DEFAULT_SIZE, "misses": 1}
+    memo.clear()
+    assert memo.stats()["host_plans"] == {"entries": 0, "bound": memo.DEFAULT_SIZE, "misses": 0}

@@ -102,22 +102,29 @@ uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroup
     ((buf[(base) + (e) / LANES(IN_BITS)] >> (((e) % LANES(IN_BITS)) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)))
 #endif
 
-// Writes output element e. Lanes narrower than a word use atomics: in the strided layout two
-// invocations may own elements of one word. Other bits of the word are never changed.
+#ifdef LAYOUT_STRIDED
+// Writes output element e (the strided layout's only store). Here p.out_offset counts output
+// elements, not words: an output may start at any element of its buffer, not only at a 16-byte
+// boundary (DirectML's binding alignment), so dmlgpu binds the 16-byte boundary below and adds
+// the rest (dmlgpu/compiled.py, CompiledOperator.launch's out_shift). Lanes narrower than a word
+// use atomics: two invocations may own elements of one word, and the word's other bits are
+// never changed.
 void store_out(uint e, OUT_T v) {
+    uint at = p.out_offset + e;
 #if OUT_BITS == 64
-    out_w[p.out_offset + 2u * e] = v.x;
-    out_w[p.out_offset + 2u * e + 1u] = v.y;
+    out_w[2u * at] = v.x;
+    out_w[2u * at + 1u] = v.y;
 #elif OUT_BITS == 32
-    out_w[p.out_offset + e] = v;
+    out_w[at] = v;
 #else
-    uint index = p.out_offset + e / LANES(OUT_BITS);
-    uint shift = (e % LANES(OUT_BITS)) * uint(OUT_BITS);
+    uint index = at / LANES(OUT_BITS);
+    uint shift = (at % LANES(OUT_BITS)) * uint(OUT_BITS);
     uint mask = lane_mask(uint(OUT_BITS)) << shift;
     atomicAnd(out_w[index], ~mask);
     atomicOr(out_w[index], (v << shift) & mask);
 #endif
 }
+#endif
 
 #if defined(LAYOUT_STRIDED) || defined(LAYOUT_GATHER) || defined(LAYOUT_ROWS)
 // Sizes and per-tensor strides in elements, innermost dimension last (index MAX_DIMS - 1);

@@ -13,7 +13,8 @@
 //                 row starts 16-byte aligned (padded rows, broadcast rows): flat_unit per row.
 // LAYOUT_GATHER   output packed, inputs strided or broadcast otherwise: the same 16-byte output
 //                 units, each element's inputs found through element_offsets().
-// LAYOUT_STRIDED  output strided: one element per unit; sub-word outputs written with atomics.
+// LAYOUT_STRIDED  output strided: one element per unit; sub-word outputs written with atomics;
+//                 p.out_offset in elements (an output may start at any element: store_out).
 
 #ifndef CUSTOM_ELEMENT
 OUT_T op_element(IN_T a, IN_T b) {
