@@ -194,34 +194,28 @@ class CommandList:
                                   "device", compiled.device.label, f"allowed: operators of the list's {self.device.label}")
         if any(isinstance(getattr(b, "buffer", None), Pieces) for group in (inputs, outputs)
                if isinstance(group, (list, tuple)) for b in group):
-            steps = [self._checked(*step) for step in self._spanning_steps(compiled, inputs, outputs)]
+            executions = self._spanning_steps(compiled, inputs, outputs)
         else:
-            steps = [self._checked(compiled, inputs, outputs)]
+            executions = [(compiled, inputs, outputs)]
+        steps = [step for execution in executions for step in self._checked(*execution)]
         self._steps.extend(steps)
-        self.dispatches += len(steps)
+        self.dispatches += len(executions)
         self._drop_recorded()
 
     @staticmethod
-    def _checked(compiled, inputs, outputs, out_shift: int = 0) -> tuple:
-        """(compiled, checked ranges, prepared dispatches) of one execution (its output written
-        from `out_shift` elements after its binding: `CompiledOperator.launch`)."""
+    def _checked(compiled, inputs, outputs, out_shift: int = 0) -> list:
+        """The steps of one execution: (compiled, checked ranges, prepared dispatches), one per
+        dispatch of a graph (its output written from `out_shift` elements after its binding:
+        `CompiledOperator.launch`)."""
         if isinstance(compiled, CompiledGraph):  # its own dispatches, never fused further
             in_ranges, out_ranges = compiled.check(inputs, outputs)
             ranges = [r for r in (*in_ranges, *out_ranges) if r is not None]
-<<<<<<< HEAD
             # One step per dispatch: a graph that ends in a reduction reads what its earlier
             # dispatches wrote (the planner puts a barrier between them; none between the
             # independent dispatches of an element-wise graph).
-            self._steps += [(compiled, ranges, [launch]) for launch in compiled.launches(in_ranges, out_ranges)]
-        else:  # an operator: an element-wise one may join a fused run, a reduction or selection not
-            ranges = compiled.check(inputs, outputs)
-            self._steps.append((compiled, ranges, [compiled.launch(ranges)]))
-        self.dispatches += 1
-        self._drop_recorded()
-=======
-            return compiled, ranges, compiled.launches(in_ranges, out_ranges)
+            return [(compiled, ranges, [launch]) for launch in compiled.launches(in_ranges, out_ranges)]
         ranges = compiled.check(inputs, outputs)  # an element-wise operator may join a fused run
-        return compiled, ranges, [compiled.launch(ranges, out_shift)]
+        return [(compiled, ranges, [compiled.launch(ranges, out_shift)])]
 
     def _spanning_steps(self, compiled, inputs, outputs) -> list:
         """(compiled, inputs, outputs) of each per-piece execution of an element-wise operator
@@ -267,7 +261,6 @@ class CommandList:
         temps, zero = span_plan.temporaries(planned, self.device)
         return [(step.compiled, *span_plan.bindings(step, views, temps, zero), step.out_shift)
                 for step in planned.steps]
->>>>>>> spans
 
     @property
     def barriers(self) -> int:
