@@ -224,7 +224,7 @@ class CompiledGraph:
                 self._constants[read.index] = self.device.upload(np.frombuffer(data, dtype=np.uint8))
         count = math.prod(sizes)
         groups = -(-count // group)
-        per = kernels.CPU_UNITS_PER_INVOCATION if self.device.is_cpu else 1
+        per = gk.CPU_GROUPS_PER_INVOCATION if self.device.is_cpu else 1
         name = gk.tier_name(tier)
         program = Program(name, spirv.load(name), spec, gk.PUSH_WORDS)
         return _Kernel(program, tier, reads, outputs, count, kernels.grid(groups, per))
