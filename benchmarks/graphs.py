@@ -21,7 +21,8 @@ On a CPU device (lavapipe) the report also has `cpu_targets`, issue 23's two lav
 (numpy's time / ours, same run): the int4 unpack (>= 1.0) and the 8-step chain (>= 1.5), each
 timed as a user calls it: `dmlgpu.fuse` on resident Tensors returning new Tensors (wall clock,
 + synchronize) against numpy's expressions returning new arrays, in alternating rounds (medians),
-with the load average of the machine; kernel-only and numpy `out=` figures beside them
+with the load average of the machine; beside them `compile_graph`'s execute into kept outputs
+against numpy's expressions and against numpy writing into kept arrays (`out=`)
 (benchmarks/NOTES.md, "lavapipe (issue 23)").
 """
 from __future__ import annotations
@@ -128,6 +129,19 @@ def numpy_chain(x, y):
     t >>= 1
     t ^= x
     return t, np.bitwise_count(t).astype(np.uint8)
+
+
+def numpy_chain_out(x, y, t, counts):
+    """numpy_chain into kept arrays (`t` like x, `counts` uint8): no allocation at all."""
+    np.bitwise_xor(x, y, out=t)
+    np.left_shift(t, 3, out=t)
+    np.bitwise_and(t, 0x0F0F0F0F, out=t)
+    np.bitwise_or(t, 0x10101010, out=t)
+    np.invert(t, out=t)
+    np.right_shift(t, 1, out=t)
+    np.bitwise_xor(t, x, out=t)
+    np.bitwise_count(t, out=counts)
+    return t, counts
 
 
 def timed_graph(device, desc, inputs, out_sizes):
@@ -256,13 +270,17 @@ def main(argv=None) -> int:
         tx, ty = Tensor.from_numpy(x), Tensor.from_numpy(y)
         ft, fc = fused_chain(tx, ty)
         assert testing.same_bits(ft.numpy(), t) and testing.same_bits(fc.numpy(), counts)
+        t_np, c_np = np.empty_like(x), np.empty(n, np.uint8)
+        assert testing.same_bits(numpy_chain_out(x, y, t_np, c_np)[1], counts)
         t_ = alternating({"numpy": lambda: numpy_chain(x, y),
+                          "numpy_out": lambda: numpy_chain_out(x, y, t_np, c_np),
                           "fuse": lambda: (fused_chain(tx, ty), device.synchronize()),
                           "graph": lambda: (compiled.execute(ins, outs), device.synchronize())})
         peers["numpy"] = t_["numpy"]
         cpu_targets["8-step chain"] = {
             "target": 1.5, "ratio": t_["numpy"] / t_["fuse"], "seconds": t_["fuse"], "numpy_seconds": t_["numpy"],
             "graph_execute_seconds": t_["graph"], "ratio_graph_execute": t_["numpy"] / t_["graph"],
+            "numpy_out_seconds": t_["numpy_out"], "ratio_vs_numpy_out": t_["numpy_out"] / t_["graph"],
             "ours": "dmlgpu.fuse(seven_steps) on resident Tensors, new Tensors, + synchronize",
             "numpy": "the 8 steps one by one (benchmarks/graphs.py numpy_chain), new arrays"}
     rows.append(row(f"7-step chain + BIT_COUNT->uint8 on {nbytes // MiB} MiB uint32 (GPU time)",
@@ -321,7 +339,9 @@ def main(argv=None) -> int:
         print(f"{r['case']}: {r['seconds'] * 1e3:.3f} ms" + (f" ({extras})" if extras else ""))
     for name, target in cpu_targets.items():
         print(f"target: {name} {target['ratio']:.2f}x numpy (>= {target['target']}; fuse {target['seconds'] * 1e3:.2f} ms, "
-              f"numpy {target['numpy_seconds'] * 1e3:.2f} ms, graph execute {target['ratio_graph_execute']:.2f}x)")
+              f"numpy {target['numpy_seconds'] * 1e3:.2f} ms; kept outputs: graph execute "
+              f"{target['graph_execute_seconds'] * 1e3:.2f} ms, {target['ratio_graph_execute']:.2f}x numpy, "
+              f"{target['ratio_vs_numpy_out']:.2f}x numpy with out=)")
     if cpu_targets:
         print("load average", " ".join(f"{v:.2f}" for v in os.getloadavg()), f"on {os.cpu_count()} CPUs")
     return 0
