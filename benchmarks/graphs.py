@@ -23,7 +23,7 @@ timed as a user calls it: `dmlgpu.fuse` on resident Tensors returning new Tensor
 + synchronize) against numpy's expressions returning new arrays, in alternating rounds (medians),
 with the load average of the machine; beside them `compile_graph`'s execute into kept outputs
 against numpy's expressions and against numpy writing into kept arrays (`out=`)
-(benchmarks/NOTES.md, "lavapipe (issue 23)").
+(benchmarks/NOTES.md, "Fused graphs against numpy on lavapipe").
 """
 from __future__ import annotations
 

@@ -48,7 +48,8 @@ def group_elements(min_bits: int, max_bits: int) -> int:
 #: Groups each invocation covers (at least) on a CPU driver. A graph's group moves more bytes
 #: than a plain operator's unit (kernels.CPU_UNITS_PER_INVOCATION, 4), and on Mesa 25 a grid of
 #: half as many workgroups again ran the 16 MiB int4 unpack and 8-step chain 10-20 % faster
-#: (benchmarks/NOTES.md, lavapipe G-L2). GPUs get one group per invocation.
+#: (benchmarks/NOTES.md, "Fused graphs against numpy on lavapipe", GL2). GPUs get one group
+#: per invocation.
 CPU_GROUPS_PER_INVOCATION = 8
 
 #: Op codes: a table operator's index in OPERATORS, then a load and a constant.
