@@ -17,6 +17,14 @@ median of repeats; peers measured in the same run, skipped when absent):
 - first-call time of a new graph (compile + first execution; with and without making its
   buffers; the pipeline creation in it) and the cache-hit time of compiling it again, both on
   this device (`benchmarks/first_call.py` breaks a first call down in fresh processes).
+
+On a CPU device (lavapipe) the report also has `cpu_targets`, issue 23's two lavapipe ratios
+(numpy's time / ours, same run): the int4 unpack (>= 1.0) and the 8-step chain (>= 1.5), each
+timed as a user calls it: `dmlgpu.fuse` on resident Tensors returning new Tensors (wall clock,
++ synchronize) against numpy's expressions returning new arrays, in alternating rounds (medians),
+with the load average of the machine; beside them `compile_graph`'s execute into kept outputs
+against numpy's expressions and against numpy writing into kept arrays (`out=`)
+(benchmarks/NOTES.md, "Fused graphs against numpy on lavapipe").
 """
 from __future__ import annotations
 
@@ -75,6 +83,31 @@ def torch_seconds(fn, repeats=20) -> float:
     return float(np.median(times))
 
 
+def alternating(calls: dict, rounds=9, repeats=3) -> dict:
+    """Median seconds of each call, timed in alternating rounds (each round: every call, the
+    median of `repeats` runs), so a machine whose load changes during the run (a CPU device
+    shares the host) weighs on every call alike."""
+    times = {name: [] for name in calls}
+    for fn in calls.values():
+        fn()
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            times[name].append(wall(fn, repeats))
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def seven_steps(a, b):
+    """The 7-step chain + BIT_COUNT -> uint8, written with dmlgpu's Tensor operators (for `fuse`)."""
+    t = a ^ b
+    t = t << 3
+    t = t & 0x0F0F0F0F
+    t = t | 0x10101010
+    t = ~t
+    t = t >> 1
+    t = t ^ a
+    return t, dmlgpu.bit_count(t, dtype=np.uint8)
+
+
 def copy_bandwidth(device, nbytes) -> tuple[float, str]:
     """Device bytes moved per second (reads + writes) by a plain copy of `nbytes`."""
     if torch:
@@ -97,6 +130,19 @@ def numpy_chain(x, y):
     t >>= 1
     t ^= x
     return t, np.bitwise_count(t).astype(np.uint8)
+
+
+def numpy_chain_out(x, y, t, counts):
+    """numpy_chain into kept arrays (`t` like x, `counts` uint8): no allocation at all."""
+    np.bitwise_xor(x, y, out=t)
+    np.left_shift(t, 3, out=t)
+    np.bitwise_and(t, 0x0F0F0F0F, out=t)
+    np.bitwise_or(t, 0x10101010, out=t)
+    np.invert(t, out=t)
+    np.right_shift(t, 1, out=t)
+    np.bitwise_xor(t, x, out=t)
+    np.bitwise_count(t, out=counts)
+    return t, counts
 
 
 def timed_graph(device, desc, inputs, out_sizes):
@@ -166,8 +212,20 @@ def main(argv=None) -> int:
         peers["torch_eager"] = torch_seconds(lambda: (tt & 15, tt >> 4))
         compiled_peer = torch.compile(lambda x: (x & 15, x >> 4))
         peers["torch_compile"] = torch_seconds(lambda: compiled_peer(tt))
+    cpu_targets = {}
     if device.is_cpu:
-        peers["numpy"] = wall(lambda: (w & 15, w >> 4))
+        lo_np, hi_np = np.empty_like(w), np.empty_like(w)
+        t_ = alternating({"numpy": lambda: (w & 15, w >> 4),
+                          "numpy_out": lambda: (np.bitwise_and(w, 15, out=lo_np), np.right_shift(w, 4, out=hi_np)),
+                          "fuse": lambda: (fused(tw), device.synchronize()),
+                          "graph": lambda: (compiled.execute(ins, outs), device.synchronize())})
+        peers["numpy"] = t_["numpy"]
+        cpu_targets["int4 unpack"] = {
+            "target": 1.0, "ratio": t_["numpy"] / t_["fuse"], "seconds": t_["fuse"], "numpy_seconds": t_["numpy"],
+            "graph_execute_seconds": t_["graph"], "ratio_graph_execute": t_["numpy"] / t_["graph"],
+            "numpy_out_seconds": t_["numpy_out"], "ratio_vs_numpy_out": t_["numpy_out"] / t_["graph"],
+            "ours": "dmlgpu.fuse(lambda x: (x & 15, x >> 4)) on a resident Tensor, new Tensors, + synchronize",
+            "numpy": "(w & 15, w >> 4), new arrays"}
     rows.append(row(f"int4 unpack {nbytes // MiB} MiB uint8: compile_graph (GPU time)", ours,
                     3 * nbytes / bandwidth, **peers) | {
         **first, "cache_hit_seconds": hit, "dispatches": compiled.dispatches})
@@ -221,7 +279,23 @@ def main(argv=None) -> int:
         compiled_seven = torch.compile(seven)
         peers["torch_compile"] = torch_seconds(lambda: compiled_seven(tx, ty))
     if device.is_cpu:
-        peers["numpy"] = wall(lambda: numpy_chain(x, y), repeats=5)
+        fused_chain = dmlgpu.fuse(seven_steps)
+        tx, ty = Tensor.from_numpy(x), Tensor.from_numpy(y)
+        ft, fc = fused_chain(tx, ty)
+        assert testing.same_bits(ft.numpy(), t) and testing.same_bits(fc.numpy(), counts)
+        t_np, c_np = np.empty_like(x), np.empty(n, np.uint8)
+        assert testing.same_bits(numpy_chain_out(x, y, t_np, c_np)[1], counts)
+        t_ = alternating({"numpy": lambda: numpy_chain(x, y),
+                          "numpy_out": lambda: numpy_chain_out(x, y, t_np, c_np),
+                          "fuse": lambda: (fused_chain(tx, ty), device.synchronize()),
+                          "graph": lambda: (compiled.execute(ins, outs), device.synchronize())})
+        peers["numpy"] = t_["numpy"]
+        cpu_targets["8-step chain"] = {
+            "target": 1.5, "ratio": t_["numpy"] / t_["fuse"], "seconds": t_["fuse"], "numpy_seconds": t_["numpy"],
+            "graph_execute_seconds": t_["graph"], "ratio_graph_execute": t_["numpy"] / t_["graph"],
+            "numpy_out_seconds": t_["numpy_out"], "ratio_vs_numpy_out": t_["numpy_out"] / t_["graph"],
+            "ours": "dmlgpu.fuse(seven_steps) on resident Tensors, new Tensors, + synchronize",
+            "numpy": "the 8 steps one by one (benchmarks/graphs.py numpy_chain), new arrays"}
     rows.append(row(f"7-step chain + BIT_COUNT->uint8 on {nbytes // MiB} MiB uint32 (GPU time)",
                     gpu_seconds(device, launch), (3 * 4 * n + n) / bandwidth, **peers) | {
         **first, "cache_hit_seconds": hit, "dispatches": compiled.dispatches})
@@ -270,6 +344,10 @@ def main(argv=None) -> int:
     report = {"device": device.name, "type": device.type, "driver": device.driver, "bytes": nbytes,
               "copy_bandwidth_bytes_per_s": bandwidth, "copy_bandwidth_source": source,
               "torch": torch.__version__ if torch else None, "rows": rows}
+    if cpu_targets:
+        report["cpu_targets"] = cpu_targets
+        report["load_average"] = os.getloadavg()
+        report["cpu_count"] = os.cpu_count()
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
     for r in rows:
@@ -278,6 +356,13 @@ def main(argv=None) -> int:
         times = ", ".join(f"{k.replace('_seconds', '')} {r[k] * 1e3:.3g} ms" for k in timed)
         extras = ", ".join(e for e in (extras, times) if e)
         print(f"{r['case']}: {r['seconds'] * 1e3:.4g} ms" + (f" ({extras})" if extras else ""))
+    for name, target in cpu_targets.items():
+        print(f"target: {name} {target['ratio']:.2f}x numpy (>= {target['target']}; fuse {target['seconds'] * 1e3:.2f} ms, "
+              f"numpy {target['numpy_seconds'] * 1e3:.2f} ms; kept outputs: graph execute "
+              f"{target['graph_execute_seconds'] * 1e3:.2f} ms, {target['ratio_graph_execute']:.2f}x numpy, "
+              f"{target['ratio_vs_numpy_out']:.2f}x numpy with out=)")
+    if cpu_targets:
+        print("load average", " ".join(f"{v:.2f}" for v in os.getloadavg()), f"on {os.cpu_count()} CPUs")
     return 0
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from .dtypes import Kind
 from .operators import OPERATORS, Operator, ReduceFunction
 
-__all__ = ["GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS", "MAX_INPUTS",
-           "MAX_OUTPUTS", "MAX_SLOTS", "MODE_PACKED", "MODE_STRIDED", "MODE_UNUSED", "OP_CODES", "OP_CONST",
+__all__ = ["CPU_GROUPS_PER_INVOCATION", "GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS",
+           "MAX_INPUTS", "MAX_OUTPUTS", "MAX_SLOTS", "MODE_PACKED", "MODE_STRIDED", "MODE_UNUSED", "OP_CODES", "OP_CONST",
            "OP_LOAD", "PUSH_COUNT", "PUSH_WORDS", "SPEC_COUNT", "SPEC_IDS", "TIERS", "graph_abi_glsl",
            "group_elements", "op_code", "reduce_tier_defines", "reduce_tier_name", "tier_defines", "tier_for",
            "tier_name"]
@@ -44,6 +44,15 @@ def group_elements(min_bits: int, max_bits: int) -> int:
     unrolled code when it makes the pipeline, and gain nothing once the wide tensors move whole
     vectors.)"""
     return max(GROUP_BYTES * 8 // max_bits, 32 // min_bits)
+
+
+#: Groups each invocation covers (at least) on a CPU driver. A graph's group moves more bytes
+#: than a plain operator's unit (kernels.CPU_UNITS_PER_INVOCATION, 4), and on Mesa 25 a grid of
+#: half as many workgroups again ran the 16 MiB int4 unpack and 8-step chain 10-20 % faster
+#: (benchmarks/NOTES.md, "Fused graphs against numpy on lavapipe", GL2). GPUs get one group
+#: per invocation.
+CPU_GROUPS_PER_INVOCATION = 8
+
 #: Op codes: a table operator's index in OPERATORS, then a load and a constant.
 OP_CODES = {op.short: i for i, op in enumerate(OPERATORS)}
 OP_LOAD = len(OPERATORS)

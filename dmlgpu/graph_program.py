@@ -224,7 +224,7 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
     total = math.prod(sizes)
     if reduction is None:
         count = total
-        grid = kernels.grid(-(-count // group), kernels.CPU_UNITS_PER_INVOCATION if device.is_cpu else 1)
+        grid = kernels.grid(-(-count // group), gk.CPU_GROUPS_PER_INVOCATION if device.is_cpu else 1)
         name = gk.tier_name(tier)
     else:
         for field, value in (("RED_FUNCTION", reduction.function), ("RED_SLOT", reduction.slot),
