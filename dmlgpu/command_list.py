@@ -215,7 +215,9 @@ class CommandList:
             # independent dispatches of an element-wise graph).
             return [(compiled, ranges, [launch]) for launch in compiled.launches(in_ranges, out_ranges)]
         ranges = compiled.check(inputs, outputs)  # an element-wise operator may join a fused run
-        return [(compiled, ranges, [compiled.launch(ranges, out_shift)])]
+        # (only element-wise operators' outputs are ever shifted: CompiledSelection takes none)
+        launch = compiled.launch(ranges, out_shift) if out_shift else compiled.launch(ranges)
+        return [(compiled, ranges, [launch])]
 
     def _spanning_steps(self, compiled, inputs, outputs) -> list:
         """(compiled, inputs, outputs) of each per-piece execution of an element-wise operator
