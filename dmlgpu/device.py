@@ -87,6 +87,7 @@ class Device(runtime.Device):
         if _EXITING:
             # atexit has closed every device: one opened now (a daemon thread's next call) would
             # be torn down by the driver's own exit under that thread (seen: SIGSEGV on NVIDIA).
+            runtime.threads.entered()  # a daemon thread ends here (SystemExit)
             raise DeviceError("dmlgpu: the interpreter is exiting; its devices are closed and no new "
                               "device opens (a daemon thread's call after exit began)")
         if private or (index is not None and not is_int(index)):
@@ -234,8 +235,15 @@ _EXITING = False  # set by the atexit close: no device opens after it
 @atexit.register
 def _close_devices():
     """Finish queued work and close every open device while kp's destructors can still run;
-    from then on no device opens (`Device()` raises DeviceError)."""
+    from then on no device opens (`Device()` raises DeviceError).
+
+    First, daemon threads that called a device are ended (`runtime.threads`: their next device
+    call raises SystemExit) and waited for, up to `runtime.threads.STOP_SECONDS`, while the
+    devices are still open: NVIDIA's driver crashes at process exit when threads that called it
+    are still alive."""
     global _EXITING
+    runtime.threads.begin_exit()
+    runtime.threads.join_daemon_callers()
     _EXITING = True
     for device in runtime.open_devices():
         device.close()

@@ -7,7 +7,7 @@ of queued work with `synchronize`, `memory_stats`/`empty_cache`, `launch`/`enque
 It imports nothing from the layers above it (only `dmlgpu.errors`, the version and dmlgpu's
 own built extensions).
 """
-from . import debug_layer
+from . import debug_layer, threads
 from .buffers import Buffer
 from .device import Device, open_devices
 from .discovery import DEVICE_TYPES, choose_device, current_device, devices
@@ -18,4 +18,4 @@ from .spans import Spans
 
 __all__ = ["CACHE_LIMITS", "DEVICE_TYPES", "Buffer", "Device", "Launch", "Program", "Spans", "choose_device", "current_device",
            "debug_layer", "devices", "open_devices", "physical_device_count",
-           "set_cache_limits"]
+           "set_cache_limits", "threads"]

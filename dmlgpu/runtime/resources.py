@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 
 from ..errors import DeviceMemoryError, ValidationError
-from . import fork
+from . import fork, threads
 from .memory import MemoryPool
 from .pipelines import PipelineCache
 from .stream import Stream, replay_key
@@ -51,7 +51,9 @@ class Resources:
 
     def check_open(self, operator: str = "dmlgpu", what: str = "device") -> None:
         """ValidationError (naming `operator`) if the device is closed; DeviceError in a
-        process forked after its parent used it."""
+        process forked after its parent used it; SystemExit in a daemon thread once the
+        interpreter's exit began (`threads.entered`)."""
+        threads.entered()
         if self.closed:
             if self.forked:
                 fork.check()
