@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from . import fork
+from . import fork, threads
 from .buffers import Buffer
 from .stream import replay_key
 
@@ -91,6 +91,7 @@ def prepare(device, resources, program: Program, grid, bindings, push, reads, wr
 
 def enqueue(resources, launch: Launch) -> bool:
     """`Device.enqueue`: queue `launch`, or False (nothing queued) if it is no longer valid."""
+    threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
     lock = resources.lock  # acquire/release: half the cost of `with` on this hot path
     lock.acquire()
     try:

@@ -69,6 +69,7 @@ class Resources:
     # -- memory ----------------------------------------------------------------------------
     def take(self, pool: MemoryPool, nbytes: int):
         """A block, reusing memory freed by finished work before growing the pool."""
+        threads.entered()
         if self.closed:  # (callers hold the lock: checked where no close can slip in)
             self.check_open()
         block = pool.allocate(nbytes, grow=False)
