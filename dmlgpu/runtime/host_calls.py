@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from . import host_copy, interrupts, limits
+from . import host_copy, interrupts, limits, threads
 from .buffers import bound_size
 from .launches import Recorded
 
@@ -150,6 +150,7 @@ class HostCall:
 
         Its copies run outside the device's lock, so `Device.close` waits for them (from here
         to the end of `finish`) before it frees any memory."""
+        threads.entered()  # (before anything is taken: SystemExit in a daemon thread at exit)
         if not self._busy.acquire(blocking=False):
             return None
         resources = self._resources
