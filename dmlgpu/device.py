@@ -84,10 +84,10 @@ class Device(runtime.Device):
     """
 
     def __new__(cls, index: int | None = None, *, staging: bool | None = None, private: bool = False):
+        runtime.threads.entered()
         if _EXITING:
             # atexit has closed every device: one opened now (a daemon thread's next call) would
             # be torn down by the driver's own exit under that thread (seen: SIGSEGV on NVIDIA).
-            runtime.threads.entered()  # a daemon thread ends here (SystemExit)
             raise DeviceError("dmlgpu: the interpreter is exiting; its devices are closed and no new "
                               "device opens (a daemon thread's call after exit began)")
         if private or (index is not None and not is_int(index)):
@@ -216,6 +216,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def default_device() -> Device:
     """The calling thread's current device (`with device:`), else the process-wide default,
     `Device()` (opened again if it was closed)."""
+    runtime.threads.entered()  # remembered before a first call opens the device (seconds on a GPU)
     current = runtime.current_device()
     if current is not None:
         return current
