@@ -26,9 +26,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import dmlgpu  # noqa: E402
-from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, testing  # noqa: E402
-from dmlgpu.descs import DESC_CLASSES  # noqa: E402
-from dmlgpu.operators import BY_SHORT  # noqa: E402
+from dmlgpu import Binding, Tensor, testing  # noqa: E402
+from common import command_list  # noqa: E402
 from graph_cases import int4_unpack  # noqa: E402
 
 
@@ -56,21 +55,6 @@ def median_of(fn, repeats) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
-
-
-def command_list(device, rng, count=1000, m=256):
-    desc = TensorDesc(DataType.UINT32, (m,))
-    ops = {s: device.create_operator(DESC_CLASSES[BY_SHORT[s].name](*[desc] * (len(BY_SHORT[s].inputs) + 1)))
-           for s in ("bit_not", "bit_xor", "bit_shift_left", "bit_shift_right", "sign", "bit_count")}
-    bx, bk, by = device.upload(rng.integers(0, 2**32, m, dtype=np.uint32)), \
-        device.upload(rng.integers(0, 2**32, m, dtype=np.uint32)), device.allocate(4 * m)
-    cycle = [("bit_not", [bx], bx), ("bit_xor", [bx, bk], bx), ("bit_shift_left", [bx, bk], bx),
-             ("bit_shift_right", [bx, bk], bx), ("sign", [bx], bx), ("bit_count", [bx], by), ("bit_xor", [by, bk], bx)]
-    commands = CommandList(device)
-    for i in range(count):
-        short, ins, out = cycle[i % len(cycle)]
-        commands.record(ops[short], [Binding(b) for b in ins], [Binding(out)])
-    return commands
 
 
 def main(argv=None) -> int:

@@ -39,9 +39,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import dmlgpu  # noqa: E402
-from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, testing  # noqa: E402
-from dmlgpu.descs import DESC_CLASSES  # noqa: E402
-from dmlgpu.operators import BY_SHORT  # noqa: E402
+from dmlgpu import Binding, DataType, Tensor, TensorDesc, testing  # noqa: E402
+from common import command_list, wall  # noqa: E402
 from graph_cases import int4_unpack, seven_step_chain  # noqa: E402
 
 try:
@@ -57,16 +56,6 @@ U8, U32 = DataType.UINT8, DataType.UINT32
 
 def gpu_seconds(device, launch, repeats=20) -> float:
     return float(np.median(device.time_dispatches(launch, repeats)))
-
-
-def wall(fn, repeats=20) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def torch_seconds(fn, repeats=20) -> float:
@@ -302,17 +291,7 @@ def main(argv=None) -> int:
 
     # command list of 1,000 dependent tiny steps
     count, m = 1000, 256
-    desc = TensorDesc(U32, (m,))
-    ops = {s: device.create_operator(DESC_CLASSES[BY_SHORT[s].name](*[desc] * (len(BY_SHORT[s].inputs) + 1)))
-           for s in ("bit_not", "bit_xor", "bit_shift_left", "bit_shift_right", "sign", "bit_count")}
-    bx, bk, by = device.upload(rng.integers(0, 2**32, m, dtype=np.uint32)), \
-        device.upload(rng.integers(0, 2**32, m, dtype=np.uint32)), device.allocate(4 * m)
-    cycle = [("bit_not", [bx], bx), ("bit_xor", [bx, bk], bx), ("bit_shift_left", [bx, bk], bx),
-             ("bit_shift_right", [bx, bk], bx), ("sign", [bx], bx), ("bit_count", [bx], by), ("bit_xor", [by, bk], bx)]
-    commands = CommandList(device)
-    for i in range(count):
-        short, ins_, out = cycle[i % len(cycle)]
-        commands.record(ops[short], [Binding(b) for b in ins_], [Binding(out)])
+    commands = command_list(device, rng, count, m)
     start = time.perf_counter()
     commands.execute()
     device.synchronize()

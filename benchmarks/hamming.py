@@ -43,6 +43,8 @@ from dmlgpu.descs import (ElementWiseBitCountOperatorDesc, ElementWiseBitXorOper
                           TopK1OperatorDesc)
 from dmlgpu.operators import AxisDirection, ReduceFunction
 
+from common import wall
+
 try:
     import cupy
 except ImportError:
@@ -58,16 +60,6 @@ QUICK = [(1 << 20, 256, 32)]
 SWEEP_LANES = [1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 19]
 SWEEP_LANES_CPU = [1 << 8, 1 << 10, 1 << 12]  # (a CPU driver: hamming_plan.TARGET_LANES_CPU)
 SWEEP_WORDS_AT_ONCE = [8, 16, 32, 64]
-
-
-def timed(fn, repeats=3) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def exact(database, queries, k):
@@ -170,13 +162,13 @@ def main():
         index = dmlgpu.HammingIndex(database)
         got_d, got_i = index.search(sample[:4], K)
         assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), "dmlgpu differs from numpy"
-        ours = timed(lambda: index.search(queries, K))
+        ours = wall(lambda: index.search(queries, K), repeats=3)
         row = {"rows": n, "bits": bits, "queries": nq, "k": K, "device": device.name,
                "tile_rows": index.tile_rows(K, nq), "ours_s": ours, "ours_gdist_per_s": n * nq / ours / 1e9}
         graph = GraphSearch(device, database, nq, K)
         graph_d, graph_i = graph(queries[:4])
         assert np.array_equal(graph_d, want_d) and np.array_equal(graph_i, want_i), "the graph differs from numpy"
-        graph_s = timed(lambda: graph(queries))
+        graph_s = wall(lambda: graph(queries), repeats=3)
         row.update(graph_s=graph_s, graph_gdist_per_s=n * nq / graph_s / 1e9, graph_time_over_ours=graph_s / ours,
                    graph_queries_per_execution=graph.per, graph_executions=-(-nq // graph.per),
                    graph_dispatches_per_execution=graph.compiled.dispatches)
@@ -184,18 +176,18 @@ def main():
         peers = {}
         numpy_d, _ = numpy_search(database, sample[:4], K)
         assert np.array_equal(numpy_d, want_d)
-        peers["numpy"] = timed(lambda: numpy_search(database, sample, K), repeats=1) * nq / len(sample)
+        peers["numpy"] = wall(lambda: numpy_search(database, sample, K), repeats=1) * nq / len(sample)
         if faiss is not None:
             flat = faiss.IndexBinaryFlat(bits)
             flat.add(database)
             faiss_d, _ = flat.search(sample[:4], K)
             assert np.array_equal(faiss_d.astype(np.uint32), want_d), "FAISS differs from numpy"
-            peers["faiss_cpu"] = timed(lambda: flat.search(sample, K), repeats=1) * nq / len(sample)
+            peers["faiss_cpu"] = wall(lambda: flat.search(sample, K), repeats=1) * nq / len(sample)
         if cupy is not None:
             db_gpu = cupy.asarray(database)
             cupy_d, _ = cupy_search(db_gpu, sample[:4], K)
             assert np.array_equal(cupy_d, want_d), "CuPy differs from numpy"
-            peers["cupy"] = timed(lambda: cupy_search(db_gpu, queries, K))
+            peers["cupy"] = wall(lambda: cupy_search(db_gpu, queries, K), repeats=3)
             db_gpu = None
         for name, seconds in peers.items():
             row[f"{name}_s"] = seconds
@@ -231,7 +223,7 @@ def tune(database, queries, want_d, want_i):
             index = dmlgpu.HammingIndex(database)
             got_d, got_i = index.search(queries[:4], K)
             assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), "dmlgpu differs from numpy"
-            seconds = timed(lambda: index.search(queries, K))
+            seconds = wall(lambda: index.search(queries, K), repeats=3)
             found.append({"target_lanes": lanes, "words_at_once": at_once, "carry_save": carry_save,
                           "tile_rows": index.tile_rows(K, nq),
                           "ours_s": seconds, "ours_gdist_per_s": n * nq / seconds / 1e9})
