@@ -22,6 +22,10 @@ find_program(SPIRV_VAL spirv-val ${path_only})
 if(NOT SPIRV_VAL)
   dmlgpu_missing(spirv-val spirv-tools)
 endif()
+find_program(SPIRV_OPT spirv-opt ${path_only})
+if(NOT SPIRV_OPT)
+  dmlgpu_missing(spirv-opt spirv-tools)
+endif()
 
 if(DMLGPU_BUILD_EXTENSIONS)
   # dmlgpu._kompute: a C++ compiler, patch for our Kompute patches, the Vulkan headers, fmt, the

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .dtypes import Kind
 from .operators import OPERATORS, Operator, ReduceFunction
 
-__all__ = ["CPU_GROUPS_PER_INVOCATION", "GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS",
+__all__ = ["BUILD_PASSES", "CPU_GROUPS_PER_INVOCATION", "GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS",
            "MAX_INPUTS", "MAX_OUTPUTS", "MAX_SLOTS", "MODE_PACKED", "MODE_STRIDED", "MODE_UNUSED", "OP_CODES", "OP_CONST",
            "OP_LOAD", "PUSH_COUNT", "PUSH_WORDS", "SPEC_COUNT", "SPEC_IDS", "TIERS", "graph_abi_glsl",
            "group_elements", "op_code", "reduce_tier_defines", "reduce_tier_name", "tier_defines", "tier_for",
@@ -30,6 +30,13 @@ MAX_DIMS = 8
 #: time of a 190 KiB one).
 TIERS = ((8, 2, 2), (16, 4, 4), (48, 8, 8))
 MAX_SLOTS, MAX_INPUTS, MAX_OUTPUTS = TIERS[-1]
+#: spirv-opt passes the build runs on the graph modules: their functions' variables made SSA
+#: values and what is then dead removed, before any specialization (what the driver's compiler
+#: must do first, once per pipeline). With the narrow modules and the tail computed element by
+#: element, NVIDIA's compile of the int4 unpack fell from 142-250 to 53-93 ms on an H100
+#: (benchmarks/NOTES.md, "A new graph's first call on an H100").
+BUILD_PASSES = ("--eliminate-local-single-block", "--eliminate-local-single-store", "--ssa-rewrite",
+                "--eliminate-dead-code-aggressive", "--simplify-instructions")
 #: Elements an invocation computes at a time ("a group"): 16 bytes of the graph's narrowest
 #: tensor (16 elements of 8 bits ... 2 of 64 bits), so that it reads and writes whole 16-byte
 #: vectors of its packed tensors where it can and owns whole 32-bit words of every packed output
@@ -91,9 +98,12 @@ SPEC_COUNT = _next
 del _next, _name, _count
 
 
-def tier_name(tier) -> str:
+def tier_name(tier, narrow: bool = False) -> str:
+    """The element-wise module of a size; `narrow`: the one without 64-bit paths, for graphs
+    whose tensors and operands are all 32 bits wide or narrower (a smaller module for the driver
+    to compile when it makes the pipeline)."""
     slots, inputs, outputs = tier
-    return f"graph-s{slots}-i{inputs}-o{outputs}"
+    return f"graph{'-narrow' if narrow else ''}-s{slots}-i{inputs}-o{outputs}"
 
 
 def reduce_tier_name(tier) -> str:
@@ -111,9 +121,10 @@ def tier_for(slots: int, inputs: int, outputs: int):
     return None
 
 
-def tier_defines(tier) -> dict:
+def tier_defines(tier, narrow: bool = False) -> dict:
     slots, inputs, outputs = tier
-    return {"GRAPH_SLOTS": slots, "GRAPH_INPUTS": inputs, "GRAPH_OUTPUTS": outputs}
+    return {"GRAPH_SLOTS": slots, "GRAPH_INPUTS": inputs, "GRAPH_OUTPUTS": outputs,
+            **({"GRAPH_NARROW": 1} if narrow else {})}
 
 
 def reduce_tier_defines(tier) -> dict:
@@ -200,7 +211,7 @@ def graph_abi_glsl() -> str:
         widths = {t.bits for level in op.support for t in level.input_types}
         lines.append(f"    case {i}u:  // {op.short}")
         if 64 in widths and len(widths) > 1:
-            lines.append(f"        if (bits == 64u) return graph_pair({op.short}(a, b));")
+            lines.append(f"        if (WIDE(bits)) return graph_pair({op.short}(a, b));")
         lines.append(f"        return graph_pair({op.short}(a, b));" if widths == {64} else
                      f"        return uvec2({op.short}(a.x, b.x) & mask, 0u);")
     lines += ["    }", "    return uvec2(0u);", "}", "#endif", ""]

@@ -196,25 +196,30 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
     group = gk.group_elements(min(bits), max(bits))
     put("GROUP", 0, group)
     pad = gk.MAX_DIMS - len(csizes)
+    # Where a tensor starts (bytes past its binding: a batch's rows of an output, the second
+    # word of pairs): the packed mode moves 16-byte vectors, so it needs a 16-byte multiple.
+    offsets = [r.offset for r in reads] + [sum(out[4:]) for out in outputs]
+    packed_modes = [strides == packed and reduction is None and offset % 16 == 0
+                    for strides, offset in zip(cstrides, offsets)]
+    # Sizes and strides are read only by strided tensors: a program whose tensors are all packed
+    # leaves them unset, so that it is one pipeline at every element count (the count is a push
+    # constant).
+    addressed = not all(packed_modes)
     for d in range(gk.MAX_DIMS):
-        put("SIZE", d, 1 if d < pad else csizes[d - pad])
+        put("SIZE", d, csizes[d - pad] if d >= pad and addressed else 1)
     for k in range(gk.MAX_INPUTS):
         put("IN_MODE", k, gk.MODE_UNUSED)
     for j in range(gk.MAX_OUTPUTS):
         put("OUT_MODE", j, gk.MODE_UNUSED)
-    # Where a tensor starts (bytes past its binding: a batch's rows of an output, the second
-    # word of pairs): the packed mode moves 16-byte vectors, so it needs a 16-byte multiple.
-    offsets = [r.offset for r in reads] + [sum(out[4:]) for out in outputs]
     for i, (tensor, strides) in enumerate(zip(tensors, cstrides)):
         is_out = i >= len(reads)
         index = i - len(reads) if is_out else i
         prefix = "OUT" if is_out else "IN"
-        packable = strides == packed and reduction is None and offsets[i] % 16 == 0
-        mode = gk.MODE_PACKED if packable else gk.MODE_STRIDED
-        put(f"{prefix}_MODE", index, mode)
+        put(f"{prefix}_MODE", index, gk.MODE_PACKED if packed_modes[i] else gk.MODE_STRIDED)
         put(f"{prefix}_BITS", index, tensor.data_type.bits)
-        for d, stride in enumerate(strides):
-            put(f"{prefix}{index}_STRIDE", pad + d, stride)
+        if not packed_modes[i]:
+            for d, stride in enumerate(strides):
+                put(f"{prefix}{index}_STRIDE", pad + d, stride)
     for j, out in enumerate(outputs):
         put("OUT_SLOT", j, out[3])
     for s, (code, a, b, bits_, kind, lo, hi) in enumerate(slots):
@@ -225,7 +230,8 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
     if reduction is None:
         count = total
         grid = kernels.grid(-(-count // group), gk.CPU_GROUPS_PER_INVOCATION if device.is_cpu else 1)
-        name = gk.tier_name(tier)
+        wide = max(bits) == 64 or any(slot[3] == 64 for slot in slots)
+        name = gk.tier_name(tier, narrow=not wide)
     else:
         for field, value in (("RED_FUNCTION", reduction.function), ("RED_SLOT", reduction.slot),
                              ("RED_BITS", reduction.bits), ("RED_KIND", reduction.kind),

@@ -4,7 +4,7 @@ The build (CMake) asks this module for the list of variants to compile and for `
 push-constant block and specialization-constant ids shared with the runtime; the runtime asks it
 which variant runs a validated operator. Nothing here is typed twice:
 
-    python -m dmlgpu shaders variants   # one "name|source|DEFINE=value|..." line per variant
+    python -m dmlgpu shaders variants   # one "name|source|passes|DEFINE=value|..." line per variant
     python -m dmlgpu shaders abi        # abi.glsl
 """
 from __future__ import annotations
@@ -183,11 +183,13 @@ def abi_glsl() -> str:
 
 @dataclass(frozen=True)
 class Module:
-    """A SPIR-V module as the build makes it: name, family source and defines."""
+    """A SPIR-V module as the build makes it: name, family source, defines, and the SPIRV-Tools
+    optimizer passes (`spirv-opt` flags) run on glslang's output before it is validated."""
 
     name: str
     source: str
     defines: dict
+    passes: tuple = ()
 
 
 #: The fused Hamming search (XOR -> BIT_COUNT -> REDUCE(SUM) -> TOP_K, shaders/hamming.comp):
@@ -227,10 +229,11 @@ def modules() -> list[Module]:
     sizes (its program is specialization constants: dmlgpu/graph_kernel.py), element-wise and
     reducing, the Hamming search's kernels."""
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
-    return found + [*(Module(graph_kernel.tier_name(t), graph_kernel.GRAPH_SOURCE, graph_kernel.tier_defines(t))
-                      for t in graph_kernel.TIERS),
-                    *(Module(graph_kernel.reduce_tier_name(t), graph_kernel.GRAPH_SOURCE,
-                             graph_kernel.reduce_tier_defines(t)) for t in graph_kernel.TIERS),
+    gk = graph_kernel
+    return found + [*(Module(gk.tier_name(t, narrow), gk.GRAPH_SOURCE, gk.tier_defines(t, narrow), gk.BUILD_PASSES)
+                      for t in gk.TIERS for narrow in (False, True)),
+                    *(Module(gk.reduce_tier_name(t), gk.GRAPH_SOURCE, gk.reduce_tier_defines(t), gk.BUILD_PASSES)
+                      for t in gk.TIERS),
                     Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
                     Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1}),
                     Module(HAMMING_REGISTER_SCAN, "hamming.comp", {"HAMMING_SCAN": 1, "HAMMING_REGISTERS": 1}),
@@ -245,5 +248,5 @@ def variant_lines() -> str:
     lines = []
     for m in modules():
         defines = "|".join(f"{k}={val}" for k, val in m.defines.items())
-        lines.append(f"{m.name}|{m.source}|{defines}\n")
+        lines.append(f"{m.name}|{m.source}|{' '.join(m.passes) or '-'}|{defines}\n")
     return "".join(lines)

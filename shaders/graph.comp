@@ -18,7 +18,17 @@
 // narrowest tensor (so whole 32-bit words of every packed output, even 8-bit ones): a group's packed inputs are read as
 // whole words or vectors, its packed outputs written as whole words; strided tensors are
 // addressed element by element through their strides, sub-word strided outputs with atomics.
-// Every input element of a group is read before any output of it is written (in place).
+// Every input element of a group is read before any output of it is written (in place). The
+// elements past the last whole group (fewer than GROUP) are computed one at a time, by one
+// invocation, after its loop: so the group's code is made once, whole-vector only.
+//
+// A narrow module (GRAPH_NARROW: no tensor or operand of the graph is 64 bits wide) leaves out
+// every 64-bit path; what the driver compiles when it makes the pipeline shrinks with the module.
+#ifdef GRAPH_NARROW
+#define WIDE(bits) false
+#else
+#define WIDE(bits) ((bits) == 64u)
+#endif
 #include "graph_abi.glsl"
 #include "words.glsl"
 #include "arith64.glsl"
@@ -41,19 +51,12 @@ uint first_unit() {
 }
 uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x; }
 
-// Bytes of word w of a group that belong to elements below n (0 to 4), for width `bits`.
-uint valid_bytes(uint g, uint n, uint bits, uint w) {
-    uint elements = min(n - g * GROUP, GROUP);
-    uint bytes = elements * bits / 8u;
-    return bytes <= 4u * w ? 0u : min(bytes - 4u * w, 4u);
-}
-
 // Element offsets from the coordinates c0..c7 (innermost dimension 7).
 #define OFFSET(prefix) (c[0] * prefix##0 + c[1] * prefix##1 + c[2] * prefix##2 + c[3] * prefix##3 \
     + c[4] * prefix##4 + c[5] * prefix##5 + c[6] * prefix##6 + c[7] * prefix##7)
 
 // An element of width `bits` at element offset `e` from word `base` of a words array.
-#define LOAD_ELEMENT(buf, base, e, bits) ((bits) == 64u \
+#define LOAD_ELEMENT(buf, base, e, bits) (WIDE(bits) \
     ? uvec2(buf[(base) + 2u * (e)], buf[(base) + 2u * (e) + 1u]) \
     : uvec2((buf[(base) + (e) * (bits) / 32u] >> (((e) * (bits)) % 32u)) & lane_mask(bits), 0u))
 
@@ -61,15 +64,12 @@ uint valid_bytes(uint g, uint n, uint bits, uint w) {
 #define DECLARE_INPUT(k) uint iw##k[GRAPH_GROUP_WORDS];
 #define READ_INPUT(k) if (IN_MODE##k == MODE_PACKED) { \
     uint words = GROUP * IN_BITS##k / 32u, base = p.in_offset##k + g * words; \
-    if (full && words >= 4u) { \
+    if (words >= 4u) { \
         [[unroll]] for (uint q = 0u; q < words / 4u; ++q) { uvec4 v = in##k##_v[base / 4u + q]; \
             iw##k[4u * q] = v.x; iw##k[4u * q + 1u] = v.y; iw##k[4u * q + 2u] = v.z; iw##k[4u * q + 3u] = v.w; } \
-    } else if (full && words == 2u) { \
+    } else if (words == 2u) { \
         uvec2 v = in##k##_p[base / 2u]; iw##k[0] = v.x; iw##k[1] = v.y; \
-    } else { \
-        [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) \
-            if (q < words) iw##k[q] = valid_bytes(g, n, IN_BITS##k, q) != 0u ? in##k##_w[base + q] : 0u; \
-    } }
+    } else iw##k[0] = in##k##_w[base]; }
 // Input k's element `e` (index `i` in its group), into xin[k].
 #define LOAD_INPUT(k) if (IN_MODE##k != MODE_UNUSED) { \
     if (IN_MODE##k == MODE_PACKED) xin[k] = LOAD_ELEMENT(iw##k, 0u, i, IN_BITS##k); \
@@ -83,30 +83,32 @@ uint valid_bytes(uint g, uint n, uint bits, uint w) {
 // Packed outputs collect a group's words in ow<j>; strided ones store each element.
 #define DECLARE_OUTPUT(j) uint ow##j[GRAPH_GROUP_WORDS];
 #define PUT_OUTPUT(j) if (OUT_MODE##j != MODE_UNUSED) { \
-    uvec2 v = r[OUT_SLOT##j]; uint bits = OUT_BITS##j; \
-    if (OUT_MODE##j == MODE_PACKED) { \
-        if (bits == 64u) { ow##j[2u * i] = v.x; ow##j[2u * i + 1u] = v.y; } \
+    uvec2 v = r[OUT_SLOT##j]; \
+    if (OUT_MODE##j == MODE_PACKED) { uint bits = OUT_BITS##j; \
+        if (WIDE(bits)) { ow##j[2u * i] = v.x; ow##j[2u * i + 1u] = v.y; } \
         else ow##j[i * bits / 32u] |= v.x << ((i * bits) % 32u); \
-    } else if (live) { \
-        uint o = OFFSET(OUT##j##_STRIDE); \
-        if (bits == 64u) { out##j##_w[p.out_offset##j + 2u * o] = v.x; out##j##_w[p.out_offset##j + 2u * o + 1u] = v.y; } \
+    } else STORE_ELEMENT(j, v, OFFSET(OUT##j##_STRIDE)) }
+// Output j's element at element offset `o`, stored alone: sub-word elements with atomics
+// (neighbouring elements in the word may belong to other invocations).
+#define STORE_ELEMENT(j, v, at) { uint o = (at), bits = OUT_BITS##j; \
+        if (WIDE(bits)) { out##j##_w[p.out_offset##j + 2u * o] = v.x; out##j##_w[p.out_offset##j + 2u * o + 1u] = v.y; } \
         else if (bits == 32u) out##j##_w[p.out_offset##j + o] = v.x; \
         else { uint index = p.out_offset##j + o * bits / 32u, shift = (o * bits) % 32u; \
             uint mask = lane_mask(bits) << shift; \
-            atomicAnd(out##j##_w[index], ~mask); atomicOr(out##j##_w[index], (v.x << shift) & mask); } \
-    } }
+            atomicAnd(out##j##_w[index], ~mask); atomicOr(out##j##_w[index], (v.x << shift) & mask); } }
 #define WRITE_OUTPUT(j) if (OUT_MODE##j == MODE_PACKED) { \
     uint words = GROUP * OUT_BITS##j / 32u, base = p.out_offset##j + g * words; \
-    if (full && words >= 4u) { \
+    if (words >= 4u) { \
         [[unroll]] for (uint q = 0u; q < words / 4u; ++q) \
             out##j##_v[base / 4u + q] = uvec4(ow##j[4u * q], ow##j[4u * q + 1u], ow##j[4u * q + 2u], ow##j[4u * q + 3u]); \
     } else { \
-        [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) { if (q < words) { \
-            uint vb = full ? 4u : valid_bytes(g, n, OUT_BITS##j, q); \
-            if (vb == 4u) out##j##_w[base + q] = ow##j[q]; \
-            else if (vb != 0u) out##j##_w[base + q] = merge_bits(out##j##_w[base + q], ow##j[q], low_bytes_mask(vb)); \
-        } } \
+        [[unroll]] for (uint q = 0u; q < words; ++q) out##j##_w[base + q] = ow##j[q]; \
     } }
+// Input k's element `e` and output j's, one element alone (the tail).
+#define LOAD_ONE(k) if (IN_MODE##k != MODE_UNUSED) \
+    xin[k] = LOAD_ELEMENT(in##k##_w, p.in_offset##k, IN_MODE##k == MODE_PACKED ? e : OFFSET(IN##k##_STRIDE), IN_BITS##k);
+#define STORE_ONE(j) if (OUT_MODE##j != MODE_UNUSED) { \
+    uvec2 v = r[OUT_SLOT##j]; STORE_ELEMENT(j, v, OUT_MODE##j == MODE_PACKED ? e : OFFSET(OUT##j##_STRIDE)) }
 #define CLEAR_OUTPUT(j) [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) if (q < GROUP * OUT_BITS##j / 32u) ow##j[q] = 0u;
 #define COORD(d) c[d] = rest % SIZE##d; rest /= SIZE##d;
 
@@ -154,9 +156,9 @@ void main() {
         for (uint w = 0u; w < RED_COUNT; ++w) {
             uint rest = item * RED_COUNT + w;
             COORD(7) COORD(6) COORD(5) COORD(4) COORD(3) COORD(2) COORD(1) COORD(0)
-            uvec2 xin[GRAPH_MAX_INPUTS];
+            uvec2 xin[GRAPH_INPUTS];
             FOR_INPUTS(LOAD_STRIDED)
-            uvec2 r[GRAPH_MAX_SLOTS];
+            uvec2 r[GRAPH_SLOTS];
             FOR_SLOTS(SLOT)
             uvec2 v = red_extend(r[RED_SLOT]);
             if (ordered) {
@@ -173,7 +175,7 @@ void main() {
         uvec2 result = RED_FUNCTION == RED_ARGMAX || RED_FUNCTION == RED_ARGMIN ? uvec2(best_index, 0u)
             : ordered ? best_value : acc;
         uint o = OFFSET(OUT0_STRIDE), bits = OUT_BITS0;
-        if (bits == 64u) { out0_w[p.out_offset0 + 2u * o] = result.x; out0_w[p.out_offset0 + 2u * o + 1u] = result.y; }
+        if (WIDE(bits)) { out0_w[p.out_offset0 + 2u * o] = result.x; out0_w[p.out_offset0 + 2u * o + 1u] = result.y; }
         else if (bits == 32u) out0_w[p.out_offset0 + o] = result.x;
         else {  // neighbouring output elements of other invocations share the word
             uint index = p.out_offset0 + o * bits / 32u, shift = (o * bits) % 32u, mask = lane_mask(bits) << shift;
@@ -183,23 +185,19 @@ void main() {
     }
 }
 #else
-// Group g of the n elements; `full`: all GROUP elements lie below n (a constant at each call,
-// so the driver compiles the whole-vector path and the tail path apart).
-void run_group(uint g, uint n, bool full) {
+// Whole group g (all GROUP elements lie below the element count).
+void run_group(uint g) {
     FOR_INPUTS(DECLARE_INPUT)
     FOR_INPUTS(READ_INPUT)
     FOR_OUTPUTS(DECLARE_OUTPUT)
     FOR_OUTPUTS(CLEAR_OUTPUT)
     [[unroll]] for (uint i = 0u; i < GROUP; ++i) {
-        // Past the end (the tail group only): the last element again, never stored.
-        bool live = full || g * GROUP + i < n;
-        uint e = live ? g * GROUP + i : n - 1u;
         uint c[8];
-        uint rest = e;
+        uint rest = g * GROUP + i;
         COORD(7) COORD(6) COORD(5) COORD(4) COORD(3) COORD(2) COORD(1) COORD(0)
-        uvec2 xin[GRAPH_MAX_INPUTS];
+        uvec2 xin[GRAPH_INPUTS];
         FOR_INPUTS(LOAD_INPUT)
-        uvec2 r[GRAPH_MAX_SLOTS];
+        uvec2 r[GRAPH_SLOTS];
         FOR_SLOTS(SLOT)
         FOR_OUTPUTS(PUT_OUTPUT)
     }
@@ -210,10 +208,21 @@ void main() {
     uint n = p.count;
     uint whole = n / GROUP;
     for (uint g = first_unit(), step_ = grid_size(); g < whole; g = (whole - g > step_) ? g + step_ : whole)
-        run_group(g, n, true);
-    // The tail group, by invocation 0 after its loop: a branch inside the loop costs CPU drivers
-    // (llvmpipe runs both sides of a divergent branch under a lane mask) on every group.
-    if (n % GROUP != 0u && first_unit() == 0u)
-        run_group(whole, n, false);
+        run_group(g);
+    // The elements past the last whole group, one at a time by invocation 0 after its loop:
+    // no per-word tail path in the loop (llvmpipe runs both sides of a divergent branch under a
+    // lane mask, on every group), and the group's unrolled code made once.
+    if (first_unit() == 0u) {
+        for (uint e = whole * GROUP; e < n; ++e) {
+            uint c[8];
+            uint rest = e;
+            COORD(7) COORD(6) COORD(5) COORD(4) COORD(3) COORD(2) COORD(1) COORD(0)
+            uvec2 xin[GRAPH_INPUTS];
+            FOR_INPUTS(LOAD_ONE)
+            uvec2 r[GRAPH_SLOTS];
+            FOR_SLOTS(SLOT)
+            FOR_OUTPUTS(STORE_ONE)
+        }
+    }
 }
 #endif

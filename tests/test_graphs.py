@@ -281,3 +281,44 @@ def test_fresh_buffers_in_the_same_blocks_reuse_the_graphs_dispatches(device, rn
     assert (reused.block_key, lo.block_key, hi.block_key) == keys
     with pytest.raises(ValidationError, match="released buffer"):
         compiled.execute([dmlgpu.Binding(stale)], [dmlgpu.Binding(lo), dmlgpu.Binding(hi)])
+
+
+def _programs(compiled) -> list:
+    return [k.program for k in compiled._kernels]
+
+
+@pytest.mark.parametrize("dtype,narrow", [(U8, True), (U32, True), (U64, False)])
+def test_narrow_module_where_nothing_is_64_bits(device, rng, dtype, narrow):
+    """A graph with no 64-bit tensor or operand runs on the module without 64-bit paths (a smaller
+    pipeline for the driver to compile), bit for bit as the full one."""
+    n = 1000
+    data = [rng.integers(0, np.iinfo(dtype.numpy).max, n, dtype=dtype.numpy, endpoint=True) for _ in range(2)]
+    compiled = check(device, seven_step_chain(n, dtype), data)
+    assert [("-narrow-" in p.name) for p in _programs(compiled)] == [narrow]
+
+
+def test_bit_count_of_64_bits_uses_the_full_module(device, rng):
+    t64, t8 = TensorDesc(U64, (37,)), TensorDesc(U8, (37,))
+    desc = GraphDesc(1, 1, [node("bit_count", t64, t8)], [InputGraphEdgeDesc(0, 0, 0)],
+                     [OutputGraphEdgeDesc(0, 0, 0)], [])
+    compiled = check(device, desc, [rng.integers(0, 2**64, 37, dtype=np.uint64, endpoint=False)])
+    assert ["-narrow-" not in p.name for p in _programs(compiled)] == [True]
+
+
+def test_packed_graph_is_one_program_at_every_size(device, rng):
+    """Sizes and strides are specialization constants only where a tensor is strided: an all-packed
+    graph's other sizes (the count is a push constant) reuse its pipeline."""
+    keys = set()
+    for n in (100, 1000, 4096 + 7):
+        compiled = check(device, int4_unpack(n), [rng.integers(0, 256, n, dtype=np.uint8)])
+        keys.update(p.key for p in _programs(compiled))
+    assert len(keys) == 1
+    strided = set()
+    for shape in ((3, 37), (5, 37)):
+        t = TensorDesc(U8, shape, strides=(40, 1))
+        out = TensorDesc(U8, shape)
+        desc = GraphDesc(1, 1, [node("bit_not", t, out)], [InputGraphEdgeDesc(0, 0, 0)],
+                         [OutputGraphEdgeDesc(0, 0, 0)], [])
+        compiled = check(device, desc, [rng.integers(0, 256, 40 * shape[0], dtype=np.uint8)])
+        strided.update(p.key for p in _programs(compiled))
+    assert len(strided) == 2
