@@ -9,7 +9,7 @@ Two routes, chosen by the graph's pattern (`ReductionPlan.route` names the one t
   distances in registers and never stored, then one small dispatch that writes the values and
   indices where the graph's outputs want them.
 - "reduce": any other such graph: one dispatch of the reducing fused-graph kernel
-  (shaders/graph.comp, GRAPH_REDUCE) computes each output element of the REDUCE from its
+  (shaders/graph.comp) computes each output element of the REDUCE from its
   innermost input elements, running the element-wise program per element; a TOP_K1 then runs
   as its own dispatch (shaders/top_k.comp) over the REDUCE's output (stored: in the graph output
   if the graph asks for it, else in a scratch buffer of the compiled graph).

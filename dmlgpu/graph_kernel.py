@@ -1,12 +1,14 @@
-"""The fused-graph kernel's ABI: limits, op codes, specialization-constant ids and `graph_abi.glsl`.
+"""The fused graphs' program format: limits, op codes, the operator expressions, and the
+reducing module's specialization-constant ids and `graph_abi.glsl`.
 
-A graph of element-wise nodes over one output shape runs as one dispatch of one build-time
-SPIR-V module (shaders/graph.comp). The graph itself is its specialization constants: a program
-of "slots", each a load of a bound input, a constant, or one table operator applied to earlier
-slots, plus where each output comes from and every tensor's strides. The driver specialises the
-module when it makes the pipeline: every slot's switch folds to one operator, the slot array
-becomes registers, so intermediates never touch memory and nothing is compiled at run time
-beyond what the driver does for any pipeline. Everything here is derived from the operator table:
+A graph's nodes become a program of "slots", each a load of a bound input, a constant, or one
+table operator applied to earlier slots (dmlgpu/graph_program.py). An element-wise program runs
+code generated for it (dmlgpu/graph_source.py: every slot one statement calling its operator's
+family function, `operator_expression`), compiled at run time. A program ending in a REDUCE runs
+the build-time module shaders/graph.comp (in the sizes `TIERS`), given the program as
+specialization constants: the driver specialises it when it makes the pipeline, every slot's
+switch (`graph_apply`, generated here from the table) folding to one operator. Everything here
+is derived from the operator table:
 
     python -m dmlgpu shaders graph-abi   # graph_abi.glsl
 """
@@ -18,23 +20,21 @@ from .operators import OPERATORS, Operator, ReduceFunction
 __all__ = ["BUILD_PASSES", "CPU_GROUPS_PER_INVOCATION", "GRAPH_SOURCE", "GROUP_BYTES", "KIND_CODES", "MAX_DIMS", "MAX_GROUP_WORDS",
            "MAX_INPUTS", "MAX_OUTPUTS", "MAX_SLOTS", "MODE_PACKED", "MODE_STRIDED", "MODE_UNUSED", "OP_CODES", "OP_CONST",
            "OP_LOAD", "PUSH_COUNT", "PUSH_WORDS", "SPEC_COUNT", "SPEC_IDS", "TIERS", "graph_abi_glsl",
-           "group_elements", "op_code", "reduce_tier_defines", "reduce_tier_name", "tier_defines", "tier_for",
-           "tier_name"]
+           "group_elements", "op_code", "operand_widths", "operator_expression", "reduce_tier_defines", "reduce_tier_name", "tier_for"]
 
 GRAPH_SOURCE = "graph.comp"
 MAX_DIMS = 8
-#: Sizes of the module, (slots, inputs, outputs): slots of the program (loads, constants and
-#: operator nodes), bound inputs (graph inputs as read by their nodes, large constants) and
-#: graph outputs. A graph runs on the smallest that holds it: the driver's work when it makes
-#: the pipeline grows with the module (lavapipe: a 64 KiB module specialises in a third of the
-#: time of a 190 KiB one).
+#: Limits of one fused dispatch, and the sizes of the reducing module, (slots, inputs,
+#: outputs): slots of the program (loads, constants and operator nodes), bound inputs (graph
+#: inputs as read by their nodes, large constants) and graph outputs. A reducing program runs on
+#: the smallest size that holds it: the driver's work when it makes the pipeline grows with the
+#: module (lavapipe: a 64 KiB module specialises in a third of the time of a 190 KiB one).
 TIERS = ((8, 2, 2), (16, 4, 4), (48, 8, 8))
 MAX_SLOTS, MAX_INPUTS, MAX_OUTPUTS = TIERS[-1]
-#: spirv-opt passes the build runs on the graph modules: their functions' variables made SSA
+#: spirv-opt passes the build runs on the reducing modules: their functions' variables made SSA
 #: values and what is then dead removed, before any specialization (what the driver's compiler
-#: must do first, once per pipeline). With the narrow modules and the tail computed element by
-#: element, NVIDIA's compile of the int4 unpack fell from 142-250 to 53-93 ms on an H100
-#: (benchmarks/NOTES.md, "A new graph's first call on an H100").
+#: must otherwise do first, once per pipeline; benchmarks/NOTES.md, "A new graph's first call on
+#: an H100").
 BUILD_PASSES = ("--eliminate-local-single-block", "--eliminate-local-single-store", "--ssa-rewrite",
                 "--eliminate-dead-code-aggressive", "--simplify-instructions")
 #: Elements an invocation computes at a time ("a group"): 16 bytes of the graph's narrowest
@@ -48,8 +48,8 @@ MAX_GROUP_WORDS = GROUP_BYTES * 64 // 8 // 4
 def group_elements(min_bits: int, max_bits: int) -> int:
     """Elements per group for a graph whose tensors are `min_bits` to `max_bits` wide: 16 bytes
     of the widest, but at least a word of the narrowest. (Larger groups cost the driver more
-    unrolled code when it makes the pipeline, and gain nothing once the wide tensors move whole
-    vectors.)"""
+    code to compile when it makes the pipeline, and gain nothing once the wide tensors move
+    whole vectors.)"""
     return max(GROUP_BYTES * 8 // max_bits, 32 // min_bits)
 
 
@@ -85,7 +85,7 @@ _SPEC_BLOCKS = (
     ("OUT_MODE", MAX_OUTPUTS), ("OUT_BITS", MAX_OUTPUTS), ("OUT_SLOT", MAX_OUTPUTS),
     ("SLOT_OP", MAX_SLOTS), ("SLOT_A", MAX_SLOTS), ("SLOT_B", MAX_SLOTS), ("SLOT_BITS", MAX_SLOTS),
     ("SLOT_KIND", MAX_SLOTS), ("SLOT_LO", MAX_SLOTS), ("SLOT_HI", MAX_SLOTS),
-    # The reducing module (GRAPH_REDUCE): the DML_REDUCE_FUNCTION value, the slot it reduces, that
+    # The reducing module: the DML_REDUCE_FUNCTION value, the slot it reduces, that
     # slot's width and kind code, and the elements (innermost) reduced into each output element.
     ("RED_FUNCTION", 1), ("RED_SLOT", 1), ("RED_BITS", 1), ("RED_KIND", 1), ("RED_COUNT", 1),
 )
@@ -96,14 +96,6 @@ for _name, _count in _SPEC_BLOCKS:
     _next += _count
 SPEC_COUNT = _next
 del _next, _name, _count
-
-
-def tier_name(tier, narrow: bool = False) -> str:
-    """The element-wise module of a size; `narrow`: the one without 64-bit paths, for graphs
-    whose tensors and operands are all 32 bits wide or narrower (a smaller module for the driver
-    to compile when it makes the pipeline)."""
-    slots, inputs, outputs = tier
-    return f"graph{'-narrow' if narrow else ''}-s{slots}-i{inputs}-o{outputs}"
 
 
 def reduce_tier_name(tier) -> str:
@@ -121,18 +113,28 @@ def tier_for(slots: int, inputs: int, outputs: int):
     return None
 
 
-def tier_defines(tier, narrow: bool = False) -> dict:
-    slots, inputs, outputs = tier
-    return {"GRAPH_SLOTS": slots, "GRAPH_INPUTS": inputs, "GRAPH_OUTPUTS": outputs,
-            **({"GRAPH_NARROW": 1} if narrow else {})}
-
-
 def reduce_tier_defines(tier) -> dict:
-    return {**tier_defines(tier), "GRAPH_REDUCE": 1}
+    slots, inputs, outputs = tier
+    return {"GRAPH_SLOTS": slots, "GRAPH_INPUTS": inputs, "GRAPH_OUTPUTS": outputs}
 
 
 def op_code(op: Operator) -> int:
     return OP_CODES[op.short]
+
+
+def operand_widths(op: Operator) -> set:
+    return {t.bits for level in op.support for t in level.input_types}
+
+
+def operator_expression(op: Operator, bits: int) -> str:
+    """A table operator applied to slot values {a} and {b} (uvec2) whose operand width is `bits`,
+    as a slot value: its family function on one 64-bit element (uvec2 overload; a count or a
+    flag comes back as a uint), or on one element in the low lane of a word, its result masked
+    to the width ({mask}), as the family's strided kernels do. (graph_apply's switch, and the
+    generated code of each graph, dmlgpu/graph_source.py.)"""
+    if bits == 64:
+        return f"graph_pair({op.short}({{a}}, {{b}}))"
+    return f"uvec2({op.short}({{a}}.x, {{b}}.x) & {{mask}}, 0u)"
 
 
 def graph_abi_glsl() -> str:
@@ -207,12 +209,12 @@ def graph_abi_glsl() -> str:
               "uvec2 graph_apply(uint op, uvec2 a, uvec2 b, uint bits, uint kind) {",
               "    graph_bits = bits;", "    graph_kind = kind;", "    uint mask = lane_mask(bits);",
               "    switch (op) {"]
+    names = {"a": "a", "b": "b", "mask": "mask"}
     for i, op in enumerate(OPERATORS):
-        widths = {t.bits for level in op.support for t in level.input_types}
+        widths = operand_widths(op)
         lines.append(f"    case {i}u:  // {op.short}")
         if 64 in widths and len(widths) > 1:
-            lines.append(f"        if (WIDE(bits)) return graph_pair({op.short}(a, b));")
-        lines.append(f"        return graph_pair({op.short}(a, b));" if widths == {64} else
-                     f"        return uvec2({op.short}(a.x, b.x) & mask, 0u);")
+            lines.append(f"        if (WIDE(bits)) return {operator_expression(op, 64).format(**names)};")
+        lines.append(f"        return {operator_expression(op, 64 if widths == {64} else 32).format(**names)};")
     lines += ["    }", "    return uvec2(0u);", "}", "#endif", ""]
     return "\n".join(lines)

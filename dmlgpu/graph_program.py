@@ -1,24 +1,27 @@
-"""Slot programs of the fused-graph kernel (shaders/graph.comp), assembled into dispatches.
+"""Slot programs of the fused graphs, assembled into dispatches.
 
 A program is a list of slots: a load per distinct way a bound tensor is read, a constant per
 distinct small constant, then operator nodes in topological order (dmlgpu/graph_kernel.py
-describes the ABI). `SlotProgram` builds one from a validated graph's nodes; `assemble` turns it
-into a `Kernel`: the module of the smallest size that holds it, its specialization constants
-and its grid, either element-wise (each output element from the program) or reducing (each
-output element the reduction of the program's value over the innermost elements).
+describes the format and its limits). `SlotProgram` builds one from a validated graph's nodes;
+`assemble` turns it into a `Kernel`: element-wise (each output element from the program), the
+code generated for it (dmlgpu/graph_source.py) compiled at run time; or reducing (each output
+element the reduction of the program's value over the innermost elements), the build's reducing
+module of the smallest size that holds it (shaders/graph.comp), the program in its
+specialization constants.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import graph_kernel as gk
-from . import kernels, spirv
+from . import graph_source, kernels, spirv
 from .compiled import coalesce
 from .kernels import WORKGROUP_SIZE
-from .runtime import Program
+from .runtime import Program, shader_compiler
 from .tensor_desc import packed_strides
 
 __all__ = ["Kernel", "Read", "Reduction", "SlotProgram", "TooBig", "assemble"]
@@ -161,6 +164,11 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
     shape; a reducing one: the input shape, whose innermost `reduction.walked` elements make one
     output element); `outputs`: (target, index, desc, slot[, byte offset]).
 
+    An element-wise program runs code generated for it (dmlgpu/graph_source.py), compiled at run
+    time (`runtime.shader_compiler`: in memory, on disk); a reducing one the build's reducing
+    module (shaders/graph.comp) of the smallest size that holds it, the program in its
+    specialization constants.
+
     Raises:
         TooBig: the program exceeds the kernel's limits.
     """
@@ -169,22 +177,38 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
                               ("graph outputs", len(outputs), gk.MAX_OUTPUTS)):
         if have > limit:
             raise TooBig(f"{have} {what}", f"allowed: at most {limit} in one fused dispatch")
-    tier = gk.tier_for(len(slots), len(reads), len(outputs))
     tensors = [r.desc for r in reads] + [out[2] for out in outputs]
+    bits = [t.data_type.bits for t in tensors]
+    group = gk.group_elements(min(bits), max(bits))
+    # Where a tensor starts (bytes past its binding: a batch's rows of an output, the second
+    # word of pairs): the packed mode moves 16-byte vectors, so it needs a 16-byte multiple.
+    offsets = [r.offset for r in reads] + [sum(out[4:]) for out in outputs]
     if reduction is None:
         csizes, cstrides = coalesce(sizes, [list(t.effective_strides) for t in tensors])
-    else:
-        # Reads through their strides over the input shape; the output's reduced (innermost)
-        # dimensions get stride 0: every walked element maps to its output element.
-        csizes = list(sizes)
-        cstrides = [list(t.effective_strides) for t in tensors]
-        for strides in cstrides[len(reads):]:
-            walked, d = reduction.walked, len(sizes) - 1
-            while walked > 1:
-                strides[d] = 0
-                walked //= sizes[d]
-                d -= 1
-    packed = list(packed_strides(csizes))
+        packed = list(packed_strides(csizes))
+        bound = [graph_source.Tensor(strides == packed and offset % 16 == 0, t.data_type.bits, tuple(strides))
+                 for t, strides, offset in zip(tensors, cstrides, offsets)]
+        source = graph_source.element_wise(csizes, bound[:len(reads)], bound[len(reads):], slots,
+                                           [out[3] for out in outputs], group)
+        name = "graph-" + hashlib.sha256(source.encode()).hexdigest()[:24]
+        program = Program(name, shader_compiler.spirv(source), np.array([WORKGROUP_SIZE], dtype=np.uint32),
+                          gk.PUSH_WORDS)
+        count = math.prod(sizes)
+        grid = kernels.grid(-(-count // group), gk.CPU_GROUPS_PER_INVOCATION if device.is_cpu else 1)
+        # bound exactly: the reads, then the outputs
+        return Kernel(program, (len(slots), len(reads), len(outputs)), list(reads), list(outputs), count, grid)
+
+    tier = gk.tier_for(len(slots), len(reads), len(outputs))
+    # Reads through their strides over the input shape; the output's reduced (innermost)
+    # dimensions get stride 0: every walked element maps to its output element.
+    csizes = list(sizes)
+    cstrides = [list(t.effective_strides) for t in tensors]
+    for strides in cstrides[len(reads):]:
+        walked, d = reduction.walked, len(sizes) - 1
+        while walked > 1:
+            strides[d] = 0
+            walked //= sizes[d]
+            d -= 1
     spec = np.zeros(gk.SPEC_COUNT, dtype=np.uint32)
 
     def put(name, i, value):
@@ -192,21 +216,10 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
 
     put("WORKGROUP_SIZE", 0, WORKGROUP_SIZE)
     put("SLOT_COUNT", 0, len(slots))
-    bits = [t.data_type.bits for t in tensors]
-    group = gk.group_elements(min(bits), max(bits))
     put("GROUP", 0, group)
     pad = gk.MAX_DIMS - len(csizes)
-    # Where a tensor starts (bytes past its binding: a batch's rows of an output, the second
-    # word of pairs): the packed mode moves 16-byte vectors, so it needs a 16-byte multiple.
-    offsets = [r.offset for r in reads] + [sum(out[4:]) for out in outputs]
-    packed_modes = [strides == packed and reduction is None and offset % 16 == 0
-                    for strides, offset in zip(cstrides, offsets)]
-    # Sizes and strides are read only by strided tensors: a program whose tensors are all packed
-    # leaves them unset, so that it is one pipeline at every element count (the count is a push
-    # constant).
-    addressed = not all(packed_modes)
     for d in range(gk.MAX_DIMS):
-        put("SIZE", d, csizes[d - pad] if d >= pad and addressed else 1)
+        put("SIZE", d, csizes[d - pad] if d >= pad else 1)
     for k in range(gk.MAX_INPUTS):
         put("IN_MODE", k, gk.MODE_UNUSED)
     for j in range(gk.MAX_OUTPUTS):
@@ -215,30 +228,21 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
         is_out = i >= len(reads)
         index = i - len(reads) if is_out else i
         prefix = "OUT" if is_out else "IN"
-        put(f"{prefix}_MODE", index, gk.MODE_PACKED if packed_modes[i] else gk.MODE_STRIDED)
+        put(f"{prefix}_MODE", index, gk.MODE_STRIDED)
         put(f"{prefix}_BITS", index, tensor.data_type.bits)
-        if not packed_modes[i]:
-            for d, stride in enumerate(strides):
-                put(f"{prefix}{index}_STRIDE", pad + d, stride)
+        for d, stride in enumerate(strides):
+            put(f"{prefix}{index}_STRIDE", pad + d, stride)
     for j, out in enumerate(outputs):
         put("OUT_SLOT", j, out[3])
     for s, (code, a, b, bits_, kind, lo, hi) in enumerate(slots):
         for name, value in (("SLOT_OP", code), ("SLOT_A", a), ("SLOT_B", b), ("SLOT_BITS", bits_),
                             ("SLOT_KIND", kind), ("SLOT_LO", lo), ("SLOT_HI", hi)):
             put(name, s, value)
-    total = math.prod(sizes)
-    if reduction is None:
-        count = total
-        grid = kernels.grid(-(-count // group), gk.CPU_GROUPS_PER_INVOCATION if device.is_cpu else 1)
-        wide = max(bits) == 64 or any(slot[3] == 64 for slot in slots)
-        name = gk.tier_name(tier, narrow=not wide)
-    else:
-        for field, value in (("RED_FUNCTION", reduction.function), ("RED_SLOT", reduction.slot),
-                             ("RED_BITS", reduction.bits), ("RED_KIND", reduction.kind),
-                             ("RED_COUNT", reduction.walked)):
-            put(field, 0, value)
-        count = total // reduction.walked
-        grid = kernels.grid(count)
-        name = gk.reduce_tier_name(tier)
+    for field, value in (("RED_FUNCTION", reduction.function), ("RED_SLOT", reduction.slot),
+                         ("RED_BITS", reduction.bits), ("RED_KIND", reduction.kind),
+                         ("RED_COUNT", reduction.walked)):
+        put(field, 0, value)
+    count = math.prod(sizes) // reduction.walked
+    name = gk.reduce_tier_name(tier)
     program = Program(name, spirv.load(name), spec, gk.PUSH_WORDS)
-    return Kernel(program, tier, list(reads), list(outputs), count, grid)
+    return Kernel(program, tier, list(reads), list(outputs), count, kernels.grid(count))

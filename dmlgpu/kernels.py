@@ -225,14 +225,12 @@ HAMMING_CARRY_SAVE = False
 
 
 def modules() -> list[Module]:
-    """Every SPIR-V module the build makes: each variant, the fused-graph kernel in each of its
-    sizes (its program is specialization constants: dmlgpu/graph_kernel.py), element-wise and
-    reducing, the Hamming search's kernels."""
+    """Every SPIR-V module the build makes: each variant, the reducing fused-graph kernel in each
+    of its sizes (its program is specialization constants: dmlgpu/graph_kernel.py; element-wise
+    graphs run generated code, dmlgpu/graph_source.py), the Hamming search's kernels."""
     found = [Module(v.name, v.source, v.defines) for v in all_variants()]
     gk = graph_kernel
-    return found + [*(Module(gk.tier_name(t, narrow), gk.GRAPH_SOURCE, gk.tier_defines(t, narrow), gk.BUILD_PASSES)
-                      for t in gk.TIERS for narrow in (False, True)),
-                    *(Module(gk.reduce_tier_name(t), gk.GRAPH_SOURCE, gk.reduce_tier_defines(t), gk.BUILD_PASSES)
+    return found + [*(Module(gk.reduce_tier_name(t), gk.GRAPH_SOURCE, gk.reduce_tier_defines(t), gk.BUILD_PASSES)
                       for t in gk.TIERS),
                     Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
                     Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1}),

@@ -24,6 +24,10 @@
 #define PYBIND11_NO_ASSERT_GIL_HELD_INCREF_DECREF
 #include <pybind11/pybind11.h>
 
+#include "unlocked.h"
+
+using dmlgpu::Unlocked;
+
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -51,32 +55,6 @@ namespace py = pybind11;
 namespace {
 
 constexpr auto SPIN_MICROSECONDS = std::chrono::microseconds(200);
-
-// The GIL given up for the copies (`Unlocked unlocked; ...; unlocked.relock();`): taken back in
-// relock(), where an interpreter that is finalizing parks the thread rather than ending it.
-class Unlocked {
-  public:
-    Unlocked() : state_(PyEval_SaveThread()) {}
-    Unlocked(const Unlocked &) = delete;
-    void relock() {
-        if (state_ == nullptr)
-            return;
-        if (_Py_IsFinalizing()) {
-            for (;;)
-                pause();  // exit ends the process, and this thread with it
-        }
-        PyThreadState *state = state_;
-        state_ = nullptr;
-        PyEval_RestoreThread(state);
-    }
-    ~Unlocked() {
-        if (state_ != nullptr)  // only when an exception is already leaving (no finalization
-            PyEval_RestoreThread(state_);  // then: the copies here throw nothing of their own)
-    }
-
-  private:
-    PyThreadState *state_;
-};
 
 struct Job {
     char *dst;

@@ -1,34 +1,20 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: loops over registers
-// A fused graph of element-wise operators (dmlgpu/graph_kernel.py, dmlgpu/compiled_graph.py):
-// one dispatch of this module per graph, its node program in specialization constants.
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]] in the families' functions
+// A fused graph of element-wise operators ending in a REDUCE (dmlgpu/graph_kernel.py,
+// dmlgpu/compiled_reduction.py): one dispatch of this module per graph, its node program in
+// specialization constants. (Element-wise graphs run code generated for each one instead,
+// dmlgpu/graph_source.py, in the same layout of slots.)
 //
 // Slot i of the program (i < SLOT_COUNT) is SLOT_OP<i>: OP_LOAD (element of bound input
 // SLOT_A<i>), OP_CONST (the value SLOT_HI<i>:SLOT_LO<i>), or a table operator applied to slots
 // SLOT_A<i> and SLOT_B<i> (earlier slots), whose operands' width and kind are SLOT_BITS<i> and
 // SLOT_KIND<i> (a same-type operator's result has them too; a UINT8/UINT32 result, a count or a
 // flag, fits any width).
-// Values are 64-bit raw encodings (lo, hi) with the bits above the width zero. Output j stores
-// slot OUT_SLOT<j>. Every constant is fixed when the pipeline is made, so the driver folds each
-// slot's switch to one operator and keeps the slot array in registers: intermediates are never
-// stored.
-//
-// Invocations own groups of GROUP consecutive elements of the output shape, 16 bytes of the
-// narrowest tensor (so whole 32-bit words of every packed output, even 8-bit ones): a group's packed inputs are read as
-// whole words or vectors, its packed outputs written as whole words; strided tensors are
-// addressed element by element through their strides, sub-word strided outputs with atomics.
-// Every input element of a group is read before any output of it is written (in place). The
-// elements past the last whole group (fewer than GROUP) are computed one at a time, by one
-// invocation, after its loop: so the group's code is made once, whole-vector only.
-//
-// A narrow module (GRAPH_NARROW: no tensor or operand of the graph is 64 bits wide) leaves out
-// every 64-bit path; what the driver compiles when it makes the pipeline shrinks with the module.
-#ifdef GRAPH_NARROW
-#define WIDE(bits) false
-#else
+// Values are 64-bit raw encodings (lo, hi) with the bits above the width zero. Every constant is
+// fixed when the pipeline is made, so the driver folds each slot's switch to one operator and
+// keeps the slot array in registers: intermediates are never stored.
 #define WIDE(bits) ((bits) == 64u)
-#endif
 #include "graph_abi.glsl"
 #include "words.glsl"
 #include "arith64.glsl"
@@ -60,59 +46,13 @@ uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroup
     ? uvec2(buf[(base) + 2u * (e)], buf[(base) + 2u * (e) + 1u]) \
     : uvec2((buf[(base) + (e) * (bits) / 32u] >> (((e) * (bits)) % 32u)) & lane_mask(bits), 0u))
 
-// A packed input's group: GROUP * IN_BITS / 32 words (1 to GRAPH_GROUP_WORDS).
-#define DECLARE_INPUT(k) uint iw##k[GRAPH_GROUP_WORDS];
-#define READ_INPUT(k) if (IN_MODE##k == MODE_PACKED) { \
-    uint words = GROUP * IN_BITS##k / 32u, base = p.in_offset##k + g * words; \
-    if (words >= 4u) { \
-        [[unroll]] for (uint q = 0u; q < words / 4u; ++q) { uvec4 v = in##k##_v[base / 4u + q]; \
-            iw##k[4u * q] = v.x; iw##k[4u * q + 1u] = v.y; iw##k[4u * q + 2u] = v.z; iw##k[4u * q + 3u] = v.w; } \
-    } else if (words == 2u) { \
-        uvec2 v = in##k##_p[base / 2u]; iw##k[0] = v.x; iw##k[1] = v.y; \
-    } else iw##k[0] = in##k##_w[base]; }
-// Input k's element `e` (index `i` in its group), into xin[k].
-#define LOAD_INPUT(k) if (IN_MODE##k != MODE_UNUSED) { \
-    if (IN_MODE##k == MODE_PACKED) xin[k] = LOAD_ELEMENT(iw##k, 0u, i, IN_BITS##k); \
-    else xin[k] = LOAD_ELEMENT(in##k##_w, p.in_offset##k, OFFSET(IN##k##_STRIDE), IN_BITS##k); }
-
 #define SLOT(s) if (s < SLOT_COUNT) { \
     if (SLOT_OP##s == OP_LOAD) r[s] = xin[SLOT_A##s]; \
     else if (SLOT_OP##s == OP_CONST) r[s] = uvec2(SLOT_LO##s, SLOT_HI##s); \
     else r[s] = graph_apply(SLOT_OP##s, r[SLOT_A##s], r[SLOT_B##s], SLOT_BITS##s, SLOT_KIND##s); }
 
-// Packed outputs collect a group's words in ow<j>; strided ones store each element.
-#define DECLARE_OUTPUT(j) uint ow##j[GRAPH_GROUP_WORDS];
-#define PUT_OUTPUT(j) if (OUT_MODE##j != MODE_UNUSED) { \
-    uvec2 v = r[OUT_SLOT##j]; \
-    if (OUT_MODE##j == MODE_PACKED) { uint bits = OUT_BITS##j; \
-        if (WIDE(bits)) { ow##j[2u * i] = v.x; ow##j[2u * i + 1u] = v.y; } \
-        else ow##j[i * bits / 32u] |= v.x << ((i * bits) % 32u); \
-    } else STORE_ELEMENT(j, v, OFFSET(OUT##j##_STRIDE)) }
-// Output j's element at element offset `o`, stored alone: sub-word elements with atomics
-// (neighbouring elements in the word may belong to other invocations).
-#define STORE_ELEMENT(j, v, at) { uint o = (at), bits = OUT_BITS##j; \
-        if (WIDE(bits)) { out##j##_w[p.out_offset##j + 2u * o] = v.x; out##j##_w[p.out_offset##j + 2u * o + 1u] = v.y; } \
-        else if (bits == 32u) out##j##_w[p.out_offset##j + o] = v.x; \
-        else { uint index = p.out_offset##j + o * bits / 32u, shift = (o * bits) % 32u; \
-            uint mask = lane_mask(bits) << shift; \
-            atomicAnd(out##j##_w[index], ~mask); atomicOr(out##j##_w[index], (v.x << shift) & mask); } }
-#define WRITE_OUTPUT(j) if (OUT_MODE##j == MODE_PACKED) { \
-    uint words = GROUP * OUT_BITS##j / 32u, base = p.out_offset##j + g * words; \
-    if (words >= 4u) { \
-        [[unroll]] for (uint q = 0u; q < words / 4u; ++q) \
-            out##j##_v[base / 4u + q] = uvec4(ow##j[4u * q], ow##j[4u * q + 1u], ow##j[4u * q + 2u], ow##j[4u * q + 3u]); \
-    } else { \
-        [[unroll]] for (uint q = 0u; q < words; ++q) out##j##_w[base + q] = ow##j[q]; \
-    } }
-// Input k's element `e` and output j's, one element alone (the tail).
-#define LOAD_ONE(k) if (IN_MODE##k != MODE_UNUSED) \
-    xin[k] = LOAD_ELEMENT(in##k##_w, p.in_offset##k, IN_MODE##k == MODE_PACKED ? e : OFFSET(IN##k##_STRIDE), IN_BITS##k);
-#define STORE_ONE(j) if (OUT_MODE##j != MODE_UNUSED) { \
-    uvec2 v = r[OUT_SLOT##j]; STORE_ELEMENT(j, v, OUT_MODE##j == MODE_PACKED ? e : OFFSET(OUT##j##_STRIDE)) }
-#define CLEAR_OUTPUT(j) [[unroll]] for (uint q = 0u; q < uint(GRAPH_GROUP_WORDS); ++q) if (q < GROUP * OUT_BITS##j / 32u) ow##j[q] = 0u;
 #define COORD(d) c[d] = rest % SIZE##d; rest /= SIZE##d;
 
-#ifdef GRAPH_REDUCE
 // The reducing module: output element `item` (p.count of them) is DML_REDUCE_FUNCTION
 // RED_FUNCTION of slot RED_SLOT over elements [item * RED_COUNT, +RED_COUNT) of the program's
 // shape (the innermost RED_COUNT: REDUCE's trailing axes), in order; the program runs per
@@ -184,45 +124,4 @@ void main() {
         }
     }
 }
-#else
-// Whole group g (all GROUP elements lie below the element count).
-void run_group(uint g) {
-    FOR_INPUTS(DECLARE_INPUT)
-    FOR_INPUTS(READ_INPUT)
-    FOR_OUTPUTS(DECLARE_OUTPUT)
-    FOR_OUTPUTS(CLEAR_OUTPUT)
-    [[unroll]] for (uint i = 0u; i < GROUP; ++i) {
-        uint c[8];
-        uint rest = g * GROUP + i;
-        COORD(7) COORD(6) COORD(5) COORD(4) COORD(3) COORD(2) COORD(1) COORD(0)
-        uvec2 xin[GRAPH_INPUTS];
-        FOR_INPUTS(LOAD_INPUT)
-        uvec2 r[GRAPH_SLOTS];
-        FOR_SLOTS(SLOT)
-        FOR_OUTPUTS(PUT_OUTPUT)
-    }
-    FOR_OUTPUTS(WRITE_OUTPUT)
-}
 
-void main() {
-    uint n = p.count;
-    uint whole = n / GROUP;
-    for (uint g = first_unit(), step_ = grid_size(); g < whole; g = (whole - g > step_) ? g + step_ : whole)
-        run_group(g);
-    // The elements past the last whole group, one at a time by invocation 0 after its loop:
-    // no per-word tail path in the loop (llvmpipe runs both sides of a divergent branch under a
-    // lane mask, on every group), and the group's unrolled code made once.
-    if (first_unit() == 0u) {
-        for (uint e = whole * GROUP; e < n; ++e) {
-            uint c[8];
-            uint rest = e;
-            COORD(7) COORD(6) COORD(5) COORD(4) COORD(3) COORD(2) COORD(1) COORD(0)
-            uvec2 xin[GRAPH_INPUTS];
-            FOR_INPUTS(LOAD_ONE)
-            uvec2 r[GRAPH_SLOTS];
-            FOR_SLOTS(SLOT)
-            FOR_OUTPUTS(STORE_ONE)
-        }
-    }
-}
-#endif

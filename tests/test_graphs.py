@@ -287,27 +287,23 @@ def _programs(compiled) -> list:
     return [k.program for k in compiled._kernels]
 
 
-@pytest.mark.parametrize("dtype,narrow", [(U8, True), (U32, True), (U64, False)])
-def test_narrow_module_where_nothing_is_64_bits(device, rng, dtype, narrow):
-    """A graph with no 64-bit tensor or operand runs on the module without 64-bit paths (a smaller
-    pipeline for the driver to compile), bit for bit as the full one."""
-    n = 1000
-    data = [rng.integers(0, np.iinfo(dtype.numpy).max, n, dtype=dtype.numpy, endpoint=True) for _ in range(2)]
-    compiled = check(device, seven_step_chain(n, dtype), data)
-    assert [("-narrow-" in p.name) for p in _programs(compiled)] == [narrow]
-
-
-def test_bit_count_of_64_bits_uses_the_full_module(device, rng):
-    t64, t8 = TensorDesc(U64, (37,)), TensorDesc(U8, (37,))
-    desc = GraphDesc(1, 1, [node("bit_count", t64, t8)], [InputGraphEdgeDesc(0, 0, 0)],
-                     [OutputGraphEdgeDesc(0, 0, 0)], [])
-    compiled = check(device, desc, [rng.integers(0, 2**64, 37, dtype=np.uint64, endpoint=False)])
-    assert ["-narrow-" not in p.name for p in _programs(compiled)] == [True]
+def test_element_wise_graphs_run_code_generated_for_them(device, rng):
+    """One program per graph (named by its source's hash), none of the build's modules; the
+    same graph compiled again is the same program."""
+    n = 77
+    data = [rng.integers(0, 2**32, n, dtype=np.uint32) for _ in range(2)]
+    first = _programs(check(device, seven_step_chain(n), data))
+    again = _programs(device.compile_graph(seven_step_chain(n + 0)))
+    int4 = _programs(check(device, int4_unpack(n), [rng.integers(0, 256, n, dtype=np.uint8)]))
+    assert len(first) == 1 and first[0].name.startswith("graph-") and "-s8-" not in first[0].name
+    assert [p.key for p in again] == [p.key for p in first]
+    assert int4[0].key != first[0].key
+    assert list(first[0].spec) == [dmlgpu.kernels.WORKGROUP_SIZE]
 
 
 def test_packed_graph_is_one_program_at_every_size(device, rng):
-    """Sizes and strides are specialization constants only where a tensor is strided: an all-packed
-    graph's other sizes (the count is a push constant) reuse its pipeline."""
+    """Sizes and strides are in the generated code only where a tensor is strided: an all-packed
+    graph's other sizes (the count is a push constant) run the same program and pipeline."""
     keys = set()
     for n in (100, 1000, 4096 + 7):
         compiled = check(device, int4_unpack(n), [rng.integers(0, 256, n, dtype=np.uint8)])

@@ -11,7 +11,7 @@ import dmlgpu
 PACKAGE = Path(dmlgpu.__file__).resolve().parent
 #: Modules of dmlgpu outside the runtime that the runtime may import: the errors it raises, the
 #: version (a leaf), and dmlgpu's own built extensions (Kompute, the host copy threads).
-RUNTIME_MAY_IMPORT = {"dmlgpu.errors", "dmlgpu._version", "dmlgpu._kompute", "dmlgpu._host_copy"}
+RUNTIME_MAY_IMPORT = {"dmlgpu.errors", "dmlgpu._version", "dmlgpu._kompute", "dmlgpu._host_copy", "dmlgpu._glsl"}
 #: A module longer than this says why in its docstring, with a sentence naming the bound.
 MAX_LINES = 500
 #: Private attributes of the standard library the runtime may use: whether the calling thread

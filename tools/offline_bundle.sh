@@ -27,7 +27,7 @@ python3 -m pip download -q --disable-pip-version-check --only-binary=:all: \
   --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 -d "$out/wheels" \
   "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}"
 
-(cd "$out/debs" && apt-get download libvulkan1 libvulkan-dev libfmt9 libfmt-dev glslang-tools \
+(cd "$out/debs" && apt-get download libvulkan1 libvulkan-dev libfmt9 libfmt-dev glslang-tools glslang-dev \
   spirv-tools patch vulkan-validationlayers >/dev/null)
 # NVIDIA's Vulkan driver (libGLX_nvidia) needs GLVND installed system-wide; containers often
 # lack it. offline_install.sh never installs these itself; see its header.

@@ -2,11 +2,11 @@
 # shellcheck disable=SC2034
 
 # Debian 12 packages: Vulkan loader + headers, the Khronos validation layer, glslang and
-# SPIRV-Tools for the shaders, and what the Kompute build needs (cmake/prerequisites.cmake names
-# the same packages when one is missing).
+# SPIRV-Tools for the shaders (glslang's library is also built into dmlgpu._glsl), and what the
+# Kompute build needs (cmake/prerequisites.cmake names the same packages when one is missing).
 APT_PACKAGES=(
   libvulkan1 libvulkan-dev vulkan-validationlayers
-  glslang-tools spirv-tools
+  glslang-tools glslang-dev spirv-tools
   libfmt-dev cmake make g++ patch
   python3-venv python3-dev
 )

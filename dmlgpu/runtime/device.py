@@ -19,7 +19,7 @@ import weakref
 import numpy as np
 
 from ..errors import DeviceError, ValidationError
-from . import buffers, debug_layer, discovery, fork, host_calls, interrupts, launches, timing, vulkan
+from . import buffers, debug_layer, discovery, fork, host_calls, interrupts, launches, shader_compiler, timing, vulkan
 from .buffers import Buffer
 from .hand_over import HandOvers
 from .launches import Launch, Program, Recorded, Results
@@ -60,6 +60,9 @@ class Device:
         debug_layer.configure()  # DMLGPU_VALIDATION=1: before the process's first instance
         physical_device_count()  # kp aborts the process when there is no driver: ask first
         fork.mark_used()
+        # glslang's first compile (its built-in tables) overlaps the driver's start-up, so that
+        # the process's first fused graph finds the compiler ready (runtime/shader_compiler.py).
+        shader_compiler.warm_up()
         context = vulkan.Context(0)
         found = context.devices()
         if index is None:

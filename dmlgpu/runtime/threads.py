@@ -10,14 +10,15 @@ daemon threads anyway, at whatever point they are, without ending them. So once 
 device call raises SystemExit at its start (where a closed device's ValidationError would be:
 no state is half changed), the thread ends with its `finally` blocks run, and the handler waits
 up to `STOP_SECONDS` for every daemon thread that called a device (`join_daemon_callers`).
-A daemon thread busy elsewhere is not stopped; its next dmlgpu call stops it.
+A daemon thread busy elsewhere is not stopped; its next dmlgpu call stops it. dmlgpu's own
+helper threads (`join_helper`: glslang's warm-up) are waited for in the same time.
 """
 from __future__ import annotations
 
 import threading
 import time
 
-__all__ = ["STOP_SECONDS", "begin_exit", "entered", "join_daemon_callers"]
+__all__ = ["STOP_SECONDS", "begin_exit", "entered", "join_daemon_callers", "join_helper"]
 
 #: How long the exit handler waits for daemon threads that called a device to end.
 STOP_SECONDS = 2.0
@@ -25,6 +26,7 @@ STOP_SECONDS = 2.0
 _callers: set[int] = set()  # idents of threads that made a device call
 _local = threading.local()
 _exiting = [False]
+_helpers: list[threading.Thread] = []  # dmlgpu's own short-lived daemon threads
 
 
 def entered() -> None:
@@ -44,10 +46,17 @@ def begin_exit() -> None:
     _exiting[0] = True
 
 
+def join_helper(thread: threading.Thread) -> None:
+    """A daemon thread of dmlgpu's own (one that runs native code and ends by itself) that the
+    exit handler waits for, as for the threads that called a device."""
+    _helpers[:] = [t for t in _helpers if t.is_alive()] + [thread]
+
+
 def join_daemon_callers(seconds: float = STOP_SECONDS) -> None:
-    """Wait up to `seconds` in all for the daemon threads that called a device to end."""
+    """Wait up to `seconds` in all for the daemon threads that called a device, and dmlgpu's
+    helper threads, to end."""
     me = threading.current_thread()
     deadline = time.monotonic() + seconds
     for thread in threading.enumerate():
-        if thread is not me and thread.daemon and thread.ident in _callers:
+        if thread is not me and thread.daemon and (thread.ident in _callers or thread in _helpers):
             thread.join(max(0.0, deadline - time.monotonic()))
