@@ -120,11 +120,14 @@ def element_wise(sizes, reads: list, outputs: list, slots: list, out_slots: list
 
     out = ["#version 450", "#extension GL_EXT_control_flow_attributes : require",
            f"layout(local_size_x_id = {gk.SPEC_IDS['WORKGROUP_SIZE']}) in;"]
+    # Inputs are not declared readonly: an output may be the same memory (in place), and NVIDIA's
+    # compiler moved a load through a readonly binding past an atomic store to that word through
+    # the output's (H100, driver 580.159: an in-place tail element read after its own store).
     for k, t in enumerate(reads):
-        out.append(f"layout(std430, binding = {k}) readonly buffer In{k}Words {{ uint in{k}_w[]; }};")
+        out.append(f"layout(std430, binding = {k}) buffer In{k}Words {{ uint in{k}_w[]; }};")
         if t.packed:
-            out.append(f"layout(std430, binding = {k}) readonly buffer In{k}Pairs {{ uvec2 in{k}_p[]; }};")
-            out.append(f"layout(std430, binding = {k}) readonly buffer In{k}Vecs {{ uvec4 in{k}_v[]; }};")
+            out.append(f"layout(std430, binding = {k}) buffer In{k}Pairs {{ uvec2 in{k}_p[]; }};")
+            out.append(f"layout(std430, binding = {k}) buffer In{k}Vecs {{ uvec4 in{k}_v[]; }};")
     for j, t in enumerate(outputs):
         binding = len(reads) + j
         out.append(f"layout(std430, binding = {binding}) buffer Out{j}Words {{ uint out{j}_w[]; }};")
