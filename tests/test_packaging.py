@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import dmlgpu
+import dmlgpu._glsl
 import dmlgpu._host_copy
 import dmlgpu._kompute
 
@@ -23,6 +24,17 @@ RUNTIME_LIBRARIES = {"libvulkan.so.1", "libstdc++.so.6", "libgcc_s.so.1", "libc.
                      "ld-linux-x86-64.so.2"}
 
 
+def test_glslang_is_linked_in_and_exports_only_the_module():
+    """dmlgpu._glsl carries glslang (static): nothing of it is exported to clash with another
+    glslang in the process."""
+    assert dmlgpu._glsl.GLSLANG_VERSION.count(".") >= 2
+    if shutil.which("nm") is None:
+        pytest.skip("needs nm (binutils)")
+    exported = subprocess.run(["nm", "-D", "--defined-only", dmlgpu._glsl.__file__], capture_output=True, text=True,
+                              check=True).stdout.split()
+    assert not [name for name in exported if "glslang" in name or "spvtools" in name]
+
+
 def test_kompute_is_private_to_dmlgpu():
     assert importlib.util.find_spec("kp") is None
     assert dmlgpu._kompute.__name__ == "dmlgpu._kompute" and dmlgpu._kompute.__version__ == "0.9.0"
@@ -31,7 +43,7 @@ def test_kompute_is_private_to_dmlgpu():
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
 def test_extensions_need_only_vulkan_and_the_c_runtime():
-    for module, vulkan in ((dmlgpu._kompute, True), (dmlgpu._host_copy, False)):
+    for module, vulkan in ((dmlgpu._kompute, True), (dmlgpu._host_copy, False), (dmlgpu._glsl, False)):
         dynamic = subprocess.run(["readelf", "-d", module.__file__], capture_output=True,
                                  text=True, check=True).stdout
         needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
