@@ -66,6 +66,26 @@ def modules_hash() -> str:
     return digest.hexdigest()
 
 
+def write_atomically(path: Path, *parts: bytes) -> None:
+    """Write `parts` to `path` through a temporary file in its folder (made if missing) and a
+    rename, so a reader finds the old file or the whole new one. Raises OSError."""
+    temp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                f.write(part)
+        os.replace(temp, path)
+        temp = None
+    finally:
+        if temp is not None:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+
+
 def vulkan_header(data: bytes):
     """(headerVersion, vendorID, deviceID, UUID) of pipeline-cache data, or None if too short."""
     if len(data) < _VK_HEADER.size:
@@ -157,24 +177,11 @@ class DiskCache:
         digest = hashlib.sha256(data).digest()
         if digest == self._saved_digest:
             return True  # nothing new
-        temp = None
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=".pipelines-", suffix=".tmp", dir=self.folder)
-            with os.fdopen(fd, "wb") as f:
-                f.write(_HEADER.pack(MAGIC, FORMAT, self.key, len(data), digest))
-                f.write(data)
-            os.replace(temp, self.path)
-            temp = None
+            write_atomically(self.path, _HEADER.pack(MAGIC, FORMAT, self.key, len(data), digest), data)
         except OSError as exc:
             self.status = f"save failed: {exc.strerror or exc}"
             return False
-        finally:
-            if temp is not None:
-                try:
-                    os.unlink(temp)
-                except OSError:
-                    pass
         self.status, self.saved_bytes, self._saved_digest = "saved", len(data), digest
         self._prune()
         return True

@@ -19,9 +19,7 @@ first graph finds it done. Results are kept:
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
-import tempfile
 import threading
 from collections import OrderedDict
 
@@ -29,7 +27,7 @@ from .._version import __version__
 from ..errors import DeviceError
 from . import threads
 from .installation import missing_extension
-from .pipeline_cache import cache_dir
+from .pipeline_cache import cache_dir, write_atomically
 
 try:
     from .. import _glsl  # built with dmlgpu (native/glsl.cpp)
@@ -84,27 +82,15 @@ def _read(folder, key: bytes) -> bytes | None:
 
 
 def _write(folder, key: bytes, data: bytes) -> None:
-    temp = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".spirv-", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_HEADER.pack(MAGIC, FORMAT, key, len(data), hashlib.sha256(data).digest()))
-            f.write(data)
-        os.replace(temp, folder / f"{key.hex()}.spv")
-        temp = None
+        write_atomically(folder / f"{key.hex()}.spv",
+                         _HEADER.pack(MAGIC, FORMAT, key, len(data), hashlib.sha256(data).digest()), data)
         _counts["disk_writes"] += 1
         files = sorted(folder.glob("*.spv"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in files[DISK_FILES:]:
             old.unlink()
     except OSError:
         pass
-    finally:
-        if temp is not None:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
 
 
 def spirv(source: str) -> bytes:
