@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .._version import __version__
 
-__all__ = ["MAX_BYTES", "MAX_FILES", "DiskCache", "cache_dir", "vulkan_header"]
+__all__ = ["MAX_BYTES", "MAX_FILES", "DiskCache", "cache_dir", "vulkan_header", "write_atomically"]
 
 MAGIC = b"DMLGPUPC"
 FORMAT = 1
