@@ -14,9 +14,13 @@ from dmlgpu.operators import BY_SHORT
 
 __all__ = ["command_list", "wall"]
 
-def wall(fn, repeats=20) -> float:
-    """Median wall seconds of `fn()` over `repeats` runs, after one run not timed."""
+def wall(fn, repeats=20, warm_seconds=0.0) -> float:
+    """Median wall seconds of `fn()` over `repeats` runs, after one run not timed (and after
+    `warm_seconds` of runs: a GPU idle for a few seconds drops its clocks)."""
     fn()
+    end = time.perf_counter() + warm_seconds
+    while time.perf_counter() < end:
+        fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
