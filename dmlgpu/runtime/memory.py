@@ -115,8 +115,10 @@ class MemoryPool:
 
     def _take(self, size: int):
         if size > self.arena_bytes // 2:
-            for i, block in enumerate(self._dedicated_free):
-                if size <= block.size <= size + size // 4:
+            # the most recently freed first: a loop that drops each call's results and makes new
+            # ones writes the same memory every call, whose pages the device has mapped
+            for i in range(len(self._dedicated_free) - 1, -1, -1):
+                if size <= self._dedicated_free[i].size <= size + size // 4:
                     return self._dedicated_free.pop(i)
             return None
         i = bisect.bisect_left(self._sizes, size)
