@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import dmlgpu  # noqa: E402
 from dmlgpu import Binding, Tensor, testing  # noqa: E402
-from common import command_list  # noqa: E402
+from common import command_list, median_of  # noqa: E402
 from graph_cases import int4_unpack  # noqa: E402
 
 
@@ -45,15 +45,6 @@ def per_call(device, fn, batches=100, inner=32) -> float:
                 times.append(time.perf_counter() - start)
             del result
         device.synchronize()
-    return float(np.median(times))
-
-
-def median_of(fn, repeats) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
     return float(np.median(times))
 
 

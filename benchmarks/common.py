@@ -12,7 +12,7 @@ from dmlgpu import Binding, CommandList, DataType, TensorDesc
 from dmlgpu.descs import DESC_CLASSES
 from dmlgpu.operators import BY_SHORT
 
-__all__ = ["command_list", "wall"]
+__all__ = ["command_list", "median_of", "wall"]
 
 def wall(fn, repeats=20, warm_seconds=0.0) -> float:
     """Median wall seconds of `fn()` over `repeats` runs, after one run not timed (and after
@@ -21,6 +21,11 @@ def wall(fn, repeats=20, warm_seconds=0.0) -> float:
     end = time.perf_counter() + warm_seconds
     while time.perf_counter() < end:
         fn()
+    return median_of(fn, repeats)
+
+
+def median_of(fn, repeats) -> float:
+    """Median wall seconds of `fn()` over `repeats` runs (every run timed)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
