@@ -178,12 +178,12 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
         if have > limit:
             raise TooBig(f"{have} {what}", f"allowed: at most {limit} in one fused dispatch")
     tensors = [r.desc for r in reads] + [out[2] for out in outputs]
-    bits = [t.data_type.bits for t in tensors]
-    group = gk.group_elements(min(bits), max(bits))
-    # Where a tensor starts (bytes past its binding: a batch's rows of an output, the second
-    # word of pairs): the packed mode moves 16-byte vectors, so it needs a 16-byte multiple.
-    offsets = [r.offset for r in reads] + [sum(out[4:]) for out in outputs]
     if reduction is None:
+        bits = [t.data_type.bits for t in tensors]
+        group = gk.group_elements(min(bits), max(bits))
+        # Where a tensor starts (bytes past its binding: a batch's rows of an output, the second
+        # word of pairs): a packed tensor moves 16-byte vectors, so it needs a 16-byte multiple.
+        offsets = [r.offset for r in reads] + [sum(out[4:]) for out in outputs]
         csizes, cstrides = coalesce(sizes, [list(t.effective_strides) for t in tensors])
         packed = list(packed_strides(csizes))
         bound = [graph_source.Tensor(strides == packed and offset % 16 == 0, t.data_type.bits, tuple(strides))
@@ -216,7 +216,6 @@ def assemble(device, sizes, reads, slots, outputs, reduction: Reduction | None =
 
     put("WORKGROUP_SIZE", 0, WORKGROUP_SIZE)
     put("SLOT_COUNT", 0, len(slots))
-    put("GROUP", 0, group)
     pad = gk.MAX_DIMS - len(csizes)
     for d in range(gk.MAX_DIMS):
         put("SIZE", d, csizes[d - pad] if d >= pad else 1)

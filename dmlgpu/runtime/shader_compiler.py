@@ -57,8 +57,7 @@ def _compiler():
 
 
 def _key(source: str) -> bytes:
-    _compiler()
-    return hashlib.sha256(f"{_glsl.GLSLANG_VERSION}\0{__version__}\0{source}".encode()).digest()
+    return hashlib.sha256(f"{_compiler().GLSLANG_VERSION}\0{__version__}\0{source}".encode()).digest()
 
 
 def _folder():
