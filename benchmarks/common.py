@@ -9,8 +9,8 @@ import time
 import numpy as np
 
 from dmlgpu import Binding, CommandList, DataType, TensorDesc
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BY_SHORT
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import BY_SHORT
 
 __all__ = ["command_list", "median_of", "wall"]
 

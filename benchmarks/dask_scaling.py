@@ -9,7 +9,7 @@ to its first k workers: a and b (uint32 random bits, `--gib` in all) are made an
 those workers first (not timed), then the pipeline is timed from submission until its result
 blocks are in the workers' memory; nothing crosses to the client. Each run is repeated and the
 best time is kept; the first repetition includes pipeline creation on each worker. Afterwards
-the first, a middle and the last block are checked bit for bit against `dmlgpu.reference` on
+the first, a middle and the last block are checked bit for bit against `dmlgpu.table.reference` on
 the workers. Writes `dask_scaling.json` (speed-up, every worker's device, the check) to `--out`.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 
 import dmlgpu
 import dmlgpu.dask as dd
-from dmlgpu.reference import REFERENCES
+from dmlgpu.table.reference import REFERENCES
 
 DTYPE = np.dtype(np.uint32)
 

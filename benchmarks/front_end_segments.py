@@ -16,7 +16,8 @@ import time
 import numpy as np
 
 import dmlgpu
-from dmlgpu import compiled, host_pieces, memo
+from dmlgpu.kernels import compiled_operator as compiled
+from dmlgpu.layout import host_chunks as host_pieces, memo
 from dmlgpu.runtime import buffers, device, host_calls, host_copy, stream
 
 SECONDS = collections.defaultdict(float)

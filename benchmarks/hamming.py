@@ -37,11 +37,11 @@ import time
 import numpy as np
 
 import dmlgpu
-from dmlgpu import (Binding, DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc,
-                    TensorDesc, hamming_plan, kernels)
-from dmlgpu.descs import (ElementWiseBitCountOperatorDesc, ElementWiseBitXorOperatorDesc, ReduceOperatorDesc,
+from dmlgpu import Binding, DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc, TensorDesc
+from dmlgpu.kernels import search_programs as hamming_plan, variants as kernels
+from dmlgpu.describe.operator_descs import (ElementWiseBitCountOperatorDesc, ElementWiseBitXorOperatorDesc, ReduceOperatorDesc,
                           TopK1OperatorDesc)
-from dmlgpu.operators import AxisDirection, ReduceFunction
+from dmlgpu.table.operators import AxisDirection, ReduceFunction
 
 from common import wall
 

@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 import dmlgpu
-from dmlgpu import Tensor, kernels, spirv
+from dmlgpu import Tensor
+from dmlgpu.kernels import variants as kernels, spirv
 from dmlgpu_tools.bench import wall_seconds
 from dmlgpu.runtime import vulkan
 
@@ -61,7 +62,7 @@ def main():
     context = vulkan.Context(device.index)
     memory = context.memory(4096, mapped=False)
     spec = np.array([kernels.WORKGROUP_SIZE], np.uint32)
-    name = kernels.variant_for(dmlgpu.operators.BIT_NOT, dmlgpu.DataType.UINT32, dmlgpu.DataType.UINT32,
+    name = kernels.variant_for(dmlgpu.table.operators.BIT_NOT, dmlgpu.DataType.UINT32, dmlgpu.DataType.UINT32,
                                kernels.FLAT).name
     pipeline = context.pipeline(spirv.load(name), kernels.grid(N * 4 // 16), spec, len(kernels.PUSH_FIELDS),
                                 [memory, memory])

@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 
 import dmlgpu
-from dmlgpu import kernels, spirv
+from dmlgpu.kernels import variants as kernels, spirv
 from dmlgpu_tools.bench import wall_seconds
 from dmlgpu.runtime import Program
 

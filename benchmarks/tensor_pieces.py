@@ -1,4 +1,4 @@
-"""Resident XOR over a Tensor larger than one device buffer (it spans several: `dmlgpu.pieces`)
+"""Resident XOR over a Tensor larger than one device buffer (it spans several: `dmlgpu.layout.pieces`)
 against the same operator over a Tensor that fits one buffer, in the same run: GB/s of each and
 their ratio (1.0: spanning costs nothing per byte). Also a transposed view of the spanning
 Tensor (a new result cut where its chunks begin), the spanning XOR into a given `out` at a

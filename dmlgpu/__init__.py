@@ -1,6 +1,6 @@
 """dmlgpu: DirectML's element-wise operators, with DirectML's semantics, on any Vulkan device.
 
-The operator table in `dmlgpu.operators` drives everything: each row gives a descriptor class
+The operator table in `dmlgpu.table.operators` drives everything: each row gives a descriptor class
 (`ElementWise<Name>OperatorDesc`), a numpy front-end function named after its `short` name,
 validation, kernel selection and the tests. Semantics follow DirectML's documentation (raw-bit
 bitwise operators, SIGN(NaN) = 0).
@@ -9,30 +9,32 @@ from .runtime import debug_layer
 from .runtime.installation import missing_generated
 
 try:  # first, the modules the build writes from the table (absent from a source tree never built)
-    from .functions import *  # noqa: F401,F403 -- one function per table row (functions.__all__)
+    from .front.functions import *  # noqa: F401,F403 -- one function per table row (functions.__all__)
 except ModuleNotFoundError as error:
     why = missing_generated(error)
     if why is None:
         raise
     raise why from error
-from . import descs, functions, graph, hamming, numpy_api, reductions
+from .describe import operator_descs as descs, graph_descs as graph
+from .front import functions, numpy_api, reductions
+from .search import hamming
 from ._version import __version__
-from .bindings import Binding
-from .command_list import CommandList
-from .compiled import CompiledOperator
-from .descs import *  # noqa: F401,F403 -- one descriptor class per table row (descs.__all__)
-from .device import Buffer, Device, default_device, devices, set_cache_limits
-from .dtypes import DataType
+from .describe.bindings import Binding
+from .api.command_list import CommandList
+from .kernels.compiled_operator import CompiledOperator
+from .describe.operator_descs import *  # noqa: F401,F403 -- one descriptor class per table row (descs.__all__)
+from .api.device import Buffer, Device, default_device, devices, set_cache_limits
+from .table.dtypes import DataType
 from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationError
-from .feature_levels import FeatureLevel
-from .graph import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
-from .compiled_graph import CompiledGraph
-from .fuse import fuse
-from .hamming import HammingIndex, hamming_knn
-from .reductions import argmax, argmin, max, min, prod, sum, top_k  # noqa: A004 -- numpy's names
-from .tensor import Tensor
-from .tensor_desc import TensorDesc, calc_buffer_tensor_size
-from .validation import validate
+from .table.feature_levels import FeatureLevel
+from .describe.graph_descs import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
+from .compiler.compiled_graph import CompiledGraph
+from .front.fuse import fuse
+from .search.hamming import HammingIndex, hamming_knn
+from .front.reductions import argmax, argmin, max, min, prod, sum, top_k  # noqa: A004 -- numpy's names
+from .front.tensor import Tensor
+from .describe.tensor_desc import TensorDesc, calc_buffer_tensor_size
+from .describe.validation import validate
 
 __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",

@@ -10,8 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__, graph_kernel, kernels
-from .device import devices
+from . import __version__
+from .kernels import graph_abi as graph_kernel, variants as kernels
+from .api.device import devices
 
 
 def main(argv=None) -> int:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import DataType
-from .numpy_api import FUNCTIONS
-from .operators import OPERATORS, Operator
-from .reference import REFERENCES
+from .table.dtypes import DataType
+from .front.numpy_api import FUNCTIONS
+from .table.operators import OPERATORS, Operator
+from .table.reference import REFERENCES
 
 __all__ = ["all_cases", "case_types", "edge_bits", "front_end", "one_type_per_width", "reference",
            "same_bits", "sample"]
@@ -83,7 +83,7 @@ def front_end(op: Operator, arrays, out_type: DataType, out=None, feature_level=
 
 
 def reference(op: Operator, arrays, out_type: DataType) -> np.ndarray:
-    """`dmlgpu.reference` for `op`, with numpy broadcasting and the output type applied."""
+    """`dmlgpu.table.reference` for `op`, with numpy broadcasting and the output type applied."""
     function = REFERENCES[op.short]
     if op.same_type:
         return np.asarray(function(*arrays))

@@ -30,17 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
-from dmlgpu import numpy_api, reference, testing
-from dmlgpu.bindings import Binding
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.device import default_device
-from dmlgpu.dtypes import DataType
-from dmlgpu.operators import OPERATORS
+from dmlgpu import testing
+from dmlgpu.front import numpy_api
+from dmlgpu.table import reference
+from dmlgpu.describe.bindings import Binding
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.api.device import default_device
+from dmlgpu.table.dtypes import DataType
+from dmlgpu.table.operators import OPERATORS
 from dmlgpu.profiling import kernel_seconds
-from dmlgpu.reference import shift_amount
+from dmlgpu.table.reference import shift_amount
 from dmlgpu.runtime import host_copy
-from dmlgpu.tensor import Tensor
-from dmlgpu.tensor_desc import TensorDesc
+from dmlgpu.front.tensor import Tensor
+from dmlgpu.describe.tensor_desc import TensorDesc
 
 from . import bench_runtime
 from .bench_report import write_report

@@ -17,16 +17,17 @@ import time
 
 import numpy as np
 
-from dmlgpu import numpy_api, testing
-from dmlgpu.bindings import Binding
-from dmlgpu.command_list import CommandList
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.device import Device, devices
-from dmlgpu.dtypes import DataType
-from dmlgpu.operators import OPERATORS
-from dmlgpu.reference import shift_amount
-from dmlgpu.tensor import Tensor
-from dmlgpu.tensor_desc import TensorDesc
+from dmlgpu import testing
+from dmlgpu.front import numpy_api
+from dmlgpu.describe.bindings import Binding
+from dmlgpu.api.command_list import CommandList
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.api.device import Device, devices
+from dmlgpu.table.dtypes import DataType
+from dmlgpu.table.operators import OPERATORS
+from dmlgpu.table.reference import shift_amount
+from dmlgpu.front.tensor import Tensor
+from dmlgpu.describe.tensor_desc import TensorDesc
 
 from .peers import torch_dtype
 

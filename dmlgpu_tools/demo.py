@@ -1,7 +1,7 @@
 """`python -m dmlgpu demo`: what the library does, shown on the default device.
 
 Prints the device, runs the documentation pages' examples, cross-checks every operator on every
-data type of the newest feature level against `dmlgpu.reference` bit for bit, and times each
+data type of the newest feature level against `dmlgpu.table.reference` bit for bit, and times each
 operator against its peer in the same run (the row's `peer`: numpy's fastest function with the
 same result, on a data type where it has it; `dmlgpu_tools.peers`), two ways: end to end (numpy
 arrays in and out: upload, kernel, download) and resident (Tensors with `out=`, then
@@ -13,10 +13,11 @@ import time
 
 import numpy as np
 
-from dmlgpu import numpy_api, testing
-from dmlgpu.device import default_device
-from dmlgpu.operators import OPERATORS
-from dmlgpu.tensor import Tensor
+from dmlgpu import testing
+from dmlgpu.front import numpy_api
+from dmlgpu.api.device import default_device
+from dmlgpu.table.operators import OPERATORS
+from dmlgpu.front.tensor import Tensor
 
 from .peers import numpy_result, out_type as output_type, peer_function, timed_inputs, timed_type
 
@@ -58,7 +59,7 @@ def run_demo(counts=(1 << 10, 1 << 16, 1 << 22), seconds=0.2) -> int:
     x = np.array([-2.5, -0.0, 0.0, 3.0, np.inf, -np.inf, np.nan], np.float32)
     print(f"  SIGN, FLOAT32 {x.tolist()} -> {numpy_api.sign(x).tolist()} (NaN -> 0, -0 -> +0)")
 
-    print("\nCross-check against dmlgpu.reference, bit for bit (4097 elements each)")
+    print("\nCross-check against dmlgpu.table.reference, bit for bit (4097 elements each)")
     rng = np.random.default_rng(0)
     for op in OPERATORS:
         results = []
@@ -72,7 +73,7 @@ def run_demo(counts=(1 << 10, 1 << 16, 1 << 22), seconds=0.2) -> int:
         print(f"  {op.short:{NAME_WIDTH}s} {len(results)} types: {', '.join(results)}")
 
     print("\nTime per call against numpy's fastest function with the same result on the timed data type")
-    print("(speed-up = numpy time / dmlgpu time; both results checked against dmlgpu.reference)")
+    print("(speed-up = numpy time / dmlgpu time; both results checked against dmlgpu.table.reference)")
     print("  end to end: dmlgpu.<op>(numpy arrays) -> numpy array (upload, kernel, download, new array)")
     print("              vs numpy's function returning a new array")
     print("  resident:   dmlgpu.<op>(Tensors, out=Tensor) + device.synchronize() (kernel only, no copies)")

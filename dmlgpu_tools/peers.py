@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from dmlgpu import testing
-from dmlgpu.dtypes import DataType
-from dmlgpu.operators import Operator
-from dmlgpu.reference import shift_amount
+from dmlgpu.table.dtypes import DataType
+from dmlgpu.table.operators import Operator
+from dmlgpu.table.reference import shift_amount
 
 
 def timed_type(op: Operator, bits: int | None = None) -> DataType | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dmlgpu.operators import OPERATORS, Operator, support_table
+from dmlgpu.table.operators import OPERATORS, Operator, support_table
 
 BEGIN = ("<!-- The operator section: `python -m dmlgpu table` prints it from dmlgpu/operators.py "
          "(`--readme README.md` rewrites it here); tests/test_tables.py checks that it is here as printed. -->")

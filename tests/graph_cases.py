@@ -1,18 +1,17 @@
 """Graphs for the graph tests: a reference that runs a graph's nodes one by one through
-`dmlgpu.reference` on the raw bytes of its bindings, and helpers that build graphs."""
+`dmlgpu.table.reference` on the raw bytes of its bindings, and helpers that build graphs."""
 from __future__ import annotations
 
 import numpy as np
 
 import dmlgpu
-from dmlgpu import (Binding, DataType, ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
-                    OutputGraphEdgeDesc, TensorDesc)
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BY_SHORT, REDUCE_FAMILY, TOP_K_FAMILY, AxisDirection, ReduceFunction
-from dmlgpu.reference import REFERENCES
-from dmlgpu.reference import reduce as reference_reduce
-from dmlgpu.reference import top_k as reference_top_k
-from dmlgpu.validation import validate_graph
+from dmlgpu import Binding, DataType, ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc, TensorDesc
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import BY_SHORT, REDUCE_FAMILY, TOP_K_FAMILY, AxisDirection, ReduceFunction
+from dmlgpu.table.reference import REFERENCES
+from dmlgpu.table.reference import reduce as reference_reduce
+from dmlgpu.table.reference import top_k as reference_top_k
+from dmlgpu.describe.validation import validate_graph
 
 from conftest import POISON
 

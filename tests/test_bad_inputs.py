@@ -24,9 +24,9 @@ import pytest
 
 import dmlgpu
 from dmlgpu import Binding, DataType, DataTypeError, FeatureLevel, TensorDesc, ValidationError
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.numpy_api import FUNCTIONS
-from dmlgpu.operators import BIT_COUNT, BIT_NOT, OPERATORS, SIGN as SIGN_OP
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.front.numpy_api import FUNCTIONS
+from dmlgpu.table.operators import BIT_COUNT, BIT_NOT, OPERATORS, SIGN as SIGN_OP
 
 L = FeatureLevel
 U8, U16, U32, I8, F32, F64 = (DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.INT8,

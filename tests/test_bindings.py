@@ -5,8 +5,8 @@ import pytest
 
 import dmlgpu
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import OPERATORS
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import OPERATORS
 
 GUARD = 0x5A
 

@@ -25,10 +25,10 @@ import psutil  # noqa: E402  (a dependency of distributed)
 
 import dmlgpu  # noqa: E402
 import dmlgpu.dask as dd  # noqa: E402
-from dmlgpu import numpy_api  # noqa: E402
-from dmlgpu.dtypes import DataType  # noqa: E402
-from dmlgpu.operators import OPERATORS  # noqa: E402
-from dmlgpu.reference import REFERENCES  # noqa: E402
+from dmlgpu.front import numpy_api  # noqa: E402
+from dmlgpu.table.dtypes import DataType  # noqa: E402
+from dmlgpu.table.operators import OPERATORS  # noqa: E402
+from dmlgpu.table.reference import REFERENCES  # noqa: E402
 from dmlgpu.runtime import physical_device_count  # noqa: E402
 
 #: 2048 x 8192 four-byte elements: 64 MiB, in uneven chunks.
@@ -170,7 +170,7 @@ def test_client_side_errors_are_the_front_ends(case):
 
 
 def test_operands_follow_the_front_ends_rules(client):
-    """One implementation of the operand rules (dmlgpu.operands): big-endian arrays and Python
+    """One implementation of the operand rules (dmlgpu.layout.operands): big-endian arrays and Python
     scalars are taken as the front end takes them, and rejected with its messages."""
     big = np.arange(100, dtype=">u4")
     x = da.from_array(big, chunks=30)

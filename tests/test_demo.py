@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dmlgpu import testing
-from dmlgpu.operators import OPERATORS
+from dmlgpu.table.operators import OPERATORS
 from dmlgpu_tools import bench
 from dmlgpu_tools.demo import run_demo
 from dmlgpu_tools.peers import numpy_result, out_type, peer_function, timed_inputs, timed_type

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 import dmlgpu
-from dmlgpu import kernels
+from dmlgpu.kernels import variants as kernels
 from dmlgpu.runtime import choose_device
 
 
@@ -77,7 +77,7 @@ def test_missing_driver_is_an_error_not_a_crash():
 
 def test_installed_package_runs_from_any_directory():
     # Installed from a wheel, or editable (pip install -e: Python from the tree, SPIR-V and
-    # dmlgpu._kompute from the build), never the bare source tree, which has neither.
+    # dmlgpu.runtime._kompute from the build), never the bare source tree, which has neither.
     result = run_python("import dmlgpu, numpy as np; print(dmlgpu.bit_not(np.array([1, 2], np.uint8)).tolist())")
     assert result.returncode == 0, result.stderr
     assert "[254, 253]" in result.stdout

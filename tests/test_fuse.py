@@ -1,5 +1,5 @@
 """dmlgpu.fuse: functions of arrays traced into one fused dispatch, bit for bit against numpy
-and dmlgpu.reference; compiled once per signature; unsupported constructs named at trace time."""
+and dmlgpu.table.reference; compiled once per signature; unsupported constructs named at trace time."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +7,8 @@ import pytest
 
 import dmlgpu
 from dmlgpu import testing
-from dmlgpu.dtypes import ALL, UINTS
-from dmlgpu.reference import REFERENCES
+from dmlgpu.table.dtypes import ALL, UINTS
+from dmlgpu.table.reference import REFERENCES
 
 from conftest import POISON, assert_clean_exit
 from test_graphs import SHAPE
@@ -42,7 +42,7 @@ def test_every_operator_in_one_function(rng, dtype):
         t = ref["bit_or"](ref["bit_and"](ref["bit_xor"](x, r), ref["bit_not"](ref["bit_not"](y))), x)
         if dtype in UINTS:
             t = ref["bit_shift_right"](ref["bit_shift_left"](t, np.full_like(t, 3)), np.full_like(t, 1))
-        if dtype in dmlgpu.operators.SIGN.newest.input_types:
+        if dtype in dmlgpu.table.operators.SIGN.newest.input_types:
             t = ref["bit_xor"](ref["sign"](t), t)
         c = ref["bit_count"](t, np.uint8)
         return t, ref["bit_xor"](c, np.full_like(c, 0x5A))
@@ -52,7 +52,7 @@ def test_every_operator_in_one_function(rng, dtype):
         t = ((x ^ r) & ~~y) | x
         if dtype in UINTS:
             t = (t << 3) >> 1
-        if dtype in dmlgpu.operators.SIGN.newest.input_types:
+        if dtype in dmlgpu.table.operators.SIGN.newest.input_types:
             t = dmlgpu.sign(t) ^ t
         return t, dmlgpu.bit_count(t, dtype=np.uint8) ^ 0x5A
 

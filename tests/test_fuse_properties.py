@@ -1,7 +1,7 @@
 """dmlgpu.fuse on random programs: each step applies a random table operator (through Tensor's
 operators, dmlgpu's functions or numpy's ufuncs) to earlier values, arguments broadcast with
 numpy's rules and Python int constants; every value computed is returned. Judged bit for bit
-against the same program run step by step through dmlgpu.reference."""
+against the same program run step by step through dmlgpu.table.reference."""
 from __future__ import annotations
 
 import os
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import dmlgpu
 from dmlgpu import testing
-from dmlgpu.dtypes import UINTS, DataType
-from dmlgpu.operators import BY_SHORT
-from dmlgpu.reference import REFERENCES
+from dmlgpu.table.dtypes import UINTS, DataType
+from dmlgpu.table.operators import BY_SHORT
+from dmlgpu.table.reference import REFERENCES
 
 EXAMPLES = 25 if os.environ.get("DMLGPU_HYPOTHESIS_PROFILE", "ci") == "ci" else 1000
 SPELLINGS = {  # how a step is written in the traced function

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import dmlgpu
 from dmlgpu import DataType, FeatureLevel, TensorDesc, ValidationError, testing
-from dmlgpu.descs import DESC_CLASSES, OperatorDesc
+from dmlgpu.describe.operator_descs import DESC_CLASSES, OperatorDesc
 
 from test_properties import examples
 

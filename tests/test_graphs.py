@@ -1,15 +1,14 @@
 """compile_graph: DirectML graphs run as fused dispatches, bit for bit against the nodes run one
-by one through dmlgpu.reference; outputs poisoned, guard bytes around every output range."""
+by one through dmlgpu.table.reference; outputs poisoned, guard bytes around every output range."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import (ConstantDataGraphNodeDesc, DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
-                    OperatorGraphNodeDesc, OutputGraphEdgeDesc, TensorDesc, ValidationError, testing)
-from dmlgpu.descs import ReduceOperatorDesc
-from dmlgpu.operators import OPERATORS, ReduceFunction
+from dmlgpu import ConstantDataGraphNodeDesc, DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc, TensorDesc, ValidationError, testing
+from dmlgpu.describe.operator_descs import ReduceOperatorDesc
+from dmlgpu.table.operators import OPERATORS, ReduceFunction
 
 from graph_cases import int4_unpack, node, run, scalar, seven_step_chain
 
@@ -298,7 +297,7 @@ def test_element_wise_graphs_run_code_generated_for_them(device, rng):
     assert len(first) == 1 and first[0].name.startswith("graph-") and "-s8-" not in first[0].name
     assert [p.key for p in again] == [p.key for p in first]
     assert int4[0].key != first[0].key
-    assert list(first[0].spec) == [dmlgpu.kernels.WORKGROUP_SIZE]
+    assert list(first[0].spec) == [dmlgpu.kernels.variants.WORKGROUP_SIZE]
 
 
 def test_packed_graph_is_one_program_at_every_size(device, rng):

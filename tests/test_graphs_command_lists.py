@@ -9,9 +9,9 @@ import pytest
 
 import dmlgpu
 from dmlgpu import Binding, CommandList, DataType, TensorDesc, testing
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BY_SHORT
-from dmlgpu.reference import REFERENCES
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import BY_SHORT
+from dmlgpu.table.reference import REFERENCES
 
 from graph_cases import int4_unpack
 

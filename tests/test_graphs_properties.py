@@ -1,5 +1,5 @@
 """Random DAGs of up to 16 table operators compiled with compile_graph, bit for bit against the
-nodes run one by one through dmlgpu.reference: every data type, BIT_COUNT's narrower outputs
+nodes run one by one through dmlgpu.table.reference: every data type, BIT_COUNT's narrower outputs
 inside the graph, graph inputs packed / broadcast / padded and read by several nodes in
 different layouts, scalar and array constants, shared intermediates, several outputs (packed or
 padded), outputs bound in place over an input; outputs poisoned, guard bytes around each."""
@@ -11,10 +11,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from dmlgpu import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
-                    OutputGraphEdgeDesc, TensorDesc, testing)
-from dmlgpu.dtypes import ALL
-from dmlgpu.operators import OPERATORS, field_name
+from dmlgpu import ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc, TensorDesc, testing
+from dmlgpu.table.dtypes import ALL
+from dmlgpu.table.operators import OPERATORS, field_name
 
 from graph_cases import node, run
 

@@ -1,5 +1,5 @@
 """compile_graph with a REDUCE (and a TOP_K1): element-wise nodes fused into the reduction, bit for
-bit against the nodes run one by one through dmlgpu.reference; outputs poisoned, guard bytes around
+bit against the nodes run one by one through dmlgpu.table.reference; outputs poisoned, guard bytes around
 every output range; the dispatch count and route; the shapes the compiler refuses, by node."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import (DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc,
-                    TensorDesc, ValidationError, hamming_plan, testing)
-from dmlgpu.descs import ReduceOperatorDesc, TopK1OperatorDesc
-from dmlgpu.operators import OPERATORS, REDUCE, AxisDirection, ReduceFunction
+from dmlgpu import DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc, TensorDesc, ValidationError, testing
+from dmlgpu.kernels import search_programs as hamming_plan
+from dmlgpu.describe.operator_descs import ReduceOperatorDesc, TopK1OperatorDesc
+from dmlgpu.table.operators import OPERATORS, REDUCE, AxisDirection, ReduceFunction
 
 from graph_cases import node, reference, run, scalar
 

@@ -7,7 +7,9 @@ import pytest
 
 import dmlgpu
 from conftest import POISON
-from dmlgpu import ValidationError, hamming, hamming_plan, kernels
+from dmlgpu import ValidationError
+from dmlgpu.search import hamming
+from dmlgpu.kernels import search_programs as hamming_plan, variants as kernels
 
 
 def numpy_knn(database, queries, k):

@@ -32,7 +32,8 @@ def test_one_pipeline_cache_seeded_and_read_back():
     """Patch 0010: the Manager's pipelines share one VkPipelineCache, created from the data
     given, read back with a VkPipelineCacheHeaderVersionOne of this device; only one seed."""
     import pytest
-    from dmlgpu import DeviceError, kernels, spirv
+    from dmlgpu import DeviceError
+    from dmlgpu.kernels import variants as kernels, spirv
     from dmlgpu.runtime.pipeline_cache import vulkan_header
 
     device = dmlgpu.default_device()

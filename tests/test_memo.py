@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import memo, testing
+from dmlgpu import testing
+from dmlgpu.layout import memo
 
 
 @pytest.fixture

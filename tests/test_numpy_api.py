@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import DataType, FeatureLevel, ValidationError, reference, testing
-from dmlgpu.numpy_api import FUNCTIONS
-from dmlgpu.operators import OPERATORS
-from dmlgpu.reference import REFERENCES
+from dmlgpu import DataType, FeatureLevel, ValidationError, testing
+from dmlgpu.table import reference
+from dmlgpu.front.numpy_api import FUNCTIONS
+from dmlgpu.table.operators import OPERATORS
+from dmlgpu.table.reference import REFERENCES
 
 from conftest import poisoned
 
@@ -232,7 +233,7 @@ def test_repeated_calls_skip_validation_and_stay_right(monkeypatch, rng, op):
     first = operands()
     function(*first)
     function(*first, out=poisoned(shape, out_type))
-    from dmlgpu import front_end
+    from dmlgpu.front import host_front as front_end
     monkeypatch.setattr(front_end, "resolve_feature_level",
                         lambda *args: pytest.fail("a repeated call was validated again"))
     for _ in range(2):

@@ -1,7 +1,7 @@
 """The numpy contract at the edges: Python scalars (NEP 50), non-native byte order, ndarray
 subclasses, `dtype=` against `out=`, `np.asarray(tensor)` and numpy's ufuncs on Tensors.
 Generated from the operator table wherever a rule holds for every operator (binary operators:
-`len(op.inputs) == 2`); outputs poisoned first, bit for bit against `dmlgpu.reference`."""
+`len(op.inputs) == 2`); outputs poisoned first, bit for bit against `dmlgpu.table.reference`."""
 import operator
 
 import numpy as np
@@ -9,7 +9,7 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, Tensor, ValidationError, testing
-from dmlgpu.operators import OPERATORS
+from dmlgpu.table.operators import OPERATORS
 
 from conftest import poisoned
 

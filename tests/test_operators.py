@@ -1,11 +1,11 @@
 """Every operator x every data type of the newest level x shapes of 0-10 dimensions x
 out-of-place / in-place, through the numpy front end, compared bit for bit with
-dmlgpu.reference. Outputs are poisoned first, so an element left unwritten fails."""
+dmlgpu.table.reference. Outputs are poisoned first, so an element left unwritten fails."""
 import numpy as np
 import pytest
 
 from dmlgpu import bit_xor, testing
-from dmlgpu.operators import OPERATORS
+from dmlgpu.table.operators import OPERATORS
 
 from conftest import poisoned, shape_id
 

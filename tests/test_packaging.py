@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import dmlgpu
-import dmlgpu._glsl
-import dmlgpu._host_copy
-import dmlgpu._kompute
+import dmlgpu.runtime._glsl
+import dmlgpu.runtime._host_copy
+import dmlgpu.runtime._kompute
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Where the dmlgpu under test is installed (the source tree, or a wheel's site-packages): a
@@ -25,25 +25,25 @@ RUNTIME_LIBRARIES = {"libvulkan.so.1", "libstdc++.so.6", "libgcc_s.so.1", "libc.
 
 
 def test_glslang_is_linked_in_and_exports_only_the_module():
-    """dmlgpu._glsl carries glslang (static): nothing of it is exported to clash with another
+    """dmlgpu.runtime._glsl carries glslang (static): nothing of it is exported to clash with another
     glslang in the process."""
-    assert dmlgpu._glsl.GLSLANG_VERSION.count(".") >= 2
+    assert dmlgpu.runtime._glsl.GLSLANG_VERSION.count(".") >= 2
     if shutil.which("nm") is None:
         pytest.skip("needs nm (binutils)")
-    exported = subprocess.run(["nm", "-D", "--defined-only", dmlgpu._glsl.__file__], capture_output=True, text=True,
+    exported = subprocess.run(["nm", "-D", "--defined-only", dmlgpu.runtime._glsl.__file__], capture_output=True, text=True,
                               check=True).stdout.split()
     assert not [name for name in exported if "glslang" in name or "spvtools" in name]
 
 
 def test_kompute_is_private_to_dmlgpu():
     assert importlib.util.find_spec("kp") is None
-    assert dmlgpu._kompute.__name__ == "dmlgpu._kompute" and dmlgpu._kompute.__version__ == "0.9.0"
-    assert hasattr(dmlgpu._kompute, "OpMemoryBarrier")  # our patch 0006
+    assert dmlgpu.runtime._kompute.__name__ == "dmlgpu.runtime._kompute" and dmlgpu.runtime._kompute.__version__ == "0.9.0"
+    assert hasattr(dmlgpu.runtime._kompute, "OpMemoryBarrier")  # our patch 0006
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
 def test_extensions_need_only_vulkan_and_the_c_runtime():
-    for module, vulkan in ((dmlgpu._kompute, True), (dmlgpu._host_copy, False), (dmlgpu._glsl, False)):
+    for module, vulkan in ((dmlgpu.runtime._kompute, True), (dmlgpu.runtime._host_copy, False), (dmlgpu.runtime._glsl, False)):
         dynamic = subprocess.run(["readelf", "-d", module.__file__], capture_output=True,
                                  text=True, check=True).stdout
         needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))

@@ -1,5 +1,5 @@
 """Hypothesis differential tests: random descriptors, bindings and arrays, judged by a small
-oracle written from the operator table and compared bit for bit with `dmlgpu.reference`.
+oracle written from the operator table and compared bit for bit with `dmlgpu.table.reference`.
 
 * Low level (`test_descriptor_property*`): an operator, a feature level, tensor descriptors
   (data types, 1-8 dimensions, packed / padded / aligned-row / permuted / broadcast strides,
@@ -71,8 +71,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 import dmlgpu
 from dmlgpu import Binding, DataType, FeatureLevel, Tensor, TensorDesc, ValidationError, testing
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BY_SHORT, OPERATORS
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import BY_SHORT, OPERATORS
 
 from conftest import POISON, poisoned
 

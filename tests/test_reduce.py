@@ -1,5 +1,5 @@
 """REDUCE, generated from its row: every (function, input type, output type) dmlgpu computes at the
-newest level, over several axis sets and layouts, bit for bit against dmlgpu.reference.reduce,
+newest level, over several axis sets and layouts, bit for bit against dmlgpu.table.reference.reduce,
 outputs poisoned first; the front end against numpy where their meanings agree; validation."""
 import numpy as np
 import pytest
@@ -7,9 +7,9 @@ from conftest import POISON
 
 import dmlgpu
 from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
-from dmlgpu.descs import ReduceOperatorDesc
-from dmlgpu.operators import REDUCE, ReduceFunction
-from dmlgpu.reference import reduce as reference_reduce
+from dmlgpu.describe.operator_descs import ReduceOperatorDesc
+from dmlgpu.table.operators import REDUCE, ReduceFunction
+from dmlgpu.table.reference import reduce as reference_reduce
 
 F = ReduceFunction
 CASES = REDUCE.computed_cases()
@@ -134,7 +134,7 @@ def test_front_end_validation():
 
 def test_in_a_command_list_after_an_element_wise_operator(device, rng):
     """REDUCE recorded behind BIT_XOR in one command list: the barrier between them holds."""
-    from dmlgpu.descs import ElementWiseBitXorOperatorDesc
+    from dmlgpu.describe.operator_descs import ElementWiseBitXorOperatorDesc
     x = rng.integers(0, 2**32, size=(8, 16), dtype=np.uint32)
     y = rng.integers(0, 2**32, size=(8, 16), dtype=np.uint32)
     plain = TensorDesc(DataType.UINT32, x.shape)

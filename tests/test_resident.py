@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, ValidationError, reference, testing
-from dmlgpu.operators import OPERATORS
-from dmlgpu.reference import REFERENCES
+from dmlgpu import Binding, CommandList, DataType, Tensor, TensorDesc, ValidationError, testing
+from dmlgpu.table import reference
+from dmlgpu.table.operators import OPERATORS
+from dmlgpu.table.reference import REFERENCES
 
 
 def test_tensor_operators_stay_on_the_device(rng):
@@ -150,7 +151,7 @@ def test_random_chains_give_the_sequential_answer(device, seed):
     words, slots = 64, 6
     desc = TensorDesc(DataType.UINT32, [words])
     ops = [op for op in OPERATORS if op.same_type and DataType.UINT32 in op.newest.input_types]
-    compiled = {op.short: device.create_operator(dmlgpu.descs.DESC_CLASSES[op.name](
+    compiled = {op.short: device.create_operator(dmlgpu.describe.operator_descs.DESC_CLASSES[op.name](
         *[desc] * (len(op.inputs) + 1))) for op in ops}
     starts = [k * 4 * words for k in range(slots)] + [4 * words * k + 2 * words for k in range(slots - 1)]
     steps = []

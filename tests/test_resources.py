@@ -8,7 +8,8 @@ import pytest
 from conftest import assert_clean_exit
 
 import dmlgpu
-from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
+from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, testing
+from dmlgpu.table import reference
 from dmlgpu.runtime import vulkan
 
 

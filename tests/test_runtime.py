@@ -5,7 +5,8 @@ import pytest
 from conftest import assert_clean_exit
 
 import dmlgpu
-from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, reference, testing
+from dmlgpu import Binding, DataType, Tensor, TensorDesc, ValidationError, testing
+from dmlgpu.table import reference
 from dmlgpu.runtime.stream import MAX_COMMAND_BUFFERS
 
 
@@ -151,7 +152,7 @@ def test_barriers_only_between_dependent_operations(fresh, rng):
         assert testing.same_bits(outs[3].numpy(), x)
         # The stream tracks the ranges of a remembered launch without ever changing its lists:
         # the same calls again give the same barriers.
-        launches = list(dmlgpu.memo.TENSOR_CALLS.values())
+        launches = list(dmlgpu.layout.memo.TENSOR_CALLS.values())
         spans = [(list(launch.reads), list(launch.writes)) for launch in launches]
         fresh.synchronize()
         before = fresh.memory_stats()["barriers"]

@@ -7,9 +7,9 @@ import pytest
 
 import dmlgpu
 from dmlgpu import Binding, TensorDesc, testing
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import OPERATORS
-from dmlgpu.reference import REFERENCES
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import OPERATORS
+from dmlgpu.table.reference import REFERENCES
 
 from conftest import POISON
 

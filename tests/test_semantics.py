@@ -1,11 +1,11 @@
 """Hand-written vectors: the documents' examples and DirectML's raw-bit semantics, written out
-independently of dmlgpu.reference so that both the GPU and the reference are held to them."""
+independently of dmlgpu.table.reference so that both the GPU and the reference are held to them."""
 import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu.numpy_api import FUNCTIONS
-from dmlgpu.reference import REFERENCES
+from dmlgpu.front.numpy_api import FUNCTIONS
+from dmlgpu.table.reference import REFERENCES
 
 
 def bits(a):

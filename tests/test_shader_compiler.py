@@ -1,4 +1,4 @@
-"""GLSL compiled at run time (dmlgpu.runtime.shader_compiler, glslang in dmlgpu._glsl): memory and
+"""GLSL compiled at run time (dmlgpu.runtime.shader_compiler, glslang in dmlgpu.runtime._glsl): memory and
 disk caches, files that must never be trusted, errors, and the warm-up thread at exit."""
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import OPERATORS
-from dmlgpu.tensor_desc import calc_buffer_tensor_size
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import OPERATORS
+from dmlgpu.describe.tensor_desc import calc_buffer_tensor_size
 
 from test_bindings import GUARD, assert_guards, guarded
 

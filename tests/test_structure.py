@@ -1,5 +1,6 @@
-"""The package's shape, read from its source: the runtime imports nothing from the layers above
-it, exactly one module imports Kompute, no module reaches into another object's private fields
+"""The package's shape, read from its source: each layer subpackage imports only the layers below
+it (the runtime nothing but the errors, the version and its own extensions), exactly one module
+imports Kompute, no module reaches into another object's private fields
 in the runtime, and no module is over `MAX_LINES` lines unless its docstring says why."""
 import ast
 from pathlib import Path
@@ -11,7 +12,13 @@ import dmlgpu
 PACKAGE = Path(dmlgpu.__file__).resolve().parent
 #: Modules of dmlgpu outside the runtime that the runtime may import: the errors it raises, the
 #: version (a leaf), and dmlgpu's own built extensions (Kompute, the host copy threads).
-RUNTIME_MAY_IMPORT = {"dmlgpu.errors", "dmlgpu._version", "dmlgpu._kompute", "dmlgpu._host_copy", "dmlgpu._glsl"}
+RUNTIME_MAY_IMPORT = {"dmlgpu.errors", "dmlgpu._version", "dmlgpu.runtime._kompute", "dmlgpu.runtime._host_copy", "dmlgpu.runtime._glsl"}
+#: The layer subpackages, bottom first: each may import only itself, those before it, and the
+#: leaves every layer shares (`LEAVES`). Imports anywhere in a module count (a lazy import too).
+LAYERS = ["runtime", "table", "describe", "layout", "kernels", "compiler", "api", "front", "search", "dask"]
+LEAVES = {"dmlgpu.errors", "dmlgpu._version"}
+#: The package's top: the public face, the command line, test helpers; they sit above every layer.
+TOP_MODULES = {"__init__.py", "__main__.py", "_version.py", "errors.py", "testing.py", "profiling.py", "py.typed"}
 #: A module longer than this says why in its docstring, with a sentence naming the bound.
 MAX_LINES = 500
 #: Private attributes of the standard library the runtime may use: whether the calling thread
@@ -59,6 +66,33 @@ def test_imports_are_resolved():
     assert "dmlgpu.runtime.limits.is_int" in names
 
 
+def test_the_top_holds_only_the_face_and_the_layers():
+    """`dmlgpu/` holds the layer subpackages and a few top modules, nothing else."""
+    entries = {p.name for p in PACKAGE.iterdir() if p.name != "__pycache__" and not p.name.endswith(".so")
+               and p.name not in ("spirv", "glsl")}
+    assert entries - TOP_MODULES == set(LAYERS), sorted(entries - TOP_MODULES ^ set(LAYERS))
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_each_layer_imports_only_those_below_it(layer):
+    allowed = LAYERS[:LAYERS.index(layer) + 1]
+    found = []
+    for path in modules(PACKAGE / layer):
+        for name in sorted(imported(path)):
+            if not within(name, "dmlgpu") or any(within(name, leaf) for leaf in LEAVES):
+                continue
+            parts = name.split(".")
+            if len(parts) < 2 or parts[1] not in allowed:
+                found.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert not found, f"{layer} imports from above it (allowed: {allowed}): {found}"
+
+
+def test_layer_rule_sees_an_upward_import():
+    """The rule above can fail: the front end's Tensor imports the API layer, which the runtime may not."""
+    names = imported(PACKAGE / "front" / "tensor.py")
+    assert any(within(name, "dmlgpu.api") for name in names)
+
+
 @pytest.mark.parametrize("path", modules(PACKAGE / "runtime"), ids=lambda p: p.name)
 def test_runtime_imports_nothing_above_it(path):
     above = sorted(name for name in imported(path) if within(name, "dmlgpu") and not within(name, "dmlgpu.runtime")
@@ -68,7 +102,7 @@ def test_runtime_imports_nothing_above_it(path):
 
 def test_exactly_one_module_imports_kompute():
     importers = [module_name(path) for path in modules(PACKAGE)
-                 if any(within(name, "dmlgpu._kompute") for name in imported(path))]
+                 if any(within(name, "dmlgpu.runtime._kompute") for name in imported(path))]
     assert importers == ["dmlgpu.runtime.vulkan"]
 
 

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from dmlgpu import DataType, FeatureLevel, descs, numpy_api
-from dmlgpu.operators import BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name, support_table
-from dmlgpu.tensor_desc import calc_buffer_tensor_size
+from dmlgpu import DataType, FeatureLevel
+from dmlgpu.describe import operator_descs as descs
+from dmlgpu.front import numpy_api
+from dmlgpu.table.operators import BIT_NOT, BIT_XOR, OPERATORS, SIGN, field_name, support_table
+from dmlgpu.describe.tensor_desc import calc_buffer_tensor_size
 from dmlgpu_tools import readme
 
 L = FeatureLevel
@@ -143,7 +145,7 @@ def test_calc_buffer_tensor_size(data_type, sizes, strides, expected):
 # -- the reduce and top-k rows: DirectML.h and the DML_REDUCE_OPERATOR_DESC / DML_TOP_K1_OPERATOR_DESC
 # pages, restated by hand (struct members in order, enum values, tables per level and function).
 def test_reduce_function_and_axis_direction_values_match_directml_h():
-    from dmlgpu.operators import AxisDirection, ReduceFunction
+    from dmlgpu.table.operators import AxisDirection, ReduceFunction
     expected = ["ARGMAX", "ARGMIN", "AVERAGE", "L1", "L2", "LOG_SUM", "LOG_SUM_EXP", "MAX", "MIN",
                 "MULTIPLY", "SUM", "SUM_SQUARE"]
     assert [(f.name, f.value) for f in ReduceFunction] == [(name, i) for i, name in enumerate(expected)]
@@ -194,7 +196,7 @@ SELECTION_TABLES = {
 
 @pytest.mark.parametrize("name", sorted(SELECTION_FACTS))
 def test_selection_rows_restate_their_pages(name):
-    from dmlgpu.operators import BY_SHORT, SELECTIONS
+    from dmlgpu.table.operators import BY_SHORT, SELECTIONS
     (op,) = [o for o in SELECTIONS if o.name == name]
     assert BY_SHORT[op.short] is op
     assert (op.type_value, op.inputs, op.outputs, tuple(a.name for a in op.attributes), op.introduced) == \
@@ -223,7 +225,7 @@ def test_top_k1_k_is_greater_than_0_and_less_than_the_axis_size(k, size, ok):
     """TOP_K1's page: "K must be greater than 0, but less than the number of elements in the
     InputTensor along the dimension specified by Axis"."""
     from dmlgpu import TensorDesc, ValidationError, validate
-    from dmlgpu.descs import TopK1OperatorDesc
+    from dmlgpu.describe.operator_descs import TopK1OperatorDesc
     x, out = TensorDesc(DataType.INT32, (2, size)), (2, k) if k else (2, 1)
     desc = TopK1OperatorDesc(x, TensorDesc(DataType.INT32, out), TensorDesc(DataType.UINT32, out), 1, k, 0)
     if ok:
@@ -253,8 +255,8 @@ def test_top_k1_k_is_greater_than_0_and_less_than_the_axis_size(k, size, ok):
 ])
 def test_reduce_levels_by_function(level, function, in_type, out_type, ok):
     from dmlgpu import TensorDesc, ValidationError, validate
-    from dmlgpu.descs import ReduceOperatorDesc
-    from dmlgpu.operators import ReduceFunction
+    from dmlgpu.describe.operator_descs import ReduceOperatorDesc
+    from dmlgpu.table.operators import ReduceFunction
     desc = ReduceOperatorDesc(TensorDesc(DataType[in_type], (2, 3, 1, 5)), TensorDesc(DataType[out_type], (2, 1, 1, 5)),
                               ReduceFunction[function], (1,))
     if ok:

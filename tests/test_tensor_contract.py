@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import dmlgpu
-from dmlgpu import DataType, Tensor, ValidationError, numpy_api, testing
-from dmlgpu import tensor as tensor_module
-from dmlgpu.operators import OPERATORS
+from dmlgpu import DataType, Tensor, ValidationError, testing
+from dmlgpu.front import numpy_api
+from dmlgpu.front import tensor as tensor_module
+from dmlgpu.table.operators import OPERATORS
 
 from conftest import POISON
 
@@ -321,6 +322,6 @@ def test_operators_are_defined_with_tensor_from_the_table():
             expected |= {f"__{p}{op.python_operator}__" for p in names}
     for name in expected:  # declared by tools/generate_functions.py in Tensor's base (tests/test_typing.py)
         method = getattr(Tensor, name)
-        assert method.__qualname__ == f"TensorOperators.{name}" and method.__module__ == "dmlgpu.tensor_operators"
+        assert method.__qualname__ == f"TensorOperators.{name}" and method.__module__ == "dmlgpu.front.tensor_operators"
     assert "setattr" not in inspect.getsource(numpy_api) and "install_front_end" not in dir(tensor_module)
     assert "numpy_api" not in inspect.getsource(tensor_module)

@@ -1,4 +1,4 @@
-"""Tensors larger than one device buffer (`dmlgpu.pieces`): operators, views, assignment,
+"""Tensors larger than one device buffer (`dmlgpu.layout.pieces`): operators, views, assignment,
 copies and transfers over Tensors whose elements span several buffers.
 
 Most tests lower a private device's buffer limit to 4 KiB, so that small arrays span many
@@ -12,9 +12,9 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, Tensor, ValidationError, testing
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BY_SHORT, OPERATORS
-from dmlgpu.pieces import Pieces
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import BY_SHORT, OPERATORS
+from dmlgpu.layout.pieces import Pieces
 
 from conftest import POISON
 
@@ -254,7 +254,7 @@ def _record(commands, op, operands, out):
     """Record `op` over these Tensors in `commands` as a user would: descriptors of the views'
     layouts (broadcast through zero strides), each bound whole at its offset."""
     shape = out.shape
-    descs = [dmlgpu.TensorDesc(v.data_type, shape, dmlgpu.ops.broadcast_strides(v.shape, shape, v.strides))
+    descs = [dmlgpu.TensorDesc(v.data_type, shape, dmlgpu.front.resident.broadcast_strides(v.shape, shape, v.strides))
              for v in operands] + [dmlgpu.TensorDesc(out.data_type, shape, out.strides)]
     compiled = commands.device.create_operator(DESC_CLASSES[op.name](*descs))
     commands.record(compiled, [dmlgpu.Binding(v.buffer, v.offset) for v in operands],
@@ -341,10 +341,10 @@ def test_a_repeated_spanning_call_plans_once(small, rng):
     first call's plan: nothing is cut into chunks or compiled again (a plan is made on each
     miss of `memo.TENSOR_SPANS`, counted by `memo.stats`)."""
     def plans():
-        return dmlgpu.memo.stats()["tensor_spans"]["misses"]
+        return dmlgpu.layout.memo.stats()["tensor_spans"]["misses"]
 
     x, y = (testing.sample(DataType.UINT32, (40, 64), rng) for _ in range(2))
-    dmlgpu.memo.clear()
+    dmlgpu.layout.memo.clear()
     with small:
         t, u = Tensor.from_numpy(x), Tensor.from_numpy(y)
         out = _poisoned((40, 64), DataType.UINT32)
@@ -359,9 +359,9 @@ def test_a_repeated_spanning_call_plans_once(small, rng):
         dmlgpu.bit_xor(v, w, out=out)
         assert testing.same_bits(out.numpy(), x ^ y) and plans() == 2
         dmlgpu.bit_xor(t[1:], u[1:], out=out[1:])
-        assert plans() == 3 and dmlgpu.memo.stats()["tensor_spans"]["entries"] == 3
+        assert plans() == 3 and dmlgpu.layout.memo.stats()["tensor_spans"]["entries"] == 3
         small.empty_cache()  # releases the memos
-        assert dmlgpu.memo.stats()["tensor_spans"] == {"entries": 0, "bound": dmlgpu.memo.DEFAULT_SIZE, "misses": 0}
+        assert dmlgpu.layout.memo.stats()["tensor_spans"] == {"entries": 0, "bound": dmlgpu.layout.memo.DEFAULT_SIZE, "misses": 0}
         dmlgpu.bit_xor(t, u, out=out)
         assert plans() == 1 and testing.same_bits(out.numpy(), x ^ y)
 
@@ -424,9 +424,9 @@ def test_outputs_off_16_byte_boundaries_over_several_buffers(small, rng, data_ty
         want[3:3 + rows * cols] = ~want[3:3 + rows * cols]
         assert testing.same_bits(base.numpy().view(raw), want)
         commands = dmlgpu.CommandList(small)  # recorded: the same steps (t's buffers cut rows of 37)
-        dmlgpu.memo.clear()
+        dmlgpu.layout.memo.clear()
         _record(commands, BY_SHORT["bit_not"], [t], base[:rows * cols].reshape(rows, cols))
-        (plan,) = dmlgpu.memo.TENSOR_SPANS.values()
+        (plan,) = dmlgpu.layout.memo.TENSOR_SPANS.values()
         assert any(step.out_shift for step in plan.steps), "no output chunk off a 16-byte boundary: untested"
         commands.execute()
         want[:rows * cols] = ~x.view(raw).reshape(-1)

@@ -1,7 +1,7 @@
 """Tensor as a device array: shapes checked in every constructor, numpy's properties, basic
 indexing, transposes and reshapes as zero-copy views, and views as operator inputs and outputs
 (every operator; views starting at and off 16-byte boundaries), compared with the same views of a
-numpy array and bit for bit with `dmlgpu.reference`."""
+numpy array and bit for bit with `dmlgpu.table.reference`."""
 import copy
 import weakref
 
@@ -10,7 +10,7 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, Tensor, ValidationError, testing
-from dmlgpu.operators import OPERATORS
+from dmlgpu.table.operators import OPERATORS
 
 from conftest import POISON, poisoned
 

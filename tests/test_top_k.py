@@ -1,16 +1,16 @@
 """TOP_K1, generated from its row: every (input type, index type) dmlgpu computes at the newest
 level, both directions, K from 1 to one less than the axis (the page: "greater than 0, but less
 than the number of elements ... along ... Axis"), many ties, bit for bit against
-dmlgpu.reference.top_k with both outputs poisoned first; the front end; validation."""
+dmlgpu.table.reference.top_k with both outputs poisoned first; the front end; validation."""
 import numpy as np
 import pytest
 from conftest import POISON
 
 import dmlgpu
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
-from dmlgpu.descs import TopK1OperatorDesc
-from dmlgpu.operators import TOP_K, AxisDirection
-from dmlgpu.reference import top_k as reference_top_k
+from dmlgpu.describe.operator_descs import TopK1OperatorDesc
+from dmlgpu.table.operators import TOP_K, AxisDirection
+from dmlgpu.table.reference import top_k as reference_top_k
 
 CASES = TOP_K.computed_cases()
 

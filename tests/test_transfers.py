@@ -13,7 +13,8 @@ import pytest
 from conftest import assert_clean_exit
 
 import dmlgpu
-from dmlgpu import DataType, Tensor, reference, testing
+from dmlgpu import DataType, Tensor, testing
+from dmlgpu.table import reference
 from dmlgpu.runtime import buffers, host_calls, limits
 from dmlgpu.runtime import host_copy
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 import dmlgpu
-from dmlgpu import functions, numpy_api, tensor_operators, views
-from dmlgpu.dtypes import DataType
-from dmlgpu.operators import OPERATORS
-from dmlgpu.tensor_operators import TensorOperators
+from dmlgpu.front import functions, numpy_api, tensor_operators
+from dmlgpu.layout import views
+from dmlgpu.table.dtypes import DataType
+from dmlgpu.table.operators import OPERATORS
+from dmlgpu.front.tensor_operators import TensorOperators
 
 PYTHON_OPERATORS = [op for op in OPERATORS if op.python_operator]
 
@@ -20,23 +21,23 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(dmlgpu.__file__).resolve().parent
 
 
-#: Where Python found the modules the build writes from the table: the wheel's package, an
-#: editable install's build tree, or the source tree.
-GENERATED = Path(functions.__file__).resolve().parent
+#: The package folder where Python found the modules the build writes from the table (in its
+#: `front/`): the wheel's package, an editable install's build tree, or the source tree.
+GENERATED = Path(functions.__file__).resolve().parents[1]
 
 
 def _generated_folders() -> list[Path]:
     """GENERATED, and the source tree's copies where they are elsewhere (an editable install: type
     checkers read the source tree)."""
     source = ROOT / "dmlgpu"
-    return [GENERATED] + ([source] if (source / "functions.py").is_file() and source.resolve() != GENERATED else [])
+    return [GENERATED] + ([source] if (source / "front" / "functions.py").is_file() and source.resolve() != GENERATED else [])
 
 
 @pytest.mark.parametrize("folder", _generated_folders(), ids=lambda f: "imported" if f == GENERATED else "source-tree")
 def test_generated_modules_are_current(folder):
     """The generated modules are what tools/generate_functions.py writes from today's table: a build
     that missed a changed row (or generator) fails here, as does an editable install not rebuilt."""
-    assert Path(tensor_operators.__file__).resolve().parent == GENERATED
+    assert Path(tensor_operators.__file__).resolve().parents[1] == GENERATED
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "generate_functions.py"), "--check", str(folder)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -46,7 +47,7 @@ def test_generated_modules_are_not_kept_in_git():
     """They are build products (CMakeLists.txt runs the generator): a new row never edits them."""
     if not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout")
-    names = ["dmlgpu/functions.py", "dmlgpu/tensor_operators.py"]
+    names = ["dmlgpu/front/functions.py", "dmlgpu/front/tensor_operators.py"]
     tracked = subprocess.run(["git", "ls-files", "--", *names], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
     assert tracked == []
@@ -62,7 +63,7 @@ def test_the_package_is_typed():
 def test_every_row_has_a_real_function(op):
     function = getattr(dmlgpu, op.short)
     assert function is numpy_api.FUNCTIONS[op.short] is getattr(functions, op.short)
-    assert Path(inspect.getsourcefile(function)).resolve() == GENERATED / "functions.py"
+    assert Path(inspect.getsourcefile(function)).resolve() == GENERATED / "front" / "functions.py"
     operands = ["x"] if len(op.inputs) == 1 else ["a", "b"]
     keywords = (["dtype"] if not op.same_type else []) + ["feature_level"]
     parameters = inspect.signature(function).parameters
@@ -155,7 +156,7 @@ def test_mypy_strict_rejects_wrong_calls(tmp_path):
 def test_the_generated_modules_pass_mypy_strict(tmp_path, module):
     pytest.importorskip("mypy", reason="mypy is not installed (tools/versions.sh TEST_PIP_PACKAGES has it)")
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
-                             "--cache-dir", str(tmp_path / "cache"), "-m", f"dmlgpu.{module[:-3]}"],
+                             "--cache-dir", str(tmp_path / "cache"), "-m", f"dmlgpu.front.{module[:-3]}"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -187,7 +188,7 @@ t ^= "3"
 def test_mypy_sees_tensor_as_a_real_type(tmp_path):
     result = _mypy(tmp_path, "tensor_types.py", TENSOR_TYPES)
     reveals = [line for line in result.stdout.splitlines() if "Revealed type is" in line]
-    assert len(reveals) == 7 and all(line.endswith('"dmlgpu.tensor.Tensor"') for line in reveals), result.stdout
+    assert len(reveals) == 7 and all(line.endswith('"dmlgpu.front.tensor.Tensor"') for line in reveals), result.stdout
     errors = sorted({int(line.split(":")[1]) for line in result.stdout.splitlines() if ": error:" in line})
     assert errors == [13, 14, 15, 16, 17], result.stdout
 
@@ -198,5 +199,5 @@ def test_tensor_operators_are_declared_in_the_generated_module():
     for op in PYTHON_OPERATORS:
         for prefix in [""] if len(op.inputs) == 1 else ["", "r", "i"]:
             method = getattr(dmlgpu.Tensor, f"__{prefix}{op.python_operator}__")
-            assert Path(inspect.getsourcefile(method)).resolve() == GENERATED / "tensor_operators.py"
+            assert Path(inspect.getsourcefile(method)).resolve() == GENERATED / "front" / "tensor_operators.py"
             assert inspect.signature(method).return_annotation == "_Self"

@@ -4,8 +4,8 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, FeatureLevel, TensorDesc, ValidationError, validate
-from dmlgpu.descs import DESC_CLASSES
-from dmlgpu.operators import BIT_COUNT, BIT_NOT, BIT_XOR, OPERATORS, SIGN
+from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu.table.operators import BIT_COUNT, BIT_NOT, BIT_XOR, OPERATORS, SIGN
 
 L = FeatureLevel
 

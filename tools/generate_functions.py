@@ -1,12 +1,12 @@
-"""Write the modules made from the operator table: dmlgpu/functions.py (the numpy front end's
-functions) and dmlgpu/tensor_operators.py (Tensor's Python operators). They are build products,
+"""Write the modules made from the operator table: dmlgpu/front/functions.py (the numpy front end's
+functions) and dmlgpu/front/tensor_operators.py (Tensor's Python operators). They are build products,
 not sources: git ignores them, and the build (CMakeLists.txt, at configure time, before anything
 imports the package) runs this script, then installs what it wrote with the package.
 
-    python tools/generate_functions.py              # write both into dmlgpu/ (where changed); print their paths
+    python tools/generate_functions.py              # write both into dmlgpu/front/ (where changed); print their paths
     python tools/generate_functions.py --check DIR  # exit 1 (and say so) if DIR's are not what the table gives
 
-functions.py: one function per row of `dmlgpu.operators.OPERATORS`, named after its `short`,
+functions.py: one function per row of `dmlgpu.table.operators.OPERATORS`, named after its `short`,
 with a real signature, annotations (overloads: a Tensor operand or `out` gives a Tensor) and a
 docstring made from the row. tensor_operators.py: `TensorOperators`, Tensor's base, with
 `__op__`, `__rop__` and `__iop__` (unary: `__op__`) for each row's `python_operator`, declared
@@ -30,17 +30,19 @@ _package = types.ModuleType("dmlgpu")
 _package.__path__ = [str(ROOT / "dmlgpu")]
 sys.modules.setdefault("dmlgpu", _package)
 
-from dmlgpu.operators import OPERATORS, Operator, level_texts  # noqa: E402
+from dmlgpu.table.operators import OPERATORS, Operator, level_texts  # noqa: E402
 
 PACKAGE = ROOT / "dmlgpu"
+#: Where the generated modules live: the front ends' subpackage.
+FRONT = PACKAGE / "front"
 #: Operand names by operator arity.
 OPERANDS = {1: ("x",), 2: ("a", "b")}
 
-HEADER = '''"""The numpy front end's functions, one per row of the operator table (`dmlgpu.operators`).
+HEADER = '''"""The numpy front end's functions, one per row of the operator table (`dmlgpu.table.operators`).
 
 Written by tools/generate_functions.py from the table when dmlgpu is built; not kept in git
 (tests/test_typing.py checks that the installed file is what the table gives). Each function calls
-`dmlgpu.front_end.apply`, which validates the call before any work and runs it on the default
+`dmlgpu.front.host_front.apply`, which validates the call before any work and runs it on the default
 device (or the device of its Tensors). It grows by one function (some 45 lines with its overloads
 and docstring) per row, so it may pass 500 lines: one job, written by a script, not worth splitting.
 """
@@ -50,10 +52,10 @@ from typing import Any, Union, overload
 
 import numpy.typing as npt
 
-from .feature_levels import FeatureLevel
-from .front_end import apply
-from .operands import HostOperand
-from .operators import BY_SHORT
+from ..layout.operands import HostOperand
+from ..table.feature_levels import FeatureLevel
+from ..table.operators import BY_SHORT
+from .host_front import apply
 from .tensor import Tensor
 
 #: Any operand: numpy data or a Tensor.
@@ -169,16 +171,16 @@ TENSOR_HEADER = '''"""Tensor's Python operators, from each row of the operator t
 
 Written by tools/generate_functions.py from the table when dmlgpu is built; not kept in git
 (tests/test_typing.py checks that the installed file is what the table gives). `dmlgpu.Tensor` takes
-`TensorOperators` as a base: `t ^ u`, `u ^ t` and `t ^= u` call `dmlgpu.ops` as the row's
+`TensorOperators` as a base: `t ^ u`, `u ^ t` and `t ^= u` call `dmlgpu.front.resident` as the row's
 function (`dmlgpu.bit_xor`) would, and type checkers see each operator with its types.
 """
 from __future__ import annotations
 
 from typing import TypeVar, Union, cast
 
-from . import ops
-from .operands import HostOperand
-from .operators import BY_SHORT
+from ..layout.operands import HostOperand
+from ..table.operators import BY_SHORT
+from . import resident as ops
 
 __all__ = ["Other", "TensorOperators"]
 
@@ -189,7 +191,7 @@ Other = Union["TensorOperators", HostOperand]
 
 
 def _operator_methods(op: Operator) -> list[str]:
-    """`__op__` (unary), or `__op__`, `__rop__` and `__iop__`: each a call of `dmlgpu.ops`."""
+    """`__op__` (unary), or `__op__`, `__rop__` and `__iop__`: each a call of `dmlgpu.front.resident`."""
     constant, name = f"_{op.short.upper()}", op.python_operator
     call = f"ops.apply({constant}, {{}}, {{}}, {constant}_DTYPE, None)"
     doc = f"`dmlgpu.{op.short}` as a Python operator"
@@ -230,12 +232,12 @@ def main(argv=None) -> int:
     for name, make in TARGETS.items():
         text = make()
         if args.check is None:
-            target = PACKAGE / name
+            target = FRONT / name
             if not target.is_file() or target.read_text() != text:  # unchanged: left alone, as CMake does
                 target.write_text(text)
             print(target)
-        elif not (args.check / name).is_file() or (args.check / name).read_text() != text:
-            print(f"{args.check / name} is not what the operator table gives: rebuild dmlgpu "
+        elif not (args.check / "front" / name).is_file() or (args.check / "front" / name).read_text() != text:
+            print(f"{args.check / 'front' / name} is not what the operator table gives: rebuild dmlgpu "
                   "(pip install ., tools/bootstrap.sh setup), or python tools/generate_functions.py for the source tree")
             stale = 1
     return stale

@@ -1,4 +1,4 @@
-"""Host memcpys on several cores, through the native pool of `dmlgpu._host_copy`.
+"""Host memcpys on several cores, through the native pool of `dmlgpu.runtime._host_copy`.
 
 A single thread copies host memory at ~10 GB/s on the NVIDIA VMs we measure on (from DRAM, as
 every copy right after the GPU's DMA touched the memory is), a quarter of what PCIe moves
@@ -27,7 +27,7 @@ import numpy as np
 from .installation import missing_extension
 
 try:
-    from .. import _host_copy as _native  # built with dmlgpu (native/host_copy.cpp)
+    from . import _host_copy as _native  # built with dmlgpu (native/host_copy.cpp)
 except ImportError:  # reported at the first copy that needs it, with what to do
     _native = None
 
@@ -77,7 +77,7 @@ def _splits(dst, src) -> bool:
 
 def _module():
     if _native is None:
-        raise missing_extension("_host_copy", "the host copy threads, built with dmlgpu")
+        raise missing_extension("runtime._host_copy", "the host copy threads, built with dmlgpu")
     return _native
 
 

@@ -1,6 +1,6 @@
 """Why a part of dmlgpu that its build makes is missing, in words a user can act on: a built
-extension module, or a module the build writes from the operator table (`dmlgpu.functions`,
-`dmlgpu.tensor_operators`).
+extension module, or a module the build writes from the operator table (`dmlgpu.front.functions`,
+`dmlgpu.front.tensor_operators`).
 
 The usual cause besides a broken install: Python started in dmlgpu's source tree (or with it on
 PYTHONPATH) imports the source folder `./dmlgpu`, which has no built extensions (and, never
@@ -22,13 +22,15 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def _built_elsewhere(name: str, suffixes=tuple(importlib.machinery.EXTENSION_SUFFIXES)) -> Path | None:
-    """Another folder on sys.path whose `dmlgpu` has module `name` (a file `name` + one of `suffixes`), if any."""
+    """Another folder on sys.path whose `dmlgpu` has module `name` (a dotted path below the
+    package, such as `runtime._kompute`: a file of that path + one of `suffixes`), if any."""
+    *folders, leaf = name.split(".")
     for entry in sys.path:
         folder = Path(entry or os.getcwd()) / "dmlgpu"
         try:
             if folder.resolve() == _PACKAGE or not folder.is_dir():
                 continue
-            if any((folder / (name + suffix)).is_file() for suffix in suffixes):
+            if any(folder.joinpath(*folders, leaf + suffix).is_file() for suffix in suffixes):
                 return folder
         except OSError:
             continue
@@ -56,7 +58,7 @@ def missing_extension(name: str, what: str) -> DeviceError:
 
 def missing_generated(error: ModuleNotFoundError) -> ImportError | None:
     """Where importing dmlgpu met `error` for a module of dmlgpu's own, as in a source tree never
-    built (the build writes `dmlgpu.functions` and `dmlgpu.tensor_operators` from the operator
+    built (the build writes `dmlgpu.front.functions` and `dmlgpu.front.tensor_operators` from the operator
     table), the error to raise instead, saying why; None for any other missing module."""
     prefix = _PACKAGE.name + "."
     if not (error.name or "").startswith(prefix):

@@ -1,7 +1,7 @@
 """Bounds of the caches every device keeps, and the runtime's own integer test.
 
 The runtime imports nothing from the table layers above it, so it checks its own arguments
-with `is_int` here rather than `dmlgpu.validation`'s.
+with `is_int` here rather than `dmlgpu.describe.validation`'s.
 """
 from __future__ import annotations
 

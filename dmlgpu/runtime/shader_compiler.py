@@ -1,4 +1,4 @@
-"""GLSL compiled to SPIR-V at run time (glslang, built into dmlgpu._glsl), remembered in memory
+"""GLSL compiled to SPIR-V at run time (glslang, built into dmlgpu.runtime._glsl), remembered in memory
 and on disk.
 
 The fused graphs' code is generated per graph (dmlgpu/graph_source.py) and compiled here, in
@@ -30,7 +30,7 @@ from .installation import missing_extension
 from .pipeline_cache import cache_dir, write_atomically
 
 try:
-    from .. import _glsl  # built with dmlgpu (native/glsl.cpp)
+    from . import _glsl  # built with dmlgpu (native/glsl.cpp)
 except ImportError:  # reported at the first compile, with what to do
     _glsl = None
 
@@ -52,7 +52,7 @@ _WARM_SOURCE = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n"
 
 def _compiler():
     if _glsl is None:
-        raise missing_extension("_glsl", "the GLSL compiler for fused graphs")
+        raise missing_extension("runtime._glsl", "the GLSL compiler for fused graphs")
     return _glsl
 
 

@@ -1,4 +1,4 @@
-"""The one module that speaks to Kompute (`dmlgpu._kompute`): devices, memory, pipelines and command buffers.
+"""The one module that speaks to Kompute (`dmlgpu.runtime._kompute`): devices, memory, pipelines and command buffers.
 
 Everything else in dmlgpu sees only the small objects made here. Kompute 0.9.0 is patched
 (third_party/kompute/patches) so that these objects need nothing kp does not offer: storage
@@ -14,7 +14,7 @@ from ..errors import DeviceError, DeviceMemoryError
 from .installation import missing_extension
 
 try:
-    from .. import _kompute as _kp  # Kompute, compiled into dmlgpu by its build
+    from . import _kompute as _kp  # Kompute, compiled into dmlgpu by its build
 except ImportError:  # reported when a device is opened, with what to do
     _kp = None
 
@@ -31,7 +31,7 @@ DEVICE_STAGES = COMPUTE_SHADER | TRANSFER
 
 def _module():
     if _kp is None:
-        raise missing_extension("_kompute", "Kompute, built with dmlgpu")
+        raise missing_extension("runtime._kompute", "Kompute, built with dmlgpu")
     return _kp
 
 

@@ -1,0 +1,250 @@
+"""Shader variants and the shader ABI, derived from the operator table.
+
+The build (CMake) asks this module for the list of variants to compile and for `abi.glsl`, the
+push-constant block and specialization-constant ids shared with the runtime; the runtime asks it
+which variant runs a validated operator. Nothing here is typed twice:
+
+    python -m dmlgpu shaders variants   # one "name|source|passes|DEFINE=value|..." line per variant
+    python -m dmlgpu shaders abi        # abi.glsl
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import graph_abi as graph_kernel
+from ..table.dtypes import DataType, Kind
+from ..table.operators import OPERATORS, SELECTIONS, Operator, ReduceFunction
+
+__all__ = ["CPU_UNITS_PER_INVOCATION", "KIND_CODES", "LAYOUTS", "MAX_DIMS", "MAX_GROUPS", "Module", "PUSH_FIELDS",
+           "SPEC_COUNT", "SPEC_SCALAR_IN0", "SPEC_SCALAR_IN1", "SPEC_SIZES", "SPEC_STRIDES_IN0", "SPEC_STRIDES_IN1",
+           "SPEC_STRIDES_OUT", "SPEC_WORKGROUP_SIZE", "Variant", "WORKGROUP_SIZE", "abi_glsl", "all_variants", "grid",
+           "module_names", "modules", "variant_for", "variant_lines"]
+
+#: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
+FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
+LAYOUTS = (FLAT, ROWS, GATHER, STRIDED)
+#: The reduce and top-k families' one layout: an invocation per output element (REDUCE) or per
+#: sequence (TOP_K1), walking the input through sizes and strides in a parameter buffer.
+AXES = "axes"
+#: Their push constants (words): the tensors' word offsets in their arenas, then the parameter
+#: buffer's, then the number of invocations' worth of work.
+SELECTION_PUSH_FIELDS = ("in_offset", "out_offset", "index_offset", "params_offset", "count")
+SELECTION_WORKGROUP_SIZE = 64
+MAX_DIMS = 8
+WORKGROUP_SIZE = 256
+#: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.
+#: So one pipeline per grid size serves every tensor size.
+MAX_GROUPS = 1 << 16
+#: Units each invocation covers (at least) on a CPU driver: llvmpipe pays per invocation and per
+#: workgroup, so a grid of a quarter as many groups, each invocation looping over 4 units, runs
+#: 1.3-2.7x faster on Mesa 25 from 1 to 64 MiB (benchmarks/NOTES.md, lavapipe L13). GPUs get
+#: one unit per invocation (their kernels run at copy bandwidth that way).
+CPU_UNITS_PER_INVOCATION = 4
+#: Push constants, in block order; every field is a uint. Offsets are in 32-bit words.
+PUSH_FIELDS = ("in_offset0", "in_offset1", "out_offset", "count")
+#: Specialization constant ids: the workgroup size, then MAX_DIMS each of sizes and strides.
+SPEC_WORKGROUP_SIZE = 0
+SPEC_SIZES = 1
+SPEC_STRIDES_IN0 = SPEC_SIZES + MAX_DIMS
+SPEC_STRIDES_IN1 = SPEC_STRIDES_IN0 + MAX_DIMS
+SPEC_STRIDES_OUT = SPEC_STRIDES_IN1 + MAX_DIMS
+SPEC_COUNT = SPEC_STRIDES_OUT + MAX_DIMS
+#: The flat layout's broadcast scalar operands: each input's width in bits, 0 for a packed one.
+SPEC_SCALAR_IN0 = SPEC_COUNT
+SPEC_SCALAR_IN1 = SPEC_COUNT + 1
+KIND_CODES = {Kind.UINT: 0, Kind.INT: 1, Kind.FLOAT: 2}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled shader module: an operator's source with a set of defines."""
+
+    op: Operator
+    layout: str
+    facts: tuple[tuple[str, object], ...]  # (fact, value) in the row's order
+
+    @property
+    def name(self) -> str:
+        parts = [self.op.short, self.layout]
+        for fact, value in self.facts:
+            if isinstance(value, Kind):
+                parts.append(value.value)
+            elif isinstance(value, ReduceFunction):
+                parts.append(value.name.lower())
+            else:
+                parts.append(f"{fact.split('_')[0]}{value}")
+        return "-".join(parts)
+
+    @property
+    def source(self) -> str:
+        return f"{self.op.shader}.comp"
+
+    @property
+    def unit_bytes(self) -> int:
+        """Output bytes an invocation owns at a time: a 16-byte vector, or less when the output
+        is narrower than the input, so that an invocation reads about one 16-byte input vector
+        and neighbouring invocations read neighbouring input (never less than one word)."""
+        facts = dict(self.facts)
+        in_bits = facts.get("in_bits", 0)
+        out_bits = facts.get("out_bits", in_bits)
+        if out_bits >= in_bits:
+            return 16
+        return max(4, 16 * out_bits // in_bits)
+
+    @property
+    def defines(self) -> dict[str, object]:
+        # OP names the operator's function(s) in its family source; ARITY its input count.
+        defines = {"OP": self.op.short, "ARITY": len(self.op.inputs), "LAYOUT_" + self.layout.upper(): 1}
+        if self.layout not in (STRIDED, AXES):
+            defines["UNIT_WORDS"] = self.unit_bytes // 4
+        for fact, value in self.facts:
+            if fact == "kind":
+                defines["IN_KIND"] = KIND_CODES[value]
+            else:
+                defines[fact.upper()] = int(value)
+        return defines
+
+
+def grid(units: int, per_invocation: int = 1) -> tuple[int, int, int]:
+    """A power-of-two grid of workgroups that covers `units`, `per_invocation` or more per
+    invocation (x at most 2^15 wide: every Vulkan device allows 65535 groups per dimension)."""
+    needed = max(1, math.ceil(units / (WORKGROUP_SIZE * per_invocation)))
+    groups = min(1 << (needed.bit_length() - 1), MAX_GROUPS)
+    x = min(groups, 1 << 15)
+    return (x, groups // x, 1)
+
+
+def _fact(fact: str, in_type: DataType, out_type: DataType):
+    return {"in_bits": in_type.bits, "out_bits": out_type.bits, "kind": in_type.kind}[fact]
+
+
+def variant_for(op: Operator, in_type: DataType, out_type: DataType, layout: str) -> Variant:
+    """The shader variant that runs `op` on these data types in this layout."""
+    facts = op.flat_facts if layout == FLAT else op.element_facts
+    return Variant(op, layout, tuple((f, _fact(f, in_type, out_type)) for f in facts))
+
+
+def selection_variant(op: Operator, in_type: DataType, out_type: DataType, function=None) -> Variant:
+    """The variant that runs a reduce or top-k row (`out_type`: REDUCE's output, TOP_K1's
+    index output; `function`: REDUCE's DML_REDUCE_FUNCTION)."""
+    facts = tuple((f, _fact(f, in_type, out_type)) for f in op.element_facts)
+    if function is not None:
+        facts = (("function", ReduceFunction(function)),) + facts
+    return Variant(op, AXES, facts)
+
+
+def all_variants() -> list[Variant]:
+    """Every variant any validated operator can select (the newest level allows the most types)."""
+    seen: dict[str, Variant] = {}
+    for op in OPERATORS:
+        row = op.newest
+        for in_type in row.input_types:
+            out_types = (in_type,) if op.same_type else row.output_types
+            for out_type in out_types:
+                for layout in LAYOUTS:
+                    variant = variant_for(op, in_type, out_type, layout)
+                    seen.setdefault(variant.name, variant)
+    for op in SELECTIONS:
+        for function, in_type, out_type in op.computed_cases():
+            variant = selection_variant(op, in_type, out_type, function)
+            seen.setdefault(variant.name, variant)
+    return list(seen.values())
+
+
+def abi_glsl() -> str:
+    consts = {
+        "MAX_DIMS": MAX_DIMS,
+        "SELECTION_WORKGROUP_SIZE": SELECTION_WORKGROUP_SIZE,
+        "SPEC_WORKGROUP_SIZE": SPEC_WORKGROUP_SIZE,
+        "SPEC_SIZES": SPEC_SIZES,
+        "SPEC_STRIDES_IN0": SPEC_STRIDES_IN0,
+        "SPEC_STRIDES_IN1": SPEC_STRIDES_IN1,
+        "SPEC_STRIDES_OUT": SPEC_STRIDES_OUT,
+        "SPEC_SCALAR_IN0": SPEC_SCALAR_IN0,
+        "SPEC_SCALAR_IN1": SPEC_SCALAR_IN1,
+        **{f"KIND_{kind.name}": code for kind, code in KIND_CODES.items()},
+    }
+    lines = ["// Generated by `python -m dmlgpu shaders abi` from dmlgpu/kernels.py; do not edit.",
+             "#ifndef DMLGPU_ABI_GLSL", "#define DMLGPU_ABI_GLSL"]
+    lines += [f"#define {name} {value}" for name, value in consts.items()]
+    # The element-wise block; the reduce/top-k families and the Hamming search have blocks of their own.
+    lines.append("#if defined(LAYOUT_AXES)")
+    lines.append("layout(push_constant) uniform SelectParams {")
+    lines += [f"    uint {name};" for name in SELECTION_PUSH_FIELDS]
+    lines += ["} sp;", "#elif defined(HAMMING_SCAN) || defined(HAMMING_MERGE)",
+              "layout(push_constant) uniform HammingParams {"]
+    lines += [f"    uint {name};" for name in HAMMING_PUSH_FIELDS]
+    lines += ["} hp;", "#else", "layout(push_constant) uniform Params {"]
+    lines += [f"    uint {name};" for name in PUSH_FIELDS]
+    lines += ["} p;", "#endif", "#endif", ""]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Module:
+    """A SPIR-V module as the build makes it: name, family source, defines, and the SPIRV-Tools
+    optimizer passes (`spirv-opt` flags) run on glslang's output before it is validated."""
+
+    name: str
+    source: str
+    defines: dict
+    passes: tuple = ()
+
+
+#: The fused Hamming search (XOR -> BIT_COUNT -> REDUCE(SUM) -> TOP_K, shaders/hamming.comp):
+#: a scan that keeps each invocation's k nearest, and a merge of sorted lists; HAMMING_PUSH_FIELDS
+#: is its push-constant block, in order.
+HAMMING_SCAN, HAMMING_MERGE = "hamming-scan", "hamming-merge"
+#: The same two with each lane's k best in registers (k a specialization constant), for k up to
+#: HAMMING_REGISTER_K; larger k takes the two above (lists in global memory).
+HAMMING_REGISTER_SCAN, HAMMING_REGISTER_MERGE = "hamming-register-scan", "hamming-register-merge"
+HAMMING_REGISTER_K = 32
+HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
+                       "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries")
+#: Lists a merge invocation merges at most (the shader's `heads` array).
+HAMMING_MERGE_GROUP = 64
+#: The scan's specialization constants: the code's 32-bit words, and the queries an invocation
+#: serves (each database word loaded once for all of them). One: on lavapipe 4 ran at 0.05 G
+#: distances/s against 0.10 for 1 (its lanes' register arrays spill); the lanes of a workgroup
+#: already share each database load.
+HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES, HAMMING_SPEC_K, HAMMING_SPEC_ROWS_AT_ONCE = 0, 1, 2, 3
+HAMMING_SPEC_CARRY_SAVE = 4
+HAMMING_QUERIES_PER_INVOCATION = 1
+#: The register scan computes the distances of max(1, this // the code's words) rows before
+#: considering any: their loads are in flight together (4 rows of 256 bits: a 128-byte line),
+#: without holding more words than that in registers for wide codes. 16 (2 rows of 256 bits) was
+#: the fastest of 8/16/32/64 on an H100 (benchmarks/hamming.py --sweep: 355 G distances/s, 1M x
+#: 256-bit, 1,024 queries; 32: 350), and no setting moved lavapipe.
+HAMMING_WORDS_AT_ONCE = 16
+#: The register scan counts the bits of eight words with four bitCounts and carry-save adders
+#: (codes of a multiple of 256 bits), where bitCount runs at a quarter of the logic ops' rate.
+#: Off: on an H100 the plain count was faster at every setting of the sweep (355 against 288 G
+#: distances/s at the best): the scan is bound by instruction issue, not by bitCount's rate.
+HAMMING_CARRY_SAVE = False
+
+
+def modules() -> list[Module]:
+    """Every SPIR-V module the build makes: each variant, the reducing fused-graph kernel in each
+    of its sizes (its program is specialization constants: dmlgpu/graph_kernel.py; element-wise
+    graphs run generated code, dmlgpu/graph_source.py), the Hamming search's kernels."""
+    found = [Module(v.name, v.source, v.defines) for v in all_variants()]
+    gk = graph_kernel
+    return found + [*(Module(gk.reduce_tier_name(t), gk.GRAPH_SOURCE, gk.reduce_tier_defines(t), gk.BUILD_PASSES)
+                      for t in gk.TIERS),
+                    Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
+                    Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1}),
+                    Module(HAMMING_REGISTER_SCAN, "hamming.comp", {"HAMMING_SCAN": 1, "HAMMING_REGISTERS": 1}),
+                    Module(HAMMING_REGISTER_MERGE, "hamming.comp", {"HAMMING_MERGE": 1, "HAMMING_REGISTERS": 1})]
+
+
+def module_names() -> list[str]:
+    return [m.name for m in modules()]
+
+
+def variant_lines() -> str:
+    lines = []
+    for m in modules():
+        defines = "|".join(f"{k}={val}" for k, val in m.defines.items())
+        lines.append(f"{m.name}|{m.source}|{' '.join(m.passes) or '-'}|{defines}\n")
+    return "".join(lines)
