@@ -207,6 +207,16 @@ class CompiledOperator:
         return self.device.results([template], [out_bytes], [[(0, _PUSH["out_offset"], (last,))]],
                                    template.buffers[:-1])
 
+    def rebound(self, ranges, fresh: int | None):
+        """This operator's dispatch over checked `ranges`, re-aimed per call at other buffers of
+        the same layout (`runtime.Rebound`: call it with the buffers, the output last or None
+        for a new one of `fresh` bytes, and each binding's start byte)."""
+        words = [0, 2] if len(ranges) == 2 else list(range(len(ranges)))
+        units = [4] * len(ranges)
+        if self.layout == kernels.STRIDED:
+            units[-1] = self._descs[list(self._descs)[-1]].data_type.size
+        return self.device.rebound(self.launch(ranges), words, units, [r.end - r.start for r in ranges], fresh)
+
     def launch(self, ranges, out_shift: int = 0):
         """The runtime's prepared dispatch of this operator over checked `ranges`; the STRIDED
         layout writes its output from `out_shift` elements after the output range's start

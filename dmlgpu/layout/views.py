@@ -230,6 +230,15 @@ class View:
         return key
 
     @property
+    def layout(self) -> tuple:
+        """(device, whether the memory spans several buffers, data type, shape, strides, offset
+        within its 16-byte binding unit): equal for two views that any call plans the same way,
+        whichever buffers they view and wherever in them (the call pipeline's memos are keyed
+        by it, never by a view's identity)."""
+        buffer = self._buffer
+        return (buffer.device, type(buffer), self._data_type, self._shape, self._strides, self._offset % 16)
+
+    @property
     def device(self):
         return self._buffer.device
 
