@@ -13,6 +13,10 @@ Tanimoto (Jaccard) similarity popcount(a & b) / popcount(a | b):
 
 The answer is numpy's exactly: rows ordered by (distance, id), or by (similarity descending,
 id), the similarity compared as an exact fraction (0/0 counts as 1, RDKit's rule).
+
+Longer than 500 lines: the index's whole public face (construction, contents, reading back,
+files, search, range search, the shards' merge) in one class, as FAISS's index classes are;
+the device work lives in shard.py.
 """
 from __future__ import annotations
 
