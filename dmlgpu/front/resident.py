@@ -3,8 +3,8 @@ buffers (`views.View`; users hold them as `dmlgpu.Tensor`), planned, validated a
 
 This layer sits below both callers: Tensor's Python operators and methods (`t ^ u`, `~t`,
 `t.copy()`, numpy ufuncs on Tensors) and the numpy front end's functions when an operand is a
-Tensor. It also holds the operand rules both share (`operands`: NEP 50 scalars, byte orders,
-subclasses; `data_type`, `broadcast_shape`, `broadcast_strides`, `fit_dimensions`).
+Tensor. The operand rules both share are `dmlgpu.layout.operands` (NEP 50 scalars, byte orders,
+subclasses); the shape rules, `dmlgpu.describe.shapes`.
 
 A call runs as one dispatch over the views' own layouts: inputs are bound where they lie,
 broadcast through zero strides; results are new views of the class of the operands. A call
@@ -16,6 +16,7 @@ chunk per band and buffer), else pieces of single rows; an output chunk off a 16
 is written from its element offset by the strided kernel.
 """
 from __future__ import annotations
+from ..describe.shapes import broadcast_shape, broadcast_strides, coalesce, fit_dimensions  # noqa: F401 (re-exported)
 
 import math
 
@@ -23,7 +24,6 @@ import numpy as np
 
 from ..layout import pieces
 from ..describe.bindings import Binding
-from ..kernels.compiled_operator import coalesce
 from ..describe.operator_descs import DESC_CLASSES
 from ..table.dtypes import DataType
 from ..errors import DataTypeError, ValidationError
@@ -33,7 +33,6 @@ from ..api import span_plan
 from ..table.operators import BIT_XOR, Operator
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from ..layout.pieces import Pieces
-from ..api.span_plan import fit_dimensions
 from ..describe.validation import resolve_feature_level, support_row
 from ..layout.views import View
 
@@ -76,28 +75,8 @@ def operands(op, row, arrays) -> list:
                                  "numpy.ndarray, dmlgpu.Tensor or a Python scalar", "numpy.ndarray or dmlgpu.Tensor")
 
 
-def broadcast_shape(op, shapes) -> tuple[int, ...]:
-    """numpy's broadcasting of operand shapes (any number of dimensions; numpy's own helper
-    stops at 32), or ValidationError naming the operand that does not fit."""
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    result = []
-    for sizes in zip(*padded):
-        sized = {n for n in sizes if n != 1}
-        if len(sized) > 1:
-            fail(op, op.inputs[1], "shape", shapes[1], f"must broadcast with {op.inputs[0]}'s shape {shapes[0]}")
-        result.append(sized.pop() if sized else 1)
-    return tuple(result)
 
 
-def broadcast_strides(shape, target, strides=None):
-    """Element strides of an array of `shape` (packed unless `strides` are given) seen with
-    numpy broadcasting as `target`."""
-    if strides is None:
-        strides = packed_strides(shape)
-    lead = len(target) - len(shape)
-    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else strides[d - lead]
-            for d in range(len(target))]
 
 
 def _layouts(arrays) -> tuple:

@@ -6,6 +6,7 @@ strides are unsigned element counts, so a negative step (which numpy expresses w
 stride) has no view: it raises `ValidationError`.
 """
 from __future__ import annotations
+from ..describe.shapes import extent, is_packed  # noqa: F401 (re-exported)
 
 import math
 import operator
@@ -48,16 +49,8 @@ def check_shape(shape) -> tuple[int, ...]:
     return tuple(int(n) for n in items)
 
 
-def extent(shape, strides) -> int:
-    """Elements from the first to one past the last (0 when there are none)."""
-    if 0 in shape:
-        return 0
-    return sum((n - 1) * s for n, s in zip(shape, strides)) + 1
 
 
-def is_packed(shape, strides) -> bool:
-    """C order without gaps (strides of size-1 dimensions do not count)."""
-    return all(n == 1 or s == p for n, s, p in zip(shape, strides, packed_strides(shape)))
 
 
 _INDEX_ALLOWED = ("allowed: basic indexing - integers, slices with positive steps, ... and None "
