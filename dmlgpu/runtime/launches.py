@@ -255,15 +255,16 @@ class Rebound:
         from byte `starts` (`shift` elements more for a strided output); returns the output
         Buffer, or None, queuing nothing, if a buffer was released or belongs to another device."""
         resources, template, device = self._resources, self._template, self.device
+        threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
         lock = resources.lock
         lock.acquire()
         try:
-            resources.check_open()
-            threads.entered()
-            buffers = list(buffers)
-            if self._fresh is not None:
-                block = resources.take(resources.memory, self._fresh, device_writes_first=True)
-                buffers[-1] = Buffer(device, resources, self._fresh, block)
+            if resources.closed:
+                resources.check_open()
+            fresh = self._fresh
+            if fresh is not None:
+                block = resources.take(resources.memory, fresh, device_writes_first=True)
+                buffers[-1] = Buffer(device, resources, fresh, block)
             blocks = []
             for buffer in buffers:
                 block = buffer.block
@@ -273,16 +274,15 @@ class Rebound:
             arena_ids = tuple([block.arena.id for block in blocks])
             pipeline = self._pipelines.get(arena_ids)
             if pipeline is None or pipeline.handle is None:
-                _, grid, _ = template.key
-                _, pipeline = resources.pipelines.get(template.program, grid, [block.arena for block in blocks])
-                if len(self._pipelines) >= self.ARENA_SETS:
-                    self._pipelines.clear()
-                self._pipelines[arena_ids] = pipeline
+                pipeline = self._pipeline(arena_ids, blocks)
             push = template.push.copy()
             spans = []
+            whole = resources.whole_arenas
             for word, unit, size, block, start in zip(self._words, self._units, self._sizes, blocks, starts):
-                push[word] = (block.offset + start) // unit
-                spans.append(resources.span(block, start, start + size))
+                offset = block.offset + start
+                push[word] = offset // unit
+                arena = block.arena
+                spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
             if shift:
                 push[self._words[-1]] += shift
             stream = resources.stream
@@ -293,6 +293,15 @@ class Rebound:
             return buffers[-1]
         finally:
             lock.release()
+
+    def _pipeline(self, arena_ids, blocks):
+        """The pipeline of this program over these arenas (remembered per arena set)."""
+        _, grid, _ = self._template.key
+        _, pipeline = self._resources.pipelines.get(self._template.program, grid, [b.arena for b in blocks])
+        if len(self._pipelines) >= self.ARENA_SETS:
+            self._pipelines.clear()
+        self._pipelines[arena_ids] = pipeline
+        return pipeline
 
 
 class Recorded:
