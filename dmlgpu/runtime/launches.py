@@ -238,7 +238,7 @@ class Rebound:
         fresh: bytes of a new output buffer (the last binding), or None when the output is given.
     """
 
-    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines")
+    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines", "_recent")
     #: Arena sets remembered (then forgotten all at once): a loop uses a few.
     ARENA_SETS = 64
 
@@ -249,6 +249,7 @@ class Rebound:
         self._words, self._units, self._sizes = tuple(words), tuple(units), tuple(sizes)
         self._fresh = fresh
         self._pipelines: dict = {}
+        self._recent: tuple = ()  # the two latest calls' blocks and what they made
 
     def __call__(self, buffers, starts, shift: int = 0):
         """Queue the dispatch over `buffers` (the output last; None there for a fresh one)
@@ -271,28 +272,46 @@ class Rebound:
                 if block is None or buffer.device is not device:
                     return None
                 blocks.append(block)
-            arena_ids = tuple([block.arena.id for block in blocks])
-            pipeline = self._pipelines.get(arena_ids)
-            if pipeline is None or pipeline.handle is None:
-                pipeline = self._pipeline(arena_ids, blocks)
-            push = template.push.copy()
-            spans = []
-            whole = resources.whole_arenas
-            for word, unit, size, block, start in zip(self._words, self._units, self._sizes, blocks, starts):
-                offset = block.offset + start
-                push[word] = offset // unit
-                arena = block.arena
-                spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
-            if shift:
-                push[self._words[-1]] += shift
+            for entry in self._recent:  # the same blocks as a recent call (a loop): all made
+                if entry[0] == starts and entry[1] == shift and all(a is b for a, b in zip(entry[2], blocks)) \
+                        and entry[3].handle is not None:
+                    _, _, _, pipeline, push, reads, writes, key = entry
+                    break
+            else:
+                pipeline, push, reads, writes, key = self._prepare(blocks, starts, shift)
             stream = resources.stream
             position = stream.position
-            stream.dispatch(pipeline, push, spans[:-1], spans[-1:], template.name)
+            stream.dispatch(pipeline, push, reads, writes, template.name, key)
             for buffer in buffers:
                 buffer.last_use = position
             return buffers[-1]
         finally:
             lock.release()
+
+    def _prepare(self, blocks, starts, shift):
+        """Pipeline, push constants, read and write spans and replay key of a call over
+        `blocks` from `starts`, remembered as one of the two most recent."""
+        resources = self._resources
+        arena_ids = tuple([block.arena.id for block in blocks])
+        pipeline = self._pipelines.get(arena_ids)
+        if pipeline is None or pipeline.handle is None:
+            pipeline = self._pipeline(arena_ids, blocks)
+        push = self._template.push.copy()
+        spans = []
+        whole = resources.whole_arenas
+        for word, unit, size, block, start in zip(self._words, self._units, self._sizes, blocks, starts):
+            offset = block.offset + start
+            push[word] = offset // unit
+            arena = block.arena
+            spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
+        if shift:
+            push[self._words[-1]] += shift
+        key = replay_key(pipeline, push)
+        # A Block keeps its arena and offset for life, so the same Block objects (held here,
+        # which keeps their ids unique) give the same push constants and spans.
+        self._recent = ((list(starts), shift, tuple(blocks), pipeline, push, spans[:-1], spans[-1:], key),
+                        *self._recent[:1])
+        return pipeline, push, spans[:-1], spans[-1:], key
 
     def _pipeline(self, arena_ids, blocks):
         """The pipeline of this program over these arenas (remembered per arena set)."""
