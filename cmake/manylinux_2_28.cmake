@@ -53,6 +53,16 @@ set(CMAKE_RANLIB ${DMLGPU_ZIG_WRAPPERS}/ranlib CACHE FILEPATH "" FORCE)
 if(DMLGPU_MANYLINUX_PREFIX)
   list(PREPEND CMAKE_PREFIX_PATH ${DMLGPU_MANYLINUX_PREFIX})
   # Kompute's find_package(Vulkan): the copied headers, never /usr/include (the build host's
-  # glibc headers are there). The loader is not linked; FindVulkan only insists on finding one.
+  # glibc headers are there).
   set(Vulkan_INCLUDE_DIR ${DMLGPU_MANYLINUX_PREFIX}/include CACHE PATH "")
 endif()
+# FindVulkan also insists on a loader library, which zig's target does not search for. The modules
+# never link it (third_party/kompute/CMakeLists.txt): the build host's, if any, or a name, is enough.
+set(loader "libvulkan.so (not linked)")
+foreach(folder /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib)
+  if(EXISTS ${folder}/libvulkan.so)
+    set(loader ${folder}/libvulkan.so)
+    break()
+  endif()
+endforeach()
+set(Vulkan_LIBRARY ${loader} CACHE FILEPATH "")
