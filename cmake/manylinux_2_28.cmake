@@ -65,4 +65,6 @@ foreach(folder /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib)
     break()
   endif()
 endforeach()
-set(Vulkan_LIBRARY ${loader} CACHE FILEPATH "")
+if(NOT Vulkan_LIBRARY)  # unset, or NOTFOUND from an earlier configure
+  set(Vulkan_LIBRARY ${loader} CACHE FILEPATH "" FORCE)
+endif()

@@ -8,7 +8,7 @@
 # sha256), fetched with `apt-get source` through a private apt configuration (the system's apt
 # sources are left alone; without apt, downloaded from the same place in Debian's archive), or taken
 # from DMLGPU_GLSLANG_TARBALL / DMLGPU_FMTLIB_TARBALL. The prefix
-# is named by everything it is made from, so a second run prints it within a second.
+# is named by everything it is made from (zig, the target, the pins, the headers, this script), so a second run prints it within a second.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=tools/versions.sh
@@ -25,8 +25,10 @@ zig_version=$("$python" -c 'import ziglang, os, subprocess; print(subprocess.run
 vulkan_h=/usr/include/vulkan/vulkan_core.h
 [ -f "$vulkan_h" ] || { echo "tools/manylinux_deps.sh: the Vulkan headers are missing ($vulkan_h)" >&2; exit 1; }
 vulkan_version=$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\)$/\1/p' "$vulkan_h")
-key=$(printf '%s\n' "$zig_version" "${GLSLANG_SOURCE[*]}" "${FMT_SOURCE[*]}" "$vulkan_version" \
-        "$(cat "$0" "$toolchain")" | sha256sum | cut -c1-16)
+# The toolchain file's target and compiler flags (not its lines about dmlgpu's own build).
+target=$(grep -E '^set\(DMLGPU_ZIG_TARGET|target_flag " ' "$toolchain")
+key=$(printf '%s\n' "$zig_version" "$target" "${GLSLANG_SOURCE[*]}" "${FMT_SOURCE[*]}" "$vulkan_version" \
+        "$(cat "$0")" | sha256sum | cut -c1-16)
 prefix=$cache/deps-$key
 if [ -f "$prefix/.complete" ]; then
   echo "$prefix"; exit 0
