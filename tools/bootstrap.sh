@@ -187,10 +187,11 @@ wheel() {
   say "packing the dmlgpu wheel"
   "$py" -m pip wheel "${pip_quiet[@]}" "${pip_build[@]}" -w "$raw" .
   rm -f "$root"/dist/dmlgpu-*.whl
-  PATH="$root/.venv/bin:$PATH" "$root/.venv/bin/auditwheel" -q repair --exclude libvulkan.so.1 \
-    --plat "$MANYLINUX_PLATFORM" -w "$root/dist" "$raw"/dmlgpu-*.whl
+  PATH="$root/.venv/bin:$PATH" "$root/.venv/bin/auditwheel" repair --exclude libvulkan.so.1 \
+    --plat "$MANYLINUX_PLATFORM" -w "$root/dist" "$raw"/dmlgpu-*.whl >"$raw/repair.log" 2>&1 \
+    || { cat "$raw/repair.log" >&2; exit 1; }
   built=$(echo "$root"/dist/dmlgpu-*.whl)
-  show=$("$root/.venv/bin/auditwheel" show "$built" 2>&1)
+  show=$("$root/.venv/bin/auditwheel" show "$built" 2>&1 | tr -s ' \n' '  ')
   if ! grep -Eq 'platform tag: "(manylinux_2_(1[0-9]|2[0-8])|manylinux2014)_x86_64"' <<<"$show"; then
     echo "$show" >&2
     echo "auditwheel does not accept $built as $MANYLINUX_PLATFORM or older" >&2
