@@ -18,12 +18,12 @@ memory), so a repeated call plans nothing: `dmlgpu.front.resident` runs a plan's
 `CommandList` records them (the same steps, so the same bits).
 """
 from __future__ import annotations
-from ..describe.shapes import coalesce, extent, fit_dimensions  # noqa: F401 (re-exported)
 
 import bisect
 import math
 from typing import NamedTuple
 
+from ..describe.shapes import coalesce, extent, fit_dimensions  # noqa: F401 (re-exported)
 from ..layout import memo, pieces
 from ..describe.bindings import Binding
 from ..describe.operator_descs import DESC_CLASSES

@@ -4,13 +4,13 @@ A TensorDesc stores what it is given; `dmlgpu.validate` decides whether it is ac
 every rejection comes from one place with one kind of message.
 """
 from __future__ import annotations
-from .shapes import packed_strides  # noqa: F401 (re-exported)
 
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from .shapes import packed_strides  # noqa: F401 (re-exported)
 from ..table.dtypes import DataType
 from ..errors import ValidationError
 

@@ -16,12 +16,12 @@ chunk per band and buffer), else pieces of single rows; an output chunk off a 16
 is written from its element offset by the strided kernel.
 """
 from __future__ import annotations
-from ..describe.shapes import broadcast_shape, broadcast_strides, coalesce, fit_dimensions  # noqa: F401 (re-exported)
 
 import math
 
 import numpy as np
 
+from ..describe.shapes import broadcast_shape, broadcast_strides, coalesce, fit_dimensions  # noqa: F401 (re-exported)
 from ..layout import pieces
 from ..describe.bindings import Binding
 from ..describe.operator_descs import DESC_CLASSES
@@ -42,8 +42,8 @@ __all__ = ["apply", "broadcast_shape", "broadcast_strides", "copy", "data_type",
 #: (operator, level as given, dtype as given, operand layouts, output layout, which inputs share
 #: the output's buffer) -> `_Plan`: the call planned once per layout, re-aimed at each call's buffers.
 _PLANS = memo.TENSOR_PLANS
-#: (device, dtype, bytes) -> the Buffer of a Python scalar operand: the two memos above bind it
-#: (weakly), so a repeated call with the same scalar finds its dispatch still valid.
+#: (device, dtype, bytes) -> the Buffer of a Python scalar operand, uploaded once per value (a plan
+#: of `_PLANS` holds the buffers of its own scalars).
 _SCALARS = memo.TENSOR_SCALARS
 
 
@@ -73,10 +73,6 @@ def operands(op, row, arrays) -> list:
     converted to the data type of the first other operand (NEP 50: `dmlgpu.layout.operands`)."""
     return operand_rules.convert(arrays, op.dml_name, op.inputs, row.input_types, (View,),
                                  "numpy.ndarray, dmlgpu.Tensor or a Python scalar", "numpy.ndarray or dmlgpu.Tensor")
-
-
-
-
 
 
 def _layouts(arrays) -> tuple:

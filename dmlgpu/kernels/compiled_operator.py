@@ -14,12 +14,12 @@ Sizes and strides are fixed as specialization constants after merging dimensions
 index arithmetic.
 """
 from __future__ import annotations
-from ..describe.shapes import coalesce  # noqa: F401 (re-exported)
 
 import math
 
 import numpy as np
 
+from ..describe.shapes import coalesce  # noqa: F401 (re-exported)
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from ..errors import ValidationError

@@ -6,13 +6,13 @@ strides are unsigned element counts, so a negative step (which numpy expresses w
 stride) has no view: it raises `ValidationError`.
 """
 from __future__ import annotations
-from ..describe.shapes import extent, is_packed  # noqa: F401 (re-exported)
 
 import math
 import operator
 
 import numpy as np
 
+from ..describe.shapes import extent, is_packed  # noqa: F401 (re-exported)
 from ..errors import ValidationError
 from ..describe.tensor_desc import packed_strides
 
