@@ -3,7 +3,7 @@ summed over a code, stable argsort: ties by lower row) for every word type, ever
 both paths (the register path up to k = 32, the selection path beyond), databases with many ties,
 databases split in pieces and queries in batches, Tensors, and ValidationError before any work.
 The index as a product (ids, add/remove, Tanimoto, range search, files, sharding) is in
-tests/test_search_index.py."""
+tests/search/test_search_index.py."""
 import numpy as np
 import pytest
 
