@@ -35,6 +35,6 @@ TEST_PIP_PACKAGES=(
   "mypy>=1.8"  # tests/test_typing.py: mypy --strict on a script calling every front-end function
   "pytest>=7.4"
   "hypothesis>=6.100"
-  "dask[array]>=2024.1"  # dmlgpu.dask (the [dask] extra): tests/test_dask.py
+  "dask[array]>=2024.1"  # dmlgpu.dask (the [dask] extra): tests/dask/test_dask.py
   "distributed>=2024.1"
 )

@@ -17,7 +17,7 @@ import pytest
 from dmlgpu.runtime import pipeline_cache
 from dmlgpu.runtime.pipeline_cache import DiskCache
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 300
 
 #: Makes pipelines of a few kinds (operators, a fused graph of two module sizes), closes the

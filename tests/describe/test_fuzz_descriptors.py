@@ -13,7 +13,7 @@ start valid and get 0-3 fields (or whole tensor slots) replaced, so that every r
 is reached (about a fifth are accepted); the operator descriptor itself and the feature level
 are sometimes anything. validate() does not touch the GPU, so the CI budget is large: 2000
 examples of validate and 400 of TensorDesc, under 10 s on lavapipe's 2 cores. Profiles come from
-test_properties (`DMLGPU_HYPOTHESIS_PROFILE`).
+property_cases (`DMLGPU_HYPOTHESIS_PROFILE`).
 
 Bugs this fuzz found, fixed and kept as regression tests below:
 * numpy integers next to Python ints in sizes or strides made validate() raise OverflowError
@@ -35,7 +35,7 @@ import dmlgpu
 from dmlgpu import DataType, FeatureLevel, TensorDesc, ValidationError, testing
 from dmlgpu.describe.operator_descs import DESC_CLASSES, OperatorDesc
 
-from test_properties import examples
+from property_cases import examples
 
 NUMPY_INTS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
 EDGE_INTS = (0, 1, -1, 2, 3, 4, 16, 24, 2**31, 2**32 - 1, 2**32, 2**63, 2**64 - 1, 2**64, 2**100, -2**70)

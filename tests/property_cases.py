@@ -1,28 +1,10 @@
-"""Hypothesis differential tests: random descriptors, bindings and arrays, judged by a small
-oracle written from the operator table and compared bit for bit with `dmlgpu.table.reference`.
+"""The cases, strategies and oracle of dmlgpu's Hypothesis differential tests (a helper, not a
+test module): random descriptors, bindings and arrays, judged by a small oracle written from the
+operator table and compared bit for bit with `dmlgpu.table.reference`. The properties:
 
-* Low level (`test_descriptor_property*`): an operator, a feature level, tensor descriptors
-  (data types, 1-8 dimensions, packed / padded / aligned-row / permuted / broadcast strides,
-  alignments, total sizes), element values rich in edge cases (`dmlgpu.testing.sample`) and
-  bindings (offsets, range sizes, one shared buffer or one buffer per tensor, in place or not).
-  The oracle (`descriptor_problem`, `binding_problem`) restates the rules from the operator
-  table. Accepted: `create_operator` and `execute` succeed, and every buffer afterwards equals
-  its snapshot from before with exactly the output elements replaced by the reference's values
-  (gaps between strided elements, padding, inputs and guard bytes keep their bytes); then once
-  more with new data through the same bindings. Rejected: `ValidationError`, and no byte of any
-  buffer changes.
-* numpy front end (`test_front_end_property*`): shapes of 0-10 dimensions (size-0 and size-1
-  included), every dtype in either byte order, broadcasting pairs for operators of two operands,
-  views (slices with steps, reversals, transposes, broadcast_to), Python scalars as operands
-  (edges of every width, floats, bools; judged by NEP 50 as numpy 2 applies it), `out` (fresh, a
-  view into a larger array, in place, big-endian). Accepted calls match the reference bit for
-  bit and write nothing outside `out`; rejected calls raise `ValidationError` and change no array.
-* Tensor views (`test_tensor_view_property`): operands that are views of uploaded Tensors (slices
-  with steps and starts on and off 16-byte boundaries, integers, None, `...`, transposes; uploads
-  from big-endian arrays), Python scalars, `out` fresh, a view of a poisoned Tensor or in place;
-  judged against numpy's own views of the same data: results bit for bit, every element outside
-  `out` unchanged (an `out` off a 16-byte boundary too), rejected calls (scalars numpy rejects)
-  write nothing; accepted calls with `out` run twice (the second through the remembered call).
+* tests/describe/test_descriptor_properties.py: operator descriptors and bindings (low level);
+* tests/front/test_front_end_properties.py: the numpy front end;
+* tests/layout/test_tensor_view_properties.py: operators on Tensor views.
 
 Each property runs per operator with valid-looking draws (the low-level one also per layout
 plan, `PLANS`, so that each of dmlgpu's kernels - flat, rows, gather, strided - is reached), and
@@ -50,8 +32,8 @@ fails, Hypothesis prints the minimal case as one JSON line, "regression entry: {
 `test_descriptor_regression` / `test_front_end_regression` / `test_tensor_view_regression`
 replay every entry on every run, whatever the profile, and xfail entries are strict (a fix fails
 them until the key is removed).
-Bugs that plain data cannot express (numpy integer sizes, device limits) are strict-xfail tests
-at the end of this file.
+Bugs that plain data cannot express (numpy integer sizes, device limits) are tests at the end of
+the property module they concern.
 """
 from __future__ import annotations
 
@@ -64,17 +46,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, currently_in_test_context, event, given, note, settings
+from hypothesis import HealthCheck, currently_in_test_context, event, note, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-import dmlgpu
-from dmlgpu import Binding, DataType, FeatureLevel, Tensor, TensorDesc, ValidationError, testing
-from dmlgpu.describe.operator_descs import DESC_CLASSES
+from dmlgpu import DataType, FeatureLevel, Tensor, TensorDesc, testing
 from dmlgpu.table.operators import BY_SHORT, OPERATORS
 
-from conftest import POISON, poisoned
+from conftest import poisoned
 
 # -- profiles ---------------------------------------------------------------------------------
 PROFILE = os.environ.get("DMLGPU_HYPOTHESIS_PROFILE", "ci")
@@ -282,6 +262,13 @@ def binding_problem(case: DescriptorCase) -> str | None:
     return None
 
 
+
+def verdict_of(case: DescriptorCase) -> tuple[str | None, str | None]:
+    """(descriptor problem, binding problem); the second is only judged for valid descriptors."""
+    problem = descriptor_problem(case)
+    return problem, binding_problem(case) if problem is None else None
+
+
 # -- strategies -------------------------------------------------------------------------------
 DESCRIPTOR_FAULTS = (
     "level", "data type", "dimension count", "size 0", "sizes differ", "output overlaps",
@@ -436,117 +423,6 @@ def descriptor_cases(draw, fault=None, op=None, plan="any"):
     buffer_sizes = tuple(max(4, c - 16 + trailing) for c in cursors)
     seed = draw(st.integers(0, 2**32 - 1))
     return DescriptorCase(op.short, level, tuple(tensors), buffer_sizes, seed)
-
-
-# -- running a case -------------------------------------------------------------------------
-def byte_positions(t: TensorCase) -> np.ndarray:
-    """(elements, element size) array: the buffer bytes each logical element occupies."""
-    starts = t.offset + element_offsets(t.sizes, t.strides) * t.element_size
-    return starts[:, None] + np.arange(t.element_size)
-
-
-def buffer_contents(case: DescriptorCase, rng) -> list:
-    """Random guard bytes for every buffer, with edge-rich sample values at every input element."""
-    contents = [rng.integers(0, 256, n, dtype=np.uint8) for n in case.buffer_sizes]
-    for t in case.tensors[:-1]:
-        if DataType(t.data_type) not in NUMERIC_TYPES or not t.sizes:
-            continue
-        positions = byte_positions(t)
-        if positions.size == 0 or positions.max() >= case.buffer_sizes[t.buffer]:
-            continue
-        values = testing.sample(DataType(t.data_type), (positions.shape[0],), rng).view(np.uint8)
-        contents[t.buffer][positions.ravel()] = values  # broadcast elements: the last write wins
-    return contents
-
-
-def assert_contents(buffers, expected: list):
-    """Every byte of every buffer as expected; the first differing bytes are reported."""
-    for k, (buffer, want) in enumerate(zip(buffers, expected)):
-        got = buffer.read()
-        wrong = np.flatnonzero(got != want)[:8]
-        assert wrong.size == 0, (f"buffer {k}: bytes {wrong.tolist()} are {got[wrong].tolist()}, "
-                                 f"expected {want[wrong].tolist()}")
-
-
-def expected_contents(case: DescriptorCase, before: list) -> list:
-    """The buffers after a correct run: `before` with only the output elements replaced."""
-    *inputs, output = case.tensors
-    logical = [before[t.buffer][byte_positions(t).ravel()].view(DataType(t.data_type).numpy).reshape(t.sizes)
-               for t in inputs]
-    result = testing.reference(case.operator, logical, DataType(output.data_type))
-    after = [b.copy() for b in before]
-    after[output.buffer][byte_positions(output).ravel()] = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
-    return after
-
-
-def verdict_of(case: DescriptorCase) -> tuple[str | None, str | None]:
-    """(descriptor problem, binding problem); the second is only judged for valid descriptors."""
-    problem = descriptor_problem(case)
-    return problem, binding_problem(case) if problem is None else None
-
-
-def check_descriptor_case(device, case: DescriptorCase):
-    tell(f"regression entry: {case.to_json()}")
-    desc_problem, bind_problem = verdict_of(case)
-    in_place = any(case.range(t) == case.range(case.tensors[-1]) and t.buffer == case.tensors[-1].buffer
-                   for t in case.tensors[:-1])
-    verdict = (f"descriptor rejected: {desc_problem}" if desc_problem else
-               f"bindings rejected: {bind_problem}" if bind_problem else
-               "accepted, in place" if in_place else "accepted")
-    tell(f"oracle: {verdict}", f"oracle: {verdict}")
-
-    rng = np.random.default_rng(case.seed)
-    before = buffer_contents(case, rng)
-    buffers = [device.allocate(data.size) for data in before]
-    try:
-        for buffer, data in zip(buffers, before):
-            buffer.write(data)
-        desc = DESC_CLASSES[case.operator.name](*(t.desc() for t in case.tensors))
-        bindings = [Binding(buffers[t.buffer], t.offset, t.size) for t in case.tensors]
-        if desc_problem:
-            with pytest.raises(ValidationError):
-                device.create_operator(desc, case.feature_level())
-            assert_contents(buffers, before)
-            return
-        compiled = device.create_operator(desc, case.feature_level())
-        if bind_problem:
-            with pytest.raises(ValidationError):
-                compiled.execute(bindings[:-1], bindings[-1:])
-            assert_contents(buffers, before)
-            return
-        compiled.execute(bindings[:-1], bindings[-1:])
-        assert_contents(buffers, expected_contents(case, before))
-        # Again with new data through the same bindings (execute() replays recorded work then).
-        again = buffer_contents(case, rng)
-        for buffer, data in zip(buffers, again):
-            buffer.write(data)
-        compiled.execute(bindings[:-1], bindings[-1:])
-        assert_contents(buffers, expected_contents(case, again))
-    finally:
-        for buffer in buffers:
-            buffer.release()
-
-
-@pytest.mark.parametrize("plan", ["flat", "rows", "gather", "strided"])
-@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
-@settings(max_examples=examples(5))
-@given(data=st.data())
-def test_descriptor_property(device, op, plan, data):
-    """Per operator and layout plan, so that each pair gets its share of the examples."""
-    check_descriptor_case(device, data.draw(descriptor_cases(op=op, plan=plan), label="case"))
-
-
-@pytest.mark.parametrize("fault", DESCRIPTOR_FAULTS, ids=lambda fault: fault.replace(" ", "-"))
-@settings(max_examples=examples(10))
-@given(data=st.data())
-def test_descriptor_property_with_a_fault(device, fault, data):
-    """Each fault gets its own budget, so that every rule is exercised on every CI run."""
-    check_descriptor_case(device, data.draw(descriptor_cases(fault), label="case"))
-
-
-@pytest.mark.parametrize("case", load_regressions("descriptor_cases.json", DescriptorCase))
-def test_descriptor_regression(device, case):
-    check_descriptor_case(device, case)
 
 
 # =============================================================================================
@@ -801,107 +677,6 @@ def front_end_verdict(case: FrontEndCase, arrays, out):
     return "dims" if len(shape) > row.dims[-1] else "accept", values
 
 
-def build_call(case: FrontEndCase, rng):
-    """(operands, the arrays owning their memory, out, the array owning out's memory)."""
-    built = [a.build(rng) for a in case.inputs]
-    if case.same_operand:
-        built[1] = built[0]
-    arrays, bases = [b[0] for b in built], [b[1] for b in built]
-    first = next((a for a in arrays if not is_scalar(a)), np.zeros(0, np.uint8))
-    default = first.dtype if case.operator.same_type else case.operator.default_output.numpy
-    dtype = np.dtype(case.out_dtype or default)
-    shape = case.out_shape if case.out_shape is not None else (result_shape(arrays) or first.shape)
-    out, out_base = None, None
-    if case.out in ("fresh", "readonly"):
-        out = out_base = np.full(shape, None, object) if dtype == object else poisoned(shape, dtype)
-        out.flags.writeable = case.out == "fresh"
-    elif case.out == "view":
-        out, out_base = ArrayCase(dtype.str, shape, "sliced", tuple((2, 1) for _ in shape)).build(rng)
-    elif case.out.startswith("in_place:"):
-        k = int(case.out.split(":")[1])
-        out, out_base = arrays[k], bases[k]
-    elif case.out == "overlap":
-        # Input 0 and `out` are views of one buffer, one element apart: a partial overlap.
-        a = np.ascontiguousarray(arrays[0])
-        storage = np.concatenate([a.reshape(-1), a.reshape(-1)[:1]])
-        arrays[0] = bases[0] = storage[:-1].reshape(a.shape)
-        out, out_base = storage[1:].reshape(a.shape), storage
-        if case.same_operand:
-            arrays[1], bases[1] = arrays[0], bases[0]
-    return arrays, bases, out, out_base
-
-
-def _same_view(target: np.ndarray, base: np.ndarray, view: np.ndarray) -> np.ndarray:
-    """The view of `target` (shaped like `base`) that `view` is of `base`."""
-    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
-    scale = target.itemsize / base.itemsize
-    return np.lib.stride_tricks.as_strided(target.reshape(-1)[offset:], view.shape,
-                                           [int(s * scale) for s in view.strides])
-
-
-def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Unchanged: same dtype, shape and bytes (works for object and str arrays too)."""
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
-def check_front_end_case(case: FrontEndCase):
-    tell(f"regression entry: {case.to_json()}")
-    arrays, bases, out, out_base = build_call(case, np.random.default_rng(case.seed))
-    verdict, values = front_end_verdict(case, arrays, out)
-    tell(f"oracle: {verdict}; operands {[a if is_scalar(a) else (a.shape, a.dtype.str) for a in arrays]}, "
-         f"out {None if out is None else (out.shape, out.dtype.str)}", f"oracle: {verdict}")
-    owners = list({id(b): b for b in bases + [out_base] if b is not None}.values())
-    snapshots = [b.copy() for b in owners]
-    op = case.operator
-    kwargs = {"feature_level": None if case.level is None else FeatureLevel(case.level)}
-    if not op.same_type:
-        kwargs["dtype"] = np.dtype(case.out_dtype)
-    if verdict != "reject":
-        out_type = native_type(kwargs.get("dtype", values[0].dtype))
-        expected = testing.reference(op, [v.copy() for v in values], out_type)
-    try:
-        result = getattr(dmlgpu, op.short)(*arrays, out=out, **kwargs)
-    except ValidationError as error:
-        assert verdict != "accept", f"rejected a call the oracle accepts: {error}"
-        if verdict == "dims":
-            assert error.field == "DimensionCount", str(error)
-        assert error.operator == op.dml_name and str(error).startswith(op.dml_name + ":")
-        for owner, before in zip(owners, snapshots):
-            assert same_bytes(owner, before), "a rejected call changed an array"
-        return
-    assert verdict != "reject", "accepted a call the oracle rejects"
-    got = np.asarray(result)
-    assert got.dtype.isnative or result is out, "a new result in non-native byte order"
-    got = got.astype(got.dtype.newbyteorder("="))  # a big-endian `out` holds the same values
-    assert testing.same_bits(got, expected), f"got {result!r}, expected {expected!r}"
-    untouched = [np.ones(owner.shape, bool) for owner in owners]
-    if out is not None:
-        assert result is out
-        k = next(i for i, owner in enumerate(owners) if owner is out_base)
-        _same_view(untouched[k], out_base, out)[...] = False
-    for owner, before, keep in zip(owners, snapshots, untouched):
-        assert same_bytes(owner[keep], before[keep]), "bytes outside `out` changed"
-
-
-@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
-@settings(max_examples=examples(13))
-@given(data=st.data())
-def test_front_end_property(op, data):
-    check_front_end_case(data.draw(front_end_cases(op=op), label="case"))
-
-
-@pytest.mark.parametrize("fault", FRONT_END_FAULTS, ids=lambda fault: fault.replace(" ", "-"))
-@settings(max_examples=examples(6))
-@given(data=st.data())
-def test_front_end_property_with_a_fault(fault, data):
-    check_front_end_case(data.draw(front_end_cases(fault), label="case"))
-
-
-@pytest.mark.parametrize("case", load_regressions("front_end_cases.json", FrontEndCase))
-def test_front_end_regression(case):
-    check_front_end_case(case)
-
-
 # =============================================================================================
 # Tensor views through the device-resident path
 # =============================================================================================
@@ -1015,105 +790,3 @@ def tensor_call_cases(draw, op):
         out_view = draw(view_cases(out_dtype or dtype, full))
     return TensorCallCase(op.short, tuple(views), same_operand, out, out_view, out_dtype,
                           draw(st.integers(0, 2**32 - 1)))
-
-
-def check_tensor_call_case(case: TensorCallCase):
-    tell(f"regression entry: {case.to_json()}")
-    rng = np.random.default_rng(case.seed)
-    built = [v.build(rng) for v in case.operands]
-    if case.same_operand:
-        built[1] = built[0]
-    xs, ts = [b[0] for b in built], [b[1] for b in built]
-    op = case.operator
-    # The oracle, from numpy's own views of the same data.
-    types = [native_type(x.dtype) for x in xs if not is_scalar(x)]
-    values = [scalar_value(x, types[0]) if is_scalar(x) else x.astype(types[0].numpy) for x in xs]
-    shape = result_shape([v for v in values if v is not None])
-    out_type = native_type(case.out_dtype) if case.out_dtype else types[0]
-    out, out_x, out_base, out_tensor = None, None, None, None
-    if case.out == "fresh":
-        out = Tensor.empty(shape, out_type.numpy)
-    elif case.out == "view":
-        out_x, out, out_base, out_tensor = case.out_view.build(rng, poison=True)
-    elif case.out.startswith("in_place:"):
-        k = int(case.out.split(":")[1])
-        out_x, out, out_base, out_tensor = built[k]
-    problem = None
-    if any(v is None for v in values):
-        problem = "a Python scalar numpy rejects"
-    elif out is not None:
-        if out_x is not None and (out_x.shape != shape or native_type(out_x.dtype) != out_type):
-            problem = "out's shape or type"
-        elif case.out.startswith("in_place:") and not op.in_place:
-            problem = "in place not supported"
-    tell(f"oracle: {problem or 'accept'}; operands {[x if is_scalar(x) else (x.shape, x.strides) for x in xs]}",
-         f"oracle: {problem or 'accept'}")
-    owners = [(b[2], b[3]) for b in built if b[2] is not None] + ([(out_base, out_tensor)] if case.out == "view" else [])
-    owners = list({id(t): (b, t) for b, t in owners}.values())
-    expected = None if problem else testing.reference(op, [v.copy() for v in values], out_type)
-    kwargs = {"dtype": np.dtype(case.out_dtype)} if case.out_dtype else {}
-
-    def call():
-        return getattr(dmlgpu, op.short)(*ts, out=out, **kwargs)
-
-    if problem:
-        with pytest.raises(ValidationError) as info:
-            call()
-        assert info.value.operator == op.dml_name, str(info.value)
-        for base, tensor in owners:
-            assert testing.same_bits(tensor.numpy(), base.astype(tensor.dtype)), "a rejected call wrote"
-        return
-    result = call()
-    assert isinstance(result, Tensor) and (out is None or result is out)
-    assert result.dtype.isnative and testing.same_bits(result.numpy(), expected)
-    for base, tensor in owners:  # every element outside `out` keeps its value
-        want = base.copy()
-        if tensor is out_tensor:
-            spec = case.out_view if case.out == "view" else case.operands[int(case.out.split(":")[1])]
-            spec.of(want)[...] = expected
-        assert testing.same_bits(tensor.numpy(), want), "wrong bytes in or around out"
-    if case.out in ("fresh", "view"):  # again through the cache of repeated Tensor calls
-        if out_tensor is not None:
-            out_tensor.buffer.write(np.full(out_tensor.buffer.size_in_bytes, POISON, np.uint8))
-        assert call() is out and testing.same_bits(out.numpy(), expected)
-
-
-@pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
-@settings(max_examples=examples(12))
-@given(data=st.data())
-def test_tensor_view_property(op, data):
-    check_tensor_call_case(data.draw(tensor_call_cases(op), label="case"))
-
-
-@pytest.mark.parametrize("case", load_regressions("tensor_cases.json", TensorCallCase))
-def test_tensor_view_regression(case):
-    check_tensor_call_case(case)
-
-
-# =============================================================================================
-# Bugs found while writing these properties, fixed: regression tests with the minimal input.
-# =============================================================================================
-@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
-def test_numpy_uint8_sizes_compute_every_element(device):
-    sizes = (np.uint8(16), np.uint8(16))
-    desc = TensorDesc(DataType.UINT8, sizes)
-    compiled = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
-    source = device.upload(np.arange(256, dtype=np.uint8))
-    out = device.allocate(256)
-    compiled.execute([Binding(source)], [Binding(out)])
-    assert testing.same_bits(out.read(), ~np.arange(256, dtype=np.uint8)), "output left unwritten"
-
-
-def test_xor_in_place_on_a_while_b_overlaps_a(device, monkeypatch):
-    """Either rejected (the front end's rule for partial overlap) or right; never wrong."""
-    monkeypatch.setattr(device, "max_buffer_size", 16)  # as if the arrays exceeded device limits
-    base = np.arange(48, dtype=np.uint8)
-    a, b = base[8:40], base[0:32]
-    before = base.copy()
-    expected = testing.reference(BY_SHORT["bit_xor"], [a.copy(), b.copy()], DataType.UINT8)
-    try:
-        dmlgpu.bit_xor(a, b, out=a)
-    except ValidationError:
-        assert testing.same_bits(base, before)
-        return
-    assert testing.same_bits(a, expected), f"got {a.tolist()}, expected {expected.tolist()}"

@@ -14,7 +14,7 @@ from dmlgpu.describe.tensor_desc import calc_buffer_tensor_size
 from dmlgpu_tools import readme
 
 L = FeatureLevel
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_data_type_values_match_directml_h():
