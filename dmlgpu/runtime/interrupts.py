@@ -31,6 +31,7 @@ left alone: Ctrl-C then raises nothing, or ends the process, as the program aske
 """
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import sys
@@ -136,7 +137,7 @@ def raise_owed() -> None:
     thread now (Python's handler raises KeyboardInterrupt). Nothing in another thread."""
     if sys.getprofile() is not _profile or threading.current_thread() is not threading.main_thread():
         return
-    _deliver(sys._getframe(1))
+    _deliver(inspect.currentframe().f_back)
 
 
 def _deliver(frame) -> None:
