@@ -14,7 +14,7 @@ raises `TypeError` naming it while tracing.
 Scalars from outside the function (`MASK = 0xFF` at module level, a loop variable a closure
 captured) become constants of the graph, so their values are part of the signature: a call
 after one of them changed traces and compiles again rather than run the old value (looked up
-per call in the closure's cells and the globals dict: ~0.1 us a name). The same goes for the
+per call in the closure's cells and the globals dict: ~0.2 us a name). The same goes for the
 closures and globals of the plain functions the fused function names (helpers), as found at
 its first call. Values reached through other objects (`params["k"]`, `self.k`, a list) are
 read once, while tracing: pass them as arguments when they change.
@@ -278,7 +278,9 @@ _ABSENT = object()
 
 
 def _outside_scalars(places) -> tuple:
-    """The scalar values at `places` now, as key parts (anything else: its type)."""
+    """The values at `places` now, as key parts: an int as itself, a float by its bits, a
+    numpy scalar by its type and bytes, anything else by its type (on every call of a fused
+    function that reads such names: kept to a few operations a name)."""
     key = []
     for place, name in places:
         if name is None:
@@ -288,12 +290,17 @@ def _outside_scalars(places) -> tuple:
                 value = _ABSENT
         else:
             value = place.get(name, _ABSENT)
-        if is_python_scalar(value):
-            key.append(scalar_key(value))
+        kind = type(value)
+        if kind is int:
+            key.append(value)
+        elif kind is float:
+            key.append((kind, value.hex()))  # 0.0 and -0.0 are other bits
         elif isinstance(value, np.generic):
-            key.append((type(value), value.tobytes()))
+            key.append((kind, value.tobytes()))
+        elif isinstance(value, int):  # bool (True is not 1 here), IntEnum
+            key.append((kind, value))
         else:
-            key.append(type(value))
+            key.append(kind)
     return tuple(key)
 
 
