@@ -193,10 +193,12 @@ print("ok", total, raised, tried)
 """
 
 
-@pytest.mark.parametrize("default_put_back", [False, True], ids=["dmlgpu-handler", "default-put-back"])
-def test_ctrl_c_at_every_point_of_an_iteration(default_put_back):
+@pytest.mark.parametrize("default_put_back,staging", [(False, False), (True, False), (True, True)],
+                         ids=["dmlgpu-handler", "default-put-back", "staging"])
+def test_ctrl_c_at_every_point_of_an_iteration(default_put_back, staging):
     step = max(1, int(24 / SCALE))  # ~10,000 points: every 24th in CI, all at DMLGPU_SOAK_SCALE=24
-    out = ok(run(SWEEP.format(default_put_back=default_put_back, step=step), timeout=300 + 60 * SCALE))
+    out = ok(run(SWEEP.format(default_put_back=default_put_back, step=step), timeout=300 + 60 * SCALE,
+                 env={"DMLGPU_STAGING": "1" if staging else "0"}))
     _, total, raised, tried = out.split()
     assert int(total) > 1000 and int(raised) == int(tried) > int(total) // step // 3, out
 

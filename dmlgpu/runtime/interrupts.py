@@ -91,8 +91,8 @@ def install() -> None:
 
 
 def _take_over(current) -> None:
-    if current is handler or threading.current_thread() is not threading.main_thread():
-        return
+    if current is handler or threading.get_ident() != threading.main_thread().ident:
+        return  # (signal handlers are the main thread's to set)
     if not callable(current):  # SIG_IGN, SIG_DFL, or a handler not set from Python
         _left[0] = current
         return
