@@ -1,7 +1,7 @@
-"""The exceptions dmlgpu raises on purpose."""
+"""The exceptions dmlgpu raises on purpose, and the warning it gives."""
 from __future__ import annotations
 
-__all__ = ["DataTypeError", "DeviceError", "DeviceMemoryError", "ValidationError"]
+__all__ = ["CacheWarning", "DataTypeError", "DeviceError", "DeviceMemoryError", "ValidationError"]
 
 
 class ValidationError(ValueError):
@@ -39,6 +39,11 @@ class DeviceError(RuntimeError):
 
 class DeviceMemoryError(MemoryError):
     """The device could not provide the memory asked for; the device stays usable."""
+
+
+class CacheWarning(UserWarning):
+    """The disk cache directory is not private to this user (owned by another, or writable by
+    others): dmlgpu does not use it, and says which directory and how to fix it, once."""
 
 
 def _show(value) -> str:

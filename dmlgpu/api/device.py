@@ -12,6 +12,7 @@ front-end call, through `default_device()`) opens a fresh one.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -169,7 +170,9 @@ class Device(runtime.Device):
         a shape the compiler does not fuse, naming the node or edge and the field.
         """
         level = resolve_feature_level(feature_level, "DML_GRAPH_DESC")
-        key = (_strict_repr(graph_desc), level)
+        # A digest of its repr, where constants show their SHA-256 (hashed once per node): as
+        # cheap for a graph of large constants as for one of none.
+        key = (hashlib.sha256(_strict_repr(graph_desc).encode()).digest(), level)
         with self.lock:
             compiled = self._graphs.get(key)
             if compiled is not None:

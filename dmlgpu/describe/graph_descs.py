@@ -4,12 +4,24 @@ A graph is compiled with `Device.compile_graph(desc, feature_level)`
 (`IDMLDevice1::CompileGraph`); `dmlgpu.describe.validation.validate_graph` decides whether it is valid.
 Nodes are operator nodes (`OperatorGraphNodeDesc`, any descriptor of the table; a bare
 descriptor is accepted as the same) or constant nodes (`ConstantDataGraphNodeDesc`, small
-immutable operands: a shift amount, a mask). A constant's bytes are read through the tensor
-description of the node input it feeds, as if they were bound there.
+immutable operands: a shift amount, a mask; at most `MAX_CONSTANT_BYTES`). A constant's bytes
+are read through the tensor description of the node input it feeds, as if they were bound there.
+
+A description's `repr` shows a constant of more than `SHOWN_BYTES` by its length and SHA-256
+(hashed once per node: its `bytes` never change), so `Device.compile_graph` keys its cache by a
+digest of the repr: a cache hit costs the same whatever the constants' size.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass, field
+
+#: The most bytes a constant node may hold (`validate_graph` refuses more): a constant is part
+#: of the compiled graph, kept and keyed with it; larger data is bound as a graph input.
+MAX_CONSTANT_BYTES = 1 << 20
+#: Constants up to this many bytes show their bytes in a repr; longer ones their SHA-256.
+SHOWN_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -22,10 +34,28 @@ class OperatorGraphNodeDesc:
 
 @dataclass(frozen=True)
 class ConstantDataGraphNodeDesc:
-    """`DML_CONSTANT_DATA_GRAPH_NODE_DESC`: immutable bytes, one output (index 0)."""
+    """`DML_CONSTANT_DATA_GRAPH_NODE_DESC`: immutable bytes (at most `MAX_CONSTANT_BYTES`), one
+    output (index 0)."""
 
     data: bytes
     name: str | None = None
+
+    def __repr__(self):
+        return f"ConstantDataGraphNodeDesc(data={self._shown}, name={self.name!r})"
+
+    @property
+    def _shown(self) -> str:
+        data = self.data
+        if not isinstance(data, (bytes, bytearray)) or len(data) <= SHOWN_BYTES:
+            return repr(data)
+        if len(data) > MAX_CONSTANT_BYTES:  # refused by validation: never compiled nor cached
+            return f"<{type(data).__name__} of {len(data)} bytes, more than MAX_CONSTANT_BYTES>"
+        digest = self._digest if type(data) is bytes else hashlib.sha256(data).hexdigest()
+        return f"<{type(data).__name__} of {len(data)} bytes, sha256 {digest}>"
+
+    @functools.cached_property
+    def _digest(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass(frozen=True)

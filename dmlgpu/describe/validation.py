@@ -16,7 +16,7 @@ from .operator_descs import DESC_CLASSES, OperatorDesc
 from ..table.dtypes import DataType
 from ..errors import DataTypeError, ValidationError
 from ..table.feature_levels import FeatureLevel
-from .graph_descs import ConstantDataGraphNodeDesc, FusedReduction, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc, ValidGraph, ValidNode
+from .graph_descs import MAX_CONSTANT_BYTES, ConstantDataGraphNodeDesc, FusedReduction, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc, ValidGraph, ValidNode
 from ..table.operators import ELEMENT_WISE, REDUCE_FAMILY, TOP_K_FAMILY, Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
 
@@ -389,6 +389,10 @@ def _graph_nodes(items, level) -> list:
         if isinstance(item, ConstantDataGraphNodeDesc):
             if not isinstance(item.data, (bytes, bytearray)) or not item.data:
                 raise ValidationError(f"{GRAPH} {label}", None, "Data", item.data, "allowed: non-empty bytes")
+            if len(item.data) > MAX_CONSTANT_BYTES:
+                raise ValidationError(f"{GRAPH} {label}", None, "Data", f"{len(item.data)} bytes",
+                                      f"allowed: at most {MAX_CONSTANT_BYTES} bytes (MAX_CONSTANT_BYTES); "
+                                      "bind larger data as a graph input instead")
             nodes.append(ValidNode(i, label, None, None, bytes(item.data), (), None))
             continue
         if not isinstance(item, OperatorGraphNodeDesc):

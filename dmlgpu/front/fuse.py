@@ -5,16 +5,26 @@ place of its array arguments; what it does with dmlgpu's functions, Tensor's ope
 from the operator table's `python_operator` column) and numpy's matching ufuncs becomes the
 nodes of a `GraphDesc`, compiled with `Device.compile_graph`. Later calls with the same
 signature (dtypes, shapes and strides of the arrays, type and value of each Python scalar
-argument) run the compiled graph: numpy arrays are uploaded once and results downloaded once,
+argument, and of each Python or numpy scalar the function reads from its closure or its module's
+globals) run the compiled graph: numpy arrays are uploaded once and results downloaded once,
 Tensors stay on the device, and no Python runs per node. Anything the graph cannot express
 (control flow on values, operators outside the table, broadcasting an intermediate result)
 raises `TypeError` naming it while tracing.
+
+Scalars from outside the function (`MASK = 0xFF` at module level, a loop variable a closure
+captured) become constants of the graph, so their values are part of the signature: a call
+after one of them changed traces and compiles again rather than run the old value (looked up
+per call in the closure's cells and the globals dict: ~0.2 us a name). The same goes for the
+closures and globals of the plain functions the fused function names (helpers), as found at
+its first call. Values reached through other objects (`params["k"]`, `self.k`, a list) are
+read once, while tracing: pass them as arguments when they change.
 """
 from __future__ import annotations
 
 import functools
 import math
 import threading
+import types
 from collections import OrderedDict
 
 import numpy as np
@@ -224,6 +234,76 @@ class _Compiled:
         return tuple(results) if self.structure == "tuple" else results
 
 
+def _is_scalar(value) -> bool:
+    return is_python_scalar(value) or isinstance(value, np.generic)
+
+
+def _outside_names(function) -> tuple:
+    """Where `function` reads scalars it is not passed: (a closure cell, None) or (a globals
+    dict, name) pairs holding a Python or numpy scalar now, for its closure and the global
+    names its code (nested code included) uses, then the same for the plain functions found
+    there (helpers), once each."""
+    found, seen, todo = [], set(), [function]
+    while todo:
+        fn = todo.pop()
+        code = getattr(fn, "__code__", None)
+        if not isinstance(fn, types.FunctionType) or code in seen:
+            continue
+        seen.add(code)
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # not yet assigned
+                continue
+            if _is_scalar(value):
+                found.append((cell, None))
+            elif isinstance(value, types.FunctionType):
+                todo.append(value)
+        names, codes = set(), [code]
+        while codes:
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        scope = fn.__globals__
+        for name in sorted(names):
+            value = scope.get(name)
+            if _is_scalar(value):
+                found.append((scope, name))
+            elif isinstance(value, types.FunctionType):
+                todo.append(value)
+    return tuple(found)
+
+
+_ABSENT = object()
+
+
+def _outside_scalars(places) -> tuple:
+    """The values at `places` now, as key parts: an int as itself, a float by its bits, a
+    numpy scalar by its type and bytes, anything else by its type (on every call of a fused
+    function that reads such names: kept to a few operations a name)."""
+    key = []
+    for place, name in places:
+        if name is None:
+            try:
+                value = place.cell_contents
+            except ValueError:
+                value = _ABSENT
+        else:
+            value = place.get(name, _ABSENT)
+        kind = type(value)
+        if kind is int:
+            key.append(value)
+        elif kind is float:
+            key.append((kind, value.hex()))  # 0.0 and -0.0 are other bits
+        elif isinstance(value, np.generic):
+            key.append((kind, value.tobytes()))
+        elif isinstance(value, int):  # bool (True is not 1 here), IntEnum
+            key.append((kind, value))
+        else:
+            key.append(kind)
+    return tuple(key)
+
+
 def _call_key(device, args) -> tuple | None:
     """What a call with the very same Tensors is found by: the device and each argument's view
     key (buffer serial, offset, shape, strides, data type; serials are never reused) or scalar
@@ -254,6 +334,14 @@ class Fused:
         # new results with no signature, no binding checks and no prepared dispatch.
         self._calls: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        self._outside = None  # `_outside_names`, found at the first call
+
+    def _outside_key(self) -> tuple:
+        """The values of the scalars the function reads from outside it (`_outside_names`)."""
+        places = self._outside
+        if places is None:
+            places = self._outside = _outside_names(self._function)
+        return _outside_scalars(places) if places else ()
 
     def _signature(self, args):
         parts = []
@@ -306,8 +394,8 @@ class Fused:
                          trace.inter_edges)
         return _Compiled(device, device.compile_graph(desc, level), arg_inputs, outputs, structure)
 
-    def _lookup(self, args, device) -> _Compiled:
-        key = (device, self._signature(args))
+    def _lookup(self, args, device, outside=None) -> _Compiled:
+        key = (device, self._signature(args), self._outside_key() if outside is None else outside)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is not None:
@@ -331,7 +419,10 @@ class Fused:
 
     def __call__(self, *args):
         device = default_device()
+        outside = self._outside_key()
         call = _call_key(device, args)
+        if call is not None and outside:
+            call = (call, outside)
         if call is not None:  # hot path: the same Tensors as an earlier call
             with self._lock:
                 known = self._calls.get(call)
@@ -343,7 +434,7 @@ class Fused:
                 if buffers is not None:
                     return compiled.returned([Tensor.from_fields(b, *fields)
                                               for b, fields in zip(buffers, compiled.views)])
-        compiled = self._lookup(args, device)
+        compiled = self._lookup(args, device, outside)
         inputs, keep = [], []
         for position in compiled.arg_inputs:
             x = args[position]
@@ -381,8 +472,9 @@ def fuse(function=None, *, feature_level=None):
 
     Returns:
         A callable compiled once per signature (array dtypes, shapes and strides, scalar
-        argument types and values); results are Tensors when an argument is a Tensor, else
-        numpy arrays.
+        argument types and values, and the values of the scalars `function` and its helpers
+        read from their closures and module globals: a change traces again); results are
+        Tensors when an argument is a Tensor, else numpy arrays.
 
     Raises:
         TypeError: at trace time, naming what the graph cannot express.

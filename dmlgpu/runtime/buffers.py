@@ -202,7 +202,7 @@ def _write(resources, buffer: Buffer, data: np.ndarray, offset: int, fresh: bool
     stream = resources.stream
     if memory.mapped:
         if not fresh and buffer.last_use > stream.completed:
-            stream.wait(buffer.last_use)  # the device may still read or write these bytes
+            stream.wait(buffer.last_use, interruptible=True)  # the device may still use these bytes
         start = block.offset + offset
         host_copy.copy(memory.view[start:start + data.size], data)
         return
@@ -264,7 +264,7 @@ def _read(resources, buffer: Buffer, offset: int, size: int, out: np.ndarray | N
     result = np.empty(size, np.uint8) if out is None else out
     if memory.mapped:
         if buffer.last_use > stream.completed:
-            stream.wait(buffer.last_use)
+            stream.wait(buffer.last_use, interruptible=True)
         host_copy.copy(result, memory.view[start:start + size])
         return result
     staging_pool = resources.staging
@@ -301,7 +301,7 @@ def _land(resources, chunk, result: np.ndarray):
     (staging block, pending host copy)."""
     position, lo, n, staging = chunk
     try:
-        resources.stream.wait(position)
+        resources.stream.wait(position, interruptible=True)
         pending = host_copy.start(result[lo:lo + n], staging.arena.memory.view[staging.offset:staging.offset + n])
     except BaseException:
         resources.staging.free(staging, position)

@@ -195,7 +195,7 @@ class Device:
         lock = resources.lock  # acquire/release: half the cost of `with` on this hot path
         lock.acquire()
         try:
-            resources.synchronize()
+            resources.synchronize(interruptible=True)
         finally:
             lock.release()
 

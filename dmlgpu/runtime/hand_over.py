@@ -30,7 +30,7 @@ class HandOvers:
                 raise ValidationError("dmlgpu", None, "buffer", "device memory the host does not map",
                                       "allowed: a buffer of a device whose memory is mapped")
             if buffer.last_use > resources.stream.completed:
-                resources.stream.wait(buffer.last_use)
+                resources.stream.wait(buffer.last_use, interruptible=True)
             view = block.arena.memory.view[block.offset:block.offset + nbytes]
             owner = _HandedOver(buffer, view)
             self.count += 1

@@ -79,7 +79,7 @@ def run(calls, inputs, outs) -> bool:
             started.append((call, position))
         for (call, position), out in zip(started, outs):
             finished += 1
-            call.finish(position, out)
+            call.finish(position, out, interruptible=True)
         return True
     finally:
         for call, position in started[finished:]:  # after a piece failed to start or finish
@@ -173,14 +173,17 @@ class HostCall:
                 self._end()
 
     @interrupts.critical
-    def finish(self, position: int, out: np.ndarray | None) -> None:
+    def finish(self, position: int, out: np.ndarray | None, interruptible: bool = False) -> None:
         """Wait for the started call and copy the first `out.size` bytes of its output into
-        flat uint8 `out` (nothing when `out` is None)."""
+        flat uint8 `out`; with `out` None, give the call up unwaited (after an error in a
+        call of several pieces). `interruptible`: a Ctrl-C ends the wait (KeyboardInterrupt,
+        nothing copied out). A call given up stays queued and tracked: its next `start` waits
+        for it before submitting again, and `close` before freeing its memory."""
         resources = self._resources
         try:
-            with resources.lock:
-                resources.stream.wait(position)
             if out is not None:
+                with resources.lock:
+                    resources.stream.wait(position, interruptible)
                 host_copy.copy(out, self._views[-1][:out.size])
         finally:
             resources.memory_used()

@@ -8,28 +8,56 @@ a SIGINT that arrives while the main thread holds a device's lock, or runs a fun
 `critical`, is set aside and raised again at the first check point after it (the interrupted
 call has then either happened whole or not at all).
 
-It costs nothing on the way through a call: the handler, run only when a signal arrives, looks
-at the main thread's frames and the locks it holds. Once it defers, a profile function of the
-main thread (`sys.setprofile`, the program's own put back after) looks at each return into a
-frame that was running when the signal came, from a C function or from a dmlgpu function, and
-raises the KeyboardInterrupt at the first one that leaves the main thread outside every such
-section: typically as the interrupted dmlgpu call returns to its caller. Never in a finalizer or
-a callback run meanwhile, where Python would drop it.
+It costs nothing on the way through a call but one look at SIGINT's handler (`guard`, from
+`threads.entered` at the start of every device call): the handler, run only when a signal
+arrives, looks at the main thread's frames and the locks it holds. Once it defers, a profile
+function of the main thread (`sys.setprofile`, the program's own put back after) looks at each
+return into a frame that was running when the signal came, from a C function or from a dmlgpu
+function, and raises the KeyboardInterrupt at the first one that leaves the main thread outside
+every such section: typically as the interrupted dmlgpu call returns to its caller. Never in a
+finalizer or a callback run meanwhile, where Python would drop it.
 
-The handler is installed when the first device opens in the main thread, over Python's default
-SIGINT handler only: a handler of the program's own is left alone (and not deferred).
+A long wait for the device does not hold an interrupt back: the stream waits in slices of
+`WAIT_SLICE_NS`, and a wait that may end early (a read of results, `synchronize`: nothing is
+half queued there) calls `raise_owed` between slices, which raises the deferred interrupt at
+once. The work stays queued and tracked (its memory is reused only once it has ended), so the
+interrupted call did not happen for its caller and the device goes on.
+
+The handler goes in front of SIGINT's whenever the main thread starts a device call and finds
+another one there: Python's default (also when a program or a notebook kernel put it back after
+the device opened) or a program's own, which is then called, deferred like the default, where
+the default would have raised. Handlers that are not Python functions (`SIG_IGN`, `SIG_DFL`) are
+left alone: Ctrl-C then raises nothing, or ends the process, as the program asked.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import sys
 import threading
 
+try:  # signal.getsignal wraps this in an enum lookup that costs ~8 us; this costs ~40 ns
+    from _signal import getsignal as _getsignal
+except ImportError:  # pragma: no cover (an interpreter without CPython's _signal)
+    _getsignal = signal.getsignal
+
+__all__ = ["WAIT_SLICE_NS", "critical", "guard", "handler", "install", "raise_owed", "unwatch_lock",
+           "watch_lock"]
+
+#: A wait for the device that may end early looks for a deferred Ctrl-C this often (the
+#: KeyboardInterrupt comes within ~one slice of the signal, well inside 100 ms).
+WAIT_SLICE_NS = 25_000_000
+
+_SIGINT = int(signal.SIGINT)
 _CRITICAL: set = set()  # code objects of functions marked `critical`
 _LOCKS: list = []  # callables: whether the calling thread holds a runtime lock (weakly kept devices)
-_installed = False
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dmlgpu/
+#: What a SIGINT does once it may: Python's default handler, or the program's own it replaced.
+_chained: list = [signal.default_int_handler]
+#: A handler found in SIGINT's place and left there (SIG_IGN, SIG_DFL, None): `guard` does not
+#: look at it again until it changes.
+_left: list = [object()]
 
 
 def critical(function):
@@ -50,18 +78,30 @@ def unwatch_lock(owned) -> None:
         pass
 
 
+def guard() -> None:
+    """The deferring handler in front of SIGINT's (a device call starts): one C call when it is."""
+    current = _getsignal(_SIGINT)
+    if current is not handler and current is not _left[0]:
+        _take_over(current)
+
+
 def install() -> None:
-    """Install the deferring SIGINT handler (from the main thread, over the default one)."""
-    global _installed
-    if _installed or threading.current_thread() is not threading.main_thread():
+    """Put the deferring handler in front of SIGINT's (from the main thread; elsewhere nothing)."""
+    _take_over(_getsignal(_SIGINT))
+
+
+def _take_over(current) -> None:
+    if current is handler or threading.get_ident() != threading.main_thread().ident:
+        return  # (signal handlers are the main thread's to set)
+    if not callable(current):  # SIG_IGN, SIG_DFL, or a handler not set from Python
+        _left[0] = current
         return
     try:
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return
-        signal.signal(signal.SIGINT, _handler)
+        signal.signal(_SIGINT, handler)
     except (ValueError, OSError):  # no signals here (an embedded interpreter)
+        _left[0] = current
         return
-    _installed = True
+    _chained[0] = current
 
 
 def deferring(frame) -> bool:
@@ -80,7 +120,8 @@ _saved: list = [None]  # the main thread's profile function before a deferral
 _chain: list = []  # the frames the main thread was running when the signal came
 
 
-def _handler(signum, frame):
+def handler(signum, frame):
+    """dmlgpu's SIGINT handler: the program's (or Python's) now, or once the section ends."""
     if deferring(frame):
         profile = sys.getprofile()
         if profile is not _profile:
@@ -88,7 +129,22 @@ def _handler(signum, frame):
             _chain[:] = _frames(frame)
             sys.setprofile(_profile)  # the main thread's, until the section ends
         return
-    signal.default_int_handler(signum, frame)
+    _chained[0](signum, frame)
+
+
+def raise_owed() -> None:
+    """Where a long wait for the device may end early: deliver a SIGINT deferred in the main
+    thread now (Python's handler raises KeyboardInterrupt). Nothing in another thread."""
+    if sys.getprofile() is not _profile or threading.current_thread() is not threading.main_thread():
+        return
+    _deliver(inspect.currentframe().f_back)
+
+
+def _deliver(frame) -> None:
+    profile, _saved[0] = _saved[0], None
+    _chain.clear()
+    sys.setprofile(profile)
+    _chained[0](_SIGINT, frame)
 
 
 def _frames(frame) -> list:
@@ -117,7 +173,4 @@ def _profile(frame, event, arg):
         return
     if frame is None or not any(frame is f for f in _chain) or deferring(frame):
         return
-    profile, _saved[0] = _saved[0], None
-    _chain.clear()
-    sys.setprofile(profile)
-    signal.default_int_handler(signal.SIGINT, frame)
+    _deliver(frame)

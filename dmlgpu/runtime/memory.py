@@ -5,7 +5,10 @@ one or two `vkAllocateMemory` and every buffer a pipeline is bound to needs a pi
 own, so memory comes from arenas of `arena_bytes` each, split into blocks: a free block is kept
 in a bin of its size and merged with free neighbours, and allocations take the smallest free
 block that fits (best fit). An allocation larger than half an arena gets a dedicated buffer,
-kept for reuse after it is freed until `empty_cache()`.
+kept for reuse after it is freed until `empty_cache()`. Where a new arena cannot be had (the
+device's memory, or the process's address space, is short), the pool gives back what it keeps
+and then asks for smaller arenas, down to `MIN_ARENA_BYTES` (or the block asked for), before it
+raises `DeviceMemoryError`: after a large allocation failed, small ones still succeed.
 
 Frees are stream-ordered: a block freed while queued or running work may still use it is
 parked with the stream position after which it is free (`Stream.position`), and only returns
@@ -30,6 +33,8 @@ ALIGNMENT = 256
 QUICK_BYTES = 64 << 10
 #: ... up to this many in all.
 QUICK_BLOCKS = 64
+#: The smallest arena the pool falls back to when a full one cannot be allocated.
+MIN_ARENA_BYTES = 1 << 20
 _IDS = itertools.count(1)
 
 
@@ -145,7 +150,8 @@ class MemoryPool:
             memory = self._allocate_memory(nbytes)
         except DeviceMemoryError:
             self.release_unused()  # give back what is cached, then try once more
-            memory = self._allocate_memory(nbytes)
+            memory = self._allocate_fallback(nbytes, size, dedicated)
+        nbytes = memory.nbytes
         arena = Arena(memory, dedicated)
         self.arenas.append(arena)
         block = Block(arena, 0, nbytes)
@@ -154,6 +160,20 @@ class MemoryPool:
             block.next, block.size = rest, size
             self._bin(rest)
         return block
+
+    def _allocate_fallback(self, nbytes: int, size: int, dedicated: bool):
+        """Memory of `nbytes`, else (a shared arena) of half as much, and so on down to
+        MIN_ARENA_BYTES or `size`: the last DeviceMemoryError is raised."""
+        floor = max(_round(size), MIN_ARENA_BYTES)
+        tries = [nbytes]
+        while not dedicated and tries[-1] > floor:
+            tries.append(max(floor, tries[-1] // 2 // ALIGNMENT * ALIGNMENT))
+        for i, n in enumerate(tries):
+            try:
+                return self._allocate_memory(n)
+            except DeviceMemoryError:
+                if i == len(tries) - 1:
+                    raise
 
     def _bin(self, block: Block) -> None:
         block.free = True

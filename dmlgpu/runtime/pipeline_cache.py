@@ -7,48 +7,42 @@ handed back to the driver by the next process that opens the same device, which 
 nothing it compiled before.
 
 One file per (pipelineCacheUUID, vendorID, deviceID, driverVersion, dmlgpu version, hash of
-the installed SPIR-V modules), under `DMLGPU_CACHE_DIR`, else `$XDG_CACHE_HOME/dmlgpu`, else
-`~/.cache/dmlgpu`; `DMLGPU_CACHE_DIR=""` turns the cache off. A file is trusted only when its
-own header (magic, format, key, length, SHA-256 of the data) and the data's
-VkPipelineCacheHeaderVersionOne (header version, vendor, device, UUID) match this device: a
-corrupt or stale file is ignored, and replaced at the next save. Files are written to a
-temporary name and renamed (another process never reads half a file); at most `MAX_FILES`
-files (the newest) and `MAX_BYTES` per file are kept. Errors of the cache directory (not
-writable, full) never fail the caller: `status` says what happened.
+the installed SPIR-V modules), in the cache directory (`cache_files`: `DMLGPU_CACHE_DIR`, else
+`$XDG_CACHE_HOME/dmlgpu`, else `~/.cache/dmlgpu`; `DMLGPU_CACHE_DIR=""` turns the cache off;
+used only when private to the user). The driver's data is code, so a file is trusted only when
+it is a regular file of the user's of at most `MAX_BYTES` of data, its header (magic, format,
+key, length) is this device's, its keyed MAC (HMAC-SHA256 under the directory's secret, over
+the header and the data) matches, and the data's VkPipelineCacheHeaderVersionOne (header
+version, vendor, device, UUID) is this device's: anything else is ignored, and replaced at the
+next save. Files are written to a temporary name and renamed (another process never reads half
+a file); at most `MAX_FILES` files (the newest) are kept. Errors of the cache directory (not
+writable, full, not private) never fail the caller: `status` says what happened.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
-import os
+import hmac
 import struct
-import tempfile
 from importlib import resources
 from pathlib import Path
 
 from .._version import __version__
+from . import cache_files
 
-__all__ = ["MAX_BYTES", "MAX_FILES", "DiskCache", "cache_dir", "vulkan_header", "write_atomically"]
+__all__ = ["MAX_BYTES", "MAX_FILES", "DiskCache", "vulkan_header"]
 
 MAGIC = b"DMLGPUPC"
-FORMAT = 1
-#: Our header: magic, format, key (32 bytes), data length, SHA-256 of the data.
+FORMAT = 2
+#: Our header: magic, format, key (32 bytes), data length, MAC of the header before it and the data.
 _HEADER = struct.Struct("<8sI32sQ32s")
+_MACED = _HEADER.size - cache_files.MAC_BYTES  # the header's bytes under the MAC
 #: VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID, UUID.
 _VK_HEADER = struct.Struct("<IIII16s")
 VK_PIPELINE_CACHE_HEADER_VERSION_ONE = 1
 #: Bounds: files kept in the directory (the newest), and bytes of one device's data.
 MAX_FILES = 16
 MAX_BYTES = 256 << 20
-
-
-def cache_dir() -> Path | None:
-    """The cache directory (not created here), or None when `DMLGPU_CACHE_DIR` is empty."""
-    chosen = os.environ.get("DMLGPU_CACHE_DIR")
-    if chosen is not None:
-        return Path(chosen).expanduser() if chosen else None
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "dmlgpu"
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,26 +58,6 @@ def modules_hash() -> str:
         data = entry.read_bytes()
         digest.update(entry.name.encode() + b"\0" + struct.pack("<Q", len(data)) + data)
     return digest.hexdigest()
-
-
-def write_atomically(path: Path, *parts: bytes) -> None:
-    """Write `parts` to `path` through a temporary file in its folder (made if missing) and a
-    rename, so a reader finds the old file or the whole new one. Raises OSError."""
-    temp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            for part in parts:
-                f.write(part)
-        os.replace(temp, path)
-        temp = None
-    finally:
-        if temp is not None:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
 
 
 def vulkan_header(data: bytes):
@@ -107,9 +81,10 @@ class DiskCache:
                  modules_hash() if modules is None else modules]
         self.key = hashlib.sha256("|".join(parts).encode()).digest()
         self.folder = folder
-        self.path = None if folder is None else folder / f"pipelines-{self.key.hex()[:32]}.bin"
-        #: What happened: "disabled", "missing", "loaded", "rejected: <why>"; then "saved" or
-        #: "save failed: <why>" after a save.
+        self.name = f"pipelines-{self.key.hex()[:32]}.bin"
+        self.path = None if folder is None else folder / self.name
+        #: What happened: "disabled", "missing", "loaded", "rejected: <why>" (the file, or the
+        #: directory); then "saved" or "save failed: <why>" after a save.
         self.status = "disabled" if folder is None else "new"
         self.loaded_bytes = 0
         self.saved_bytes = 0
@@ -117,23 +92,41 @@ class DiskCache:
 
     @classmethod
     def for_device(cls, uuid: bytes, vendor: int, device: int, driver: int) -> "DiskCache":
-        return cls(uuid, vendor, device, driver, folder=cache_dir())
+        return cls(uuid, vendor, device, driver, folder=cache_files.cache_dir())
+
+    def _open(self, failed: str):
+        """The checked cache directory, or None with `status` saying why (`failed`: the
+        status's first words)."""
+        try:
+            folder = cache_files.open_folder(path=self.folder)
+        except OSError as exc:
+            self.status = f"{failed}: unreadable ({exc.strerror or exc})"
+            return None
+        if folder is None:
+            self.status = f"{failed}: the directory is not private to this user (see the CacheWarning)"
+        return folder
 
     def load(self) -> bytes:
         """Data to seed the device's pipeline cache with: b"" unless the file is whole, ours
         and made by this device, driver, dmlgpu version and modules."""
         if self.path is None:
             return b""
-        try:
-            with open(self.path, "rb") as f:
-                raw = f.read(MAX_BYTES + _HEADER.size + 1)
-        except FileNotFoundError:
-            self.status = "missing"
+        folder = self._open("rejected")
+        if folder is None:
             return b""
-        except OSError as exc:
-            self.status = f"rejected: unreadable ({exc.strerror or exc})"
-            return b""
-        why = self._check(raw)
+        with folder:
+            try:
+                raw = folder.read(self.name, _HEADER.size + MAX_BYTES)
+            except FileNotFoundError:
+                self.status = "missing"
+                return b""
+            except cache_files.Untrusted as why:
+                self.status = f"rejected: {why}"
+                return b""
+            except OSError as exc:
+                self.status = f"rejected: unreadable ({exc.strerror or exc})"
+                return b""
+            why = self._check(raw, folder)
         if why is not None:
             self.status = f"rejected: {why}"
             return b""
@@ -142,19 +135,19 @@ class DiskCache:
         self._saved_digest = hashlib.sha256(data).digest()
         return data
 
-    def _check(self, raw: bytes) -> str | None:
+    def _check(self, raw: bytes, folder) -> str | None:
         if len(raw) < _HEADER.size:
             return "truncated"
-        magic, form, key, length, digest = _HEADER.unpack_from(raw)
-        data = raw[_HEADER.size:]
+        magic, form, key, length, mac = _HEADER.unpack_from(raw)
+        data = memoryview(raw)[_HEADER.size:]
         if magic != MAGIC or form != FORMAT:
             return "not a dmlgpu pipeline cache of this format"
         if key != self.key:
             return "stale (another device, driver, dmlgpu version or set of modules)"
         if length != len(data) or length > MAX_BYTES:
             return "truncated"
-        if hashlib.sha256(data).digest() != digest:
-            return "checksum"
+        if not hmac.compare_digest(folder.mac(raw[:_MACED], data), mac):
+            return "MAC (damaged, or not written by this user's dmlgpu)"
         header = vulkan_header(data)
         if header is None or header[0] != VK_PIPELINE_CACHE_HEADER_VERSION_ONE:
             return "no VkPipelineCacheHeaderVersionOne"
@@ -177,25 +170,27 @@ class DiskCache:
         digest = hashlib.sha256(data).digest()
         if digest == self._saved_digest:
             return True  # nothing new
-        try:
-            write_atomically(self.path, _HEADER.pack(MAGIC, FORMAT, self.key, len(data), digest), data)
-        except OSError as exc:
-            self.status = f"save failed: {exc.strerror or exc}"
+        folder = self._open("save failed")
+        if folder is None:
             return False
-        self.status, self.saved_bytes, self._saved_digest = "saved", len(data), digest
-        self._prune()
+        with folder:
+            head = _HEADER.pack(MAGIC, FORMAT, self.key, len(data), bytes(cache_files.MAC_BYTES))[:_MACED]
+            try:
+                folder.write(self.name, head, folder.mac(head, data), data)
+            except OSError as exc:
+                self.status = f"save failed: {exc.strerror or exc}"
+                return False
+            self.status, self.saved_bytes, self._saved_digest = "saved", len(data), digest
+            try:  # the newest MAX_FILES of the directory (other devices and versions)
+                folder.prune(_is_cache_file, MAX_FILES, spare=self.name)
+            except OSError:
+                pass
         return True
-
-    def _prune(self) -> None:
-        """Keep the newest MAX_FILES cache files of the directory (other devices and versions)."""
-        try:
-            files = sorted(self.folder.glob("pipelines-*.bin"), key=lambda p: p.stat().st_mtime, reverse=True)
-            for old in files[MAX_FILES:]:
-                if old != self.path:
-                    old.unlink()
-        except OSError:
-            pass
 
     def info(self) -> dict:
         return {"path": None if self.path is None else str(self.path), "status": self.status,
                 "loaded_bytes": self.loaded_bytes, "saved_bytes": self.saved_bytes}
+
+
+def _is_cache_file(name: str) -> bool:
+    return name.startswith("pipelines-") and name.endswith(".bin")

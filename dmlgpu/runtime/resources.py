@@ -59,10 +59,11 @@ class Resources:
                 fork.check()
             raise ValidationError(operator, None, what, "closed", "allowed: an open Device")
 
-    def synchronize(self) -> None:
-        """Wait for queued work (the caller holds the lock)."""
+    def synchronize(self, interruptible: bool = False) -> None:
+        """Wait for queued work (the caller holds the lock); `interruptible`: a Ctrl-C raises
+        meanwhile (`Stream.wait`)."""
         if not self.closed:
-            self.stream.synchronize()
+            self.stream.synchronize(interruptible)
         elif self.forked:
             fork.check()
 

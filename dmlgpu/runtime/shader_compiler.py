@@ -7,40 +7,48 @@ functions at its first compile in a process, which costs as much as the next hun
 (tens of ms); `warm_up()` does that on a thread of its own when a device opens, so that a
 first graph finds it done. Results are kept:
 - in memory, the `MEMORY_ENTRIES` most recently used;
-- on disk, one file per source under `<cache dir>/spirv/` (the pipeline cache's directory:
-  `DMLGPU_CACHE_DIR`, else `$XDG_CACHE_HOME/dmlgpu`, else `~/.cache/dmlgpu`; `""` turns it off),
-  named by a SHA-256 of the source, glslang's version and dmlgpu's version, holding that key,
-  the SPIR-V's length and its SHA-256: a file whose key, length, checksum or SPIR-V magic does
-  not match is compiled again and rewritten, never used. Written to a temporary file and
-  renamed; the newest `DISK_FILES` are kept; a directory that cannot be written fails nothing.
+- on disk, one file per source under `<cache dir>/spirv/` (the cache directory of
+  `cache_files`: `DMLGPU_CACHE_DIR`, else `$XDG_CACHE_HOME/dmlgpu`, else `~/.cache/dmlgpu`;
+  `""` turns it off; used only when private to the user), named by a SHA-256 of the source,
+  glslang's version and dmlgpu's version, holding that key, the SPIR-V's length and a keyed
+  MAC of the header and the SPIR-V (HMAC-SHA256 under the directory's secret): a file that is
+  not a regular file of the user's of at most `MAX_SPIRV_BYTES` of SPIR-V, or whose key,
+  length, MAC or SPIR-V magic does not match, is compiled again and rewritten, never used (the
+  name and any unkeyed checksum derive from public data, so anyone could forge those). Written
+  to a temporary file and renamed; the newest `DISK_FILES` are kept; a directory that cannot
+  be written fails nothing.
   So a new process compiles no source an earlier one compiled, and the driver then finds the
   pipeline in its own cache (dmlgpu/runtime/pipeline_cache.py).
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import struct
 import threading
 from collections import OrderedDict
 
 from .._version import __version__
 from ..errors import DeviceError
-from . import threads
+from . import cache_files, threads
 from .installation import missing_extension
-from .pipeline_cache import cache_dir, write_atomically
 
 try:
     from . import _glsl  # built with dmlgpu (native/glsl.cpp)
 except ImportError:  # reported at the first compile, with what to do
     _glsl = None
 
-__all__ = ["DISK_FILES", "MEMORY_ENTRIES", "spirv", "stats", "warm_up"]
+__all__ = ["DISK_FILES", "MAX_SPIRV_BYTES", "MEMORY_ENTRIES", "spirv", "stats", "warm_up"]
 
 MEMORY_ENTRIES = 256
 DISK_FILES = 1024
+#: The largest SPIR-V kept on disk (larger modules are compiled in every process), and so the
+#: most a read of a cache file takes in.
+MAX_SPIRV_BYTES = 16 << 20
 MAGIC = b"DMLGPUSV"
-FORMAT = 1
-_HEADER = struct.Struct("<8sI32sQ32s")  # magic, format, key, length, SHA-256 of the SPIR-V
+FORMAT = 2
+_HEADER = struct.Struct("<8sI32sQ32s")  # magic, format, key, length, MAC of the header before it + SPIR-V
+_MACED = _HEADER.size - cache_files.MAC_BYTES
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"
 
 _lock = threading.Lock()
@@ -61,33 +69,44 @@ def _key(source: str) -> bytes:
 
 
 def _folder():
-    folder = cache_dir()
-    return None if folder is None else folder / "spirv"
+    """The checked `spirv/` folder of the cache directory, or None (off, not private, or not
+    usable: compiled in memory only)."""
+    try:
+        return cache_files.open_folder("spirv")
+    except OSError:
+        return None
 
 
 def _read(folder, key: bytes) -> bytes | None:
     try:
-        raw = (folder / f"{key.hex()}.spv").read_bytes()
-    except OSError:
+        raw = folder.read(f"{key.hex()}.spv", _HEADER.size + MAX_SPIRV_BYTES)
+    except FileNotFoundError:
         return None
+    except (cache_files.Untrusted, OSError):
+        raw = b""
     data = raw[_HEADER.size:]
     if len(raw) >= _HEADER.size:
-        magic, form, stored, length, digest = _HEADER.unpack_from(raw)
+        magic, form, stored, length, mac = _HEADER.unpack_from(raw)
         if (magic == MAGIC and form == FORMAT and stored == key and length == len(data) and length % 4 == 0
-                and data[:4] == _SPIRV_MAGIC and hashlib.sha256(data).digest() == digest):
+                and data[:4] == _SPIRV_MAGIC and hmac.compare_digest(folder.mac(raw[:_MACED], data), mac)):
             return data
     _counts["disk_rejected"] += 1
     return None
 
 
+def _is_entry(name: str) -> bool:
+    return len(name) == 68 and name.endswith(".spv")
+
+
 def _write(folder, key: bytes, data: bytes) -> None:
+    if len(data) > MAX_SPIRV_BYTES:
+        return
+    name = f"{key.hex()}.spv"
+    head = _HEADER.pack(MAGIC, FORMAT, key, len(data), bytes(cache_files.MAC_BYTES))[:_MACED]
     try:
-        write_atomically(folder / f"{key.hex()}.spv",
-                         _HEADER.pack(MAGIC, FORMAT, key, len(data), hashlib.sha256(data).digest()), data)
+        folder.write(name, head, folder.mac(head, data), data)
         _counts["disk_writes"] += 1
-        files = sorted(folder.glob("*.spv"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in files[DISK_FILES:]:
-            old.unlink()
+        folder.prune(_is_entry, DISK_FILES, spare=name)
     except OSError:
         pass
 
@@ -106,17 +125,21 @@ def spirv(source: str) -> bytes:
             _counts["memory_hits"] += 1
             return data
     folder = _folder()
-    data = None if folder is None else _read(folder, key)
-    if data is not None:
-        _counts["disk_hits"] += 1
-    else:
-        try:
-            data = _compiler().compile(source)
-        except ValueError as error:
-            raise DeviceError(f"dmlgpu generated a shader that glslang does not compile ({error})") from None
-        _counts["compiled"] += 1
+    try:
+        data = None if folder is None else _read(folder, key)
+        if data is not None:
+            _counts["disk_hits"] += 1
+        else:
+            try:
+                data = _compiler().compile(source)
+            except ValueError as error:
+                raise DeviceError(f"dmlgpu generated a shader that glslang does not compile ({error})") from None
+            _counts["compiled"] += 1
+            if folder is not None:
+                _write(folder, key, data)
+    finally:
         if folder is not None:
-            _write(folder, key, data)
+            folder.close()
     with _lock:
         _memory[key] = data
         while len(_memory) > MEMORY_ENTRIES:

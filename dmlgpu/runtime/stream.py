@@ -26,12 +26,18 @@ command-buffer begin/end and no reset, and its submit overlaps the caller's way 
 Positions: every operation is queued at `position`, the number of the batch being recorded;
 `completed` is the number of the last batch known to have finished. Frees and host accesses
 wait for positions, never for the whole device unless asked.
+
+Waits go in slices (`interrupts.WAIT_SLICE_NS`). A wait that is `interruptible` (asked for by a
+read of results or `synchronize`, where nothing is half queued) raises a Ctrl-C deferred
+meanwhile between two slices; the batch it waited for stays in flight and tracked, so the memory
+it uses is reused only once a later wait has seen it end.
 """
 from __future__ import annotations
 
 from collections import OrderedDict, deque
 
 from ..errors import DeviceError
+from . import interrupts
 from .spans import overlap
 
 #: Operations recorded before a batch is submitted without being asked.
@@ -244,24 +250,35 @@ class Stream:
         if self.on_complete is not None:
             self.on_complete(self.completed)
 
-    def _retire(self) -> None:
-        position, commands, recycle, names = self._inflight.popleft()
+    def _retire(self, interruptible: bool = False) -> None:
+        """Wait for the oldest batch in flight, then take it off the list (its command buffer
+        back to the free ones): never before it ended, whatever is raised meanwhile."""
+        position, commands, recycle, names = self._inflight[0]
         try:
-            commands.wait()
-        except DeviceError as exc:
+            while not commands.wait_for(interrupts.WAIT_SLICE_NS):
+                if interruptible:
+                    interrupts.raise_owed()
+        except DeviceError as exc:  # the device failed it: it is over
+            self._finished(position, commands, recycle)
             raise DeviceError(f"{_describe(names)}: {exc}") from exc
-        finally:
-            self.completed = position
-            if recycle:
-                commands.reset()
-                self._free.append(commands)
+        self._finished(position, commands, recycle)
 
-    def wait(self, position: int) -> None:
-        """Wait until every batch up to `position` has completed (submitting it if open)."""
+    def _finished(self, position: int, commands, recycle: bool) -> None:
+        self._inflight.popleft()
+        self.completed = position
+        if recycle:
+            commands.reset()
+            self._free.append(commands)
+
+    def wait(self, position: int, interruptible: bool = False) -> None:
+        """Wait until every batch up to `position` has completed (submitting it if open).
+
+        `interruptible`: a Ctrl-C that comes meanwhile is raised between two slices of the wait
+        (only where the caller has nothing half queued); what is in flight stays tracked."""
         if position >= self.position and (self._open is not None or self._solo is not None):
             self.flush()
         while self._inflight and self._inflight[0][0] <= position:
-            self._retire()
+            self._retire(interruptible)
         if not self._inflight and self._open is None and self._solo is None:
             # Everything submitted has completed and the host has seen its fence: the fence
             # signal, the host's wait and the next submit order all of it before later work,
@@ -271,10 +288,10 @@ class Stream:
         if self.on_complete is not None:
             self.on_complete(self.completed)
 
-    def synchronize(self) -> None:
+    def synchronize(self, interruptible: bool = False) -> None:
         if self._open is not None or self._solo is not None:
             self.flush()
-        self.wait(self.position)
+        self.wait(self.position, interruptible)
 
     @property
     def command_buffers(self) -> int:
@@ -285,7 +302,8 @@ class Stream:
     def destroy(self) -> None:
         for _, commands, recycle, _ in self._inflight:
             try:
-                commands.wait()
+                while not commands.wait_for(interrupts.WAIT_SLICE_NS):
+                    pass
             except DeviceError:
                 pass
         for commands in self._free:

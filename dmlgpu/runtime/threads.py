@@ -18,6 +18,8 @@ from __future__ import annotations
 import threading
 import time
 
+from .interrupts import guard
+
 __all__ = ["STOP_SECONDS", "begin_exit", "entered", "join_daemon_callers", "join_helper"]
 
 #: How long the exit handler waits for daemon threads that called a device to end.
@@ -31,7 +33,8 @@ _helpers: list[threading.Thread] = []  # dmlgpu's own short-lived daemon threads
 
 def entered() -> None:
     """A device call starts on this thread: remembered; SystemExit in a daemon thread once the
-    interpreter's exit began."""
+    interpreter's exit began; dmlgpu's SIGINT handler put back in front if a program (or a
+    notebook kernel) replaced it (`interrupts.guard`)."""
     if _exiting[0] and threading.current_thread().daemon:
         raise SystemExit("dmlgpu: the interpreter is exiting; a daemon thread's device call ends it")
     try:
@@ -39,6 +42,7 @@ def entered() -> None:
     except AttributeError:
         _local.noted = True
         _callers.add(threading.get_ident())
+    guard()
 
 
 def begin_exit() -> None:

@@ -122,6 +122,8 @@ def _failure(what: str, exc: Exception) -> Exception:
     return DeviceError(f"{what} failed: {text or type(exc).__name__}")
 
 
+#: A wait with no end in view (vkWaitForFences takes nanoseconds as a uint64).
+_FOREVER_NS = 1 << 62
 #: What a failed mmap returns (MAP_FAILED), as an address.
 _MAP_FAILED = (1 << 64) - 1
 
@@ -167,7 +169,7 @@ class Commands:
     """
 
     __slots__ = ("_sequence", "dispatch", "copy", "fill", "_barrier", "submit", "done",
-                 "_await", "reset", "timestamps")
+                 "_wait_for", "reset", "timestamps")
 
     def __init__(self, sequence):
         self._sequence = sequence
@@ -177,7 +179,7 @@ class Commands:
         self._barrier = sequence.record_barrier
         self.submit = sequence.eval_async
         self.done = sequence.is_done
-        self._await = sequence.eval_await
+        self._wait_for = sequence.wait_for  # (timeout ns) -> whether it ended; GIL released
         self.reset = sequence.clear
         self.timestamps = sequence.get_timestamps
 
@@ -196,9 +198,15 @@ class Commands:
         self._barrier(DEVICE_WRITES, HOST_READ, DEVICE_STAGES, HOST)
 
     def wait(self) -> None:
-        """Wait for the submission; a device failure raises DeviceError."""
+        """Wait for the submission however long it runs (benchmarks' timing)."""
+        while not self.wait_for(_FOREVER_NS):
+            pass
+
+    def wait_for(self, timeout_ns: int) -> bool:
+        """Wait up to `timeout_ns` for the submission; whether it has ended (a submission that
+        has not stays running, to be waited for again). A device failure raises DeviceError."""
         try:
-            self._await()
+            return self._wait_for(timeout_ns)
         except Exception as exc:
             raise DeviceError(f"the device failed while running submitted work: {exc}") from exc
 

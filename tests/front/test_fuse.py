@@ -237,3 +237,49 @@ def test_repeated_calls_from_several_threads(tmp_path):
     the others' to trace, compile and keep the call): every result right, under the
     validation layer."""
     assert_clean_exit(THREADS, tmp_path)
+
+
+def test_scalars_read_from_outside_are_part_of_the_signature():
+    """Issue 32, row 7: a fused function that reads a Python scalar from its closure, from its
+    module's globals or through a helper function follows the scalar's current value (before,
+    the trace froze the first one: 7 != 9 at 16 places); numpy scalars too; a value reached
+    through a container is read once (documented), and the same Tensors' repeated call (the hot
+    path) follows too."""
+    from test_faults import ok, run
+    out = ok(run("""
+        import numpy as np
+        import dmlgpu
+        x = (np.arange(64, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
+        t = dmlgpu.Tensor.from_numpy(x)
+
+        def closure(k):
+            f = dmlgpu.fuse(lambda a: a & k)
+            first = f(x)
+            k = 9  # the cell changes after the first trace
+            return first, f(x), f(t).numpy(), f.signatures
+        first, later, tensor, signatures = closure(7)
+        assert np.array_equal(first, x & 7) and np.array_equal(later, x & 9) and np.array_equal(tensor, x & 9)
+        assert signatures == 3  # numpy with 7, numpy with 9, a Tensor with 9
+
+        MASK = 0xF0
+        masked = dmlgpu.fuse(lambda a: (a & MASK) ^ (a >> 3))
+        SHIFT = np.uint32(2)
+        def helper(a):
+            return a << SHIFT
+        helped = dmlgpu.fuse(lambda a: helper(a) | a)
+        for value in (0xF0, 0x0F, 0xF0):
+            MASK, SHIFT = value, np.uint32(value % 5)
+            for _ in range(2):  # the second: the same Tensors' hot path
+                assert np.array_equal(masked(t).numpy(), (x & value) ^ (x >> 3)), value
+                assert np.array_equal(helped(t).numpy(), (x << np.uint32(value % 5)) | x), value
+            assert np.array_equal(masked(x), (x & value) ^ (x >> 3))
+        assert masked.signatures == 4  # (Tensor, numpy) x (0xF0, 0x0F)
+
+        params = {"k": 3}
+        boxed = dmlgpu.fuse(lambda a: a ^ params["k"])
+        assert np.array_equal(boxed(x), x ^ 3)
+        params["k"] = 5  # through a container: read once, at the trace
+        assert np.array_equal(boxed(x), x ^ 3)
+        print("ok")
+        """, timeout=120))
+    assert out.startswith("ok"), out

@@ -583,3 +583,102 @@ def test_buffer_tensor_size_beyond_uint64_raises():
 def test_forked_error_is_device_error_type():
     from dmlgpu.runtime import fork
     assert issubclass(DeviceError, RuntimeError) and "spawn" in fork.MESSAGE
+
+
+# 9. (issue 32, row 9) compile_graph keys its cache by a digest of the description, constants
+# hashed once: a cache hit costs the same whatever the constants' size; a constant over
+# MAX_CONSTANT_BYTES is refused at once, saying to bind the data as a graph input.
+def test_graph_constants_are_bounded_and_hashed_once():
+    out = ok(run("""
+        import resource, time
+        import numpy as np
+        import dmlgpu
+        from dmlgpu import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
+                            OutputGraphEdgeDesc, graph)
+        device = dmlgpu.default_device()
+
+        def masked(data):  # out = x & mask, mask a constant as long as x
+            n = len(data) // 4
+            t = dmlgpu.TensorDesc(dmlgpu.DataType.UINT32, (n,))
+            return GraphDesc(1, 1, [ConstantDataGraphNodeDesc(data, "mask"), dmlgpu.ElementWiseBitAndOperatorDesc(t, t, t)],
+                             [InputGraphEdgeDesc(0, 1, 0)], [OutputGraphEdgeDesc(1, 0, 0)],
+                             [IntermediateGraphEdgeDesc(0, 0, 1, 1)])
+
+        def per_call(desc, calls=200):
+            device.compile_graph(desc)
+            start = time.perf_counter()
+            for _ in range(calls):
+                compiled = device.compile_graph(desc)
+            return (time.perf_counter() - start) / calls, compiled
+
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        huge = masked(bytes(256 << 20))
+        start = time.perf_counter()
+        for _ in range(3):
+            try:
+                device.compile_graph(huge)
+                raise AssertionError("a 256 MiB constant was compiled")
+            except dmlgpu.ValidationError as exc:
+                assert "graph input" in str(exc) and str(graph.MAX_CONSTANT_BYTES) in str(exc), exc
+        assert time.perf_counter() - start < 3, time.perf_counter() - start  # was 7.7-13.6 s a call
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 600 << 10  # KiB: was +3 GB
+        del huge
+
+        rng = np.random.default_rng(0)
+        mask = rng.integers(0, 2**32, graph.MAX_CONSTANT_BYTES // 4, dtype=np.uint32)
+        big, small = masked(mask.tobytes()), masked(mask[:4].tobytes())
+        big_call, compiled = per_call(big)
+        small_call, _ = per_call(small)
+        assert big_call < max(5 * small_call, 200e-6), (big_call, small_call)  # a hit: no rehash
+        assert device.compile_graph(masked(mask.tobytes())) is compiled  # equal content: the same
+        other = mask.copy()
+        other[-1] ^= 1
+        assert device.compile_graph(masked(other.tobytes())) is not compiled  # one bit: another graph
+        x = rng.integers(0, 2**32, mask.size, dtype=np.uint32)
+        out = device.allocate(x.nbytes, zero_fill=False)
+        compiled.execute([dmlgpu.Binding(device.upload(x))], [dmlgpu.Binding(out)])
+        assert np.array_equal(out.read().view(np.uint32), x & mask)
+        too_big = masked(bytes(graph.MAX_CONSTANT_BYTES + 4))
+        try:
+            device.compile_graph(too_big)
+            raise AssertionError("a constant over the bound was compiled")
+        except dmlgpu.ValidationError as exc:
+            assert "bind larger data as a graph input" in str(exc)
+        print("ok", f"{big_call * 1e6:.1f} us a hit with a {graph.MAX_CONSTANT_BYTES >> 20} MiB constant, "
+              f"{small_call * 1e6:.1f} us with 16 bytes")
+        """, timeout=120))
+    assert out.startswith("ok"), out
+
+
+# 11. (issue 32, row 11) after a DeviceMemoryError, a small allocation still succeeds where the
+# process has room for a smaller arena: the pool falls back to smaller arenas before it gives up.
+def test_small_calls_work_after_a_large_allocation_failed():
+    if not dmlgpu.default_device().is_cpu:
+        pytest.skip("RLIMIT_AS bounds host-visible device memory on a CPU driver only")
+    out = ok(run("""
+        import resource
+        import numpy as np
+        import dmlgpu
+        from dmlgpu.runtime import memory
+        device = dmlgpu.default_device()  # no arena yet
+        rng = np.random.default_rng(0)
+        database = rng.integers(0, 2**63, (1 << 21, 4), dtype=np.uint64)  # 64 MiB of codes
+        queries = database[:8].copy()
+        with open("/proc/self/status") as f:
+            vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
+        arena = device.memory_stats()["arena_bytes"]
+        resource.setrlimit(resource.RLIMIT_AS, (vm + arena - (28 << 20), resource.RLIM_INFINITY))
+        try:
+            dmlgpu.HammingIndex(database, stream=True).search(queries, 4)
+            raise AssertionError("the search found room for a whole arena")
+        except dmlgpu.DeviceMemoryError as exc:
+            failed = str(exc)
+        x = np.arange(4096, dtype=np.uint32)  # 16 KiB
+        assert np.array_equal(dmlgpu.bit_not(x), ~x)
+        t = dmlgpu.Tensor.from_numpy(x)
+        assert np.array_equal((~t ^ t).numpy(), np.full_like(x, 0xFFFFFFFF))
+        stats = device.memory_stats()
+        assert stats["reserved_bytes"] < arena and stats["arenas"] >= 1, stats  # smaller arenas
+        print("ok", stats["reserved_bytes"], failed[:80])
+        """, timeout=120))
+    assert out.startswith("ok"), out

@@ -1,5 +1,8 @@
-"""What kp patches 0009 and 0010 add, through the runtime's one Kompute module: storage memory that can be
-filled and copied, region copies, asynchronous submits with a fence poll, global barriers."""
+"""What kp patches 0009, 0010 and 0011 add, through the runtime's one Kompute module: storage memory that can be
+filled and copied, region copies, asynchronous submits with a fence poll, global barriers, one
+pipeline cache, waits in slices."""
+import time
+
 import numpy as np
 
 import dmlgpu
@@ -52,4 +55,31 @@ def test_one_pipeline_cache_seeded_and_read_back():
         context.seed_pipeline_cache(data)  # pipelines were made through the first one
     pipeline.destroy()
     memory.destroy()
+    context.destroy()
+
+
+def test_a_timed_wait_leaves_the_work_running():
+    """Patch 0011: `wait_for(ns)` that times out leaves the submission running (kp cleared its
+    flag, so its fence was never waited for again and it could be submitted while running): the
+    fence poll still sees it end, and a later wait finishes it."""
+    context = vulkan.Context(dmlgpu.default_device().index)
+    nbytes = 64 << 20
+    storage = context.memory(nbytes, mapped=False)
+    commands = context.commands()
+    for value in range(64):  # long enough on any device for a 1 us wait to time out
+        commands.fill(storage.handle, 0, nbytes, value)
+        commands.barrier()
+    commands.host_barrier()
+    commands.submit()
+    assert commands.wait_for(1000) is False  # 1 us
+    deadline = time.monotonic() + 120
+    while not commands.done():  # running still, so its fence is polled
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert commands.wait_for(1000) is True
+    commands.reset()
+    commands.submit()  # submitted again only after it was waited for
+    commands.wait()
+    commands.destroy()
+    storage.destroy()
     context.destroy()

@@ -1,5 +1,9 @@
 """Soak and chaos: random operations from several threads, Ctrl-C at random moments in the main
-thread, and a non-default device closed (and another opened) at random while threads use it.
+thread, and a non-default device closed (and another opened, with or without staging) at random
+while threads use it. The operations: the numpy front end on host data (kept host calls,
+pipelined transfers, out=), Tensor expressions, buffers, strided views, reductions and top_k on
+numpy data and Tensors, Hamming searches (an index and hamming_knn), fused functions. The main
+thread's SIGINT handler is now and then put back to Python's default, as a notebook kernel does.
 Afterwards every result that completed is bit-exact, the pool's accounting is consistent and
 (under DMLGPU_VALIDATION=1) the validation layer said nothing.
 
@@ -26,6 +30,14 @@ stop = threading.Event()
 failures, counts, lock = [], {{"done": 0, "refused": 0, "closes": 0, "interrupts": 0}}, threading.Lock()
 OPS = [("bit_xor", np.bitwise_xor, 2), ("bit_and", np.bitwise_and, 2), ("bit_or", np.bitwise_or, 2),
        ("bit_not", np.invert, 1)]
+fused = dmlgpu.fuse(lambda a, b: ((a ^ b) << 3) & 0xFF0F)
+KINDS = 9
+
+
+def nearest(database, queries, k):  # numpy's answer: Hamming distance, ties by lower row
+    distances = np.bitwise_count(database[None, :, :] ^ queries[:, None, :]).sum(axis=2, dtype=np.uint32)
+    order = np.argsort(distances, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(distances, order, axis=1), order
 
 
 def check(got, want, what):
@@ -35,7 +47,7 @@ def check(got, want, what):
 
 
 def one_op(rng, device):
-    kind = rng.integers(0, 5)
+    kind = rng.integers(0, KINDS)
     n = int(rng.choice([1, 7, 1000, 65536, 1 << 19, 1 << 21]))
     a = rng.integers(0, 2**32, n, dtype=np.uint32)
     b = rng.integers(0, 2**32, n, dtype=np.uint32)
@@ -59,11 +71,39 @@ def one_op(rng, device):
             out = np.empty_like(a)
             getattr(dmlgpu, name)(*(a, b)[:arity], out=out)
             check(out, ref(*(a, b)[:arity]), f"front end out= {{name}} {{n}}")
-        else:  # a strided view: a pipeline of its own
+        elif kind == 4:  # a strided view: a pipeline of its own
             rows = int(rng.integers(1, 64))
             m = a[:rows * (n // rows)].reshape(rows, -1) if n >= rows else a.reshape(1, -1)
             t = Tensor.from_numpy(m, device)
             check((~t.transpose()).numpy(), ~m.T, f"strided {{m.shape}}")
+        elif kind == 5:  # reductions and top_k, on numpy data and on a Tensor
+            m = a[:min(n, 4096)]
+            check(np.asarray(dmlgpu.max(m)), np.max(m), f"max {{m.size}}")
+            check(dmlgpu.min(Tensor.from_numpy(m, device)).numpy(), np.min(m), f"min {{m.size}}")
+            if m.size > 4:
+                values, indices = dmlgpu.top_k(m, 4)
+                order = np.lexsort((np.arange(m.size), -m.astype(np.int64)))[:4]
+                check(values, m[order], f"top_k values {{m.size}}")
+                check(indices, order.astype(np.uint32), f"top_k indices {{m.size}}")
+        elif kind == 6:  # Hamming search: an index (a small k and a large one), and hamming_knn
+            rows = int(rng.choice([40, 700, 3000]))
+            database = rng.integers(0, 2**63, (rows, 2), dtype=np.uint64)
+            queries = rng.integers(0, 2**63, (3, 2), dtype=np.uint64)
+            k = int(rng.choice([1, 5, rows]))
+            want = nearest(database, queries, k)
+            got = dmlgpu.HammingIndex(database, device=device).search(queries, k)
+            check(got[0], want[0], f"index distances {{rows}} k={{k}}")
+            check(got[1], want[1], f"index rows {{rows}} k={{k}}")
+            got = dmlgpu.hamming_knn(database, queries, min(k, 8))
+            check(got[0], want[0][:, :min(k, 8)], f"knn distances {{rows}}")
+        elif kind == 7:  # a fused function, on numpy data and on Tensors
+            check(fused(a, b), ((a ^ b) << 3) & 0xFF0F, f"fuse numpy {{n}}")
+            t, u = Tensor.from_numpy(a, device), Tensor.from_numpy(b, device)
+            check(fused(t, u).numpy(), ((a ^ b) << 3) & 0xFF0F, f"fuse Tensor {{n}}")
+        else:  # a long reduction read back: the read may be interrupted (a wait in slices)
+            m = a[:min(n, 1 << 16)]
+            t = Tensor.from_numpy(m, device)
+            check(dmlgpu.max(t ^ 1).numpy(), np.max(m ^ 1), f"max of an expression {{m.size}}")
 
 
 def worker(seed):
@@ -85,7 +125,7 @@ def worker(seed):
 def closer():
     rng = random.Random(5)
     while not stop.wait(rng.uniform(0.1, 0.5)):
-        old, chaos["device"] = chaos["device"], dmlgpu.Device(private=True)
+        old, chaos["device"] = chaos["device"], dmlgpu.Device(private=True, staging=rng.random() < 0.5)
         old.close()
         counts["closes"] += 1
 
@@ -125,6 +165,8 @@ while True:
                 assert not thread.is_alive(), thread
             break
         while time.monotonic() < deadline:
+            if rng.random() < 0.02:  # as a notebook kernel does for each cell
+                signal.signal(signal.SIGINT, signal.default_int_handler)
             one_op(rng, default)
             counts["done"] += 1
     except KeyboardInterrupt:

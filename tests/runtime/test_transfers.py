@@ -360,9 +360,9 @@ def test_the_halves_of_a_host_call_are_all_submitted_before_the_first_wait(rng, 
     seen = []
     finish = host_calls.HostCall.finish
 
-    def watched(call, position, out):
+    def watched(call, position, out, *args, **kwargs):
         seen.append((device.memory_stats()["submits"], position))
-        return finish(call, position, out)
+        return finish(call, position, out, *args, **kwargs)
     monkeypatch.setattr(host_calls.HostCall, "finish", watched)
     try:
         with device:
