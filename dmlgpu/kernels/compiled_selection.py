@@ -4,10 +4,17 @@ The input's dimensions split into the outer ones (one work item each combination
 element of REDUCE, a sequence of TOP_K1) and the walked ones (REDUCE's Axes, TOP_K1's Axis);
 their sizes and element strides go once into a small parameter buffer (shaders/include/select.glsl
 documents its words), so one pipeline per variant serves every shape and layout.
+
+REDUCE runs in a fixed order of operations (shaders/reduce.comp): each output element's walk is
+cut into chunks, each reduced by `lanes` lanes of a workgroup; with more than one chunk a first
+dispatch writes each chunk's state into a buffer the compiled operator keeps and a second merges
+them. `reduce_shape` picks lanes and chunks from the output and walk sizes and whether the device
+is a CPU, nothing else: one input gives the same bits on every run.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,15 +26,51 @@ from ..table.operators import REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["CompiledSelection", "selection_params"]
+__all__ = ["MAX_STATES", "STATE_BYTES", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
+           "selection_params", "spanning"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
+_GROUP = kernels.SELECTION_WORKGROUP_SIZE
+#: Lanes in flight a REDUCE dispatch aims at: a GPU's resident threads (an H100 holds 2^18 at
+#: full occupancy), a CPU driver's few workgroups per core.
+_TARGET_LANES = {False: 1 << 18, True: 1 << 13}
+#: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
+_LANE_ELEMENTS = 64
+#: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each).
+MAX_STATES = 1 << 12
+STATE_BYTES = 32
+_HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
 
 
-def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
-    """The parameter words for these tensors (see shaders/include/select.glsl) and the number of
-    work items."""
+class ReduceShape(NamedTuple):
+    """How REDUCE's work is cut: `lanes` lanes (a power of two up to the workgroup) reduce each
+    chunk of `chunk` walked elements (a multiple of 4 * lanes), `chunks` per output element;
+    `combine_lanes` lanes merge each output element's chunk states."""
+
+    lanes: int
+    chunk: int
+    chunks: int
+    combine_lanes: int
+
+
+def _floor_pow2(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def reduce_shape(items: int, walked: int, is_cpu: bool) -> ReduceShape:
+    """The cut of `items` output elements of `walked` elements each (see ReduceShape)."""
+    lanes = min(_GROUP, _floor_pow2(walked // _LANE_ELEMENTS))
+    chunks = math.ceil(_TARGET_LANES[bool(is_cpu)] / (lanes * items))
+    chunks = max(1, min(chunks, walked // (lanes * _LANE_ELEMENTS), MAX_STATES // items))
+    chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
+    chunks = math.ceil(walked / chunk)
+    return ReduceShape(lanes, chunk, chunks, min(_GROUP, _floor_pow2(chunks // 4)))
+
+
+def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
+    """The parameter words for these tensors (see shaders/include/select.glsl; `header` sets
+    REDUCE's words by their SELECT_HEADER names) and the number of work items."""
     tensors = list(descs.values())
     source, output = tensors[0], tensors[len(op.inputs)]
     if op.family == REDUCE_FAMILY:
@@ -37,7 +80,7 @@ def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
     in_strides, out_strides = source.effective_strides, output.effective_strides
     outer = [d for d in range(len(source.sizes)) if d not in walked]
     walked_dims = sorted(walked)
-    words = [0, 0, len(outer), len(walked_dims)]
+    words = [0] * len(kernels.SELECT_HEADER)
     items = 1
     for d in reversed(outer):  # innermost first
         words += [source.sizes[d], in_strides[d], out_strides[d]]
@@ -46,7 +89,10 @@ def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
     for d in reversed(walked_dims):
         words += [source.sizes[d], in_strides[d]]
         count *= source.sizes[d]
-    words[0], words[1] = items, count
+    fields = {**dict(items=items, walked=count, outer_dims=len(outer), walked_dims=len(walked_dims), lanes=1,
+                     chunk=max(1, count), chunks=1, count=count), **header}
+    for name, value in fields.items():
+        words[_HEADER[name]] = value
     if op.family != REDUCE_FAMILY:
         index = tensors[len(op.inputs) + 1]
         axis = attributes["Axis"]
@@ -56,27 +102,99 @@ def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
     return np.array(words, dtype=np.uint32), items
 
 
-class CompiledSelection:
-    """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor."""
+def _groups(units: int, lanes: int) -> tuple[int, int, int]:
+    return (min(_MAX_GROUPS, max(1, math.ceil(units * lanes / _GROUP))), 1, 1)
 
-    def __init__(self, device, operator_desc, feature_level):
+
+class Pass(NamedTuple):
+    """One dispatch: its parameter words, grid and mode (SELECT_MODES bits)."""
+
+    words: np.ndarray
+    grid: tuple
+    mode: int = 0
+
+
+class Passes(NamedTuple):
+    """Dispatches ready to launch: their parameter words in one Buffer, and per pass (word
+    offset in it, grid, mode)."""
+
+    params: object
+    passes: tuple
+
+
+class CompiledSelection:
+    """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor.
+
+    `spans` (given by the device) runs an execution whose bindings include memory that spans
+    several buffers (`dmlgpu.layout.pieces.Pieces`): `spans(compiled, inputs, outputs)`."""
+
+    def __init__(self, device, operator_desc, feature_level, spans=None):
         self.op = op = operator_desc.OPERATOR
         self.attributes = checked_attributes(operator_desc, feature_level)
         self.device = device
         self.desc = operator_desc
         self.feature_level = feature_level
+        self._spans = spans
         self._descs = operator_desc.tensor_descs()
         tensors = list(self._descs.values())
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
-        params, items = selection_params(op, self.attributes, self._descs)
-        self._params = device.upload(params)
-        self._items = items
         self._program = Program(self.variant.name, spirv.load(self.variant.name),
                                 np.zeros(0, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
-        groups = min(_MAX_GROUPS, max(1, math.ceil(items / kernels.SELECTION_WORKGROUP_SIZE)))
-        self._grid = (groups, 1, 1)
-        self._launches = LaunchMemo()  # binding key -> prepared dispatch
+        params, items = selection_params(op, self.attributes, self._descs)
+        self.items, self.walked = items, int(params[_HEADER["walked"]])
+        if op.family == REDUCE_FAMILY:
+            self.shape = reduce_shape(items, self.walked, device.is_cpu)
+            self._passes = self.upload(self.reduce_passes(self.shape))
+        else:
+            self.shape = None
+            self._passes = self.upload(self.top_k_passes())
+        self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
+        self._launches = LaunchMemo()  # binding key -> prepared dispatches
+
+    def reduce_passes(self, shape: ReduceShape, *, index_base: int = 0, count: int | None = None,
+                      to_states: bool = False, in_base: int = 0, out_base: int = 0) -> list:
+        """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
+        writing states and a second merging them. For a piece of a spanning call
+        (dmlgpu/api/selection_spans.py): `to_states` writes the chunks' states and stops,
+        `index_base` is the first walked element's index, `count` what AVERAGE divides by
+        (default: the walk), `in_base`/`out_base` element offsets of the input and output."""
+        modes = kernels.SELECT_MODES
+        count = self.walked if count is None else count
+        bases = dict(in_base=in_base, out_base=out_base, count=count)
+        states = shape.chunks > 1 or to_states
+        first, _ = selection_params(self.op, self.attributes, self._descs, lanes=shape.lanes, chunk=shape.chunk,
+                                    chunks=shape.chunks, index_base=index_base,
+                                    mode=modes["REDUCE_TO_STATES"] if states else 0, **bases)
+        passes = [Pass(first, _groups(self.items * shape.chunks, shape.lanes),
+                       modes["REDUCE_TO_STATES"] if states else 0)]
+        if shape.chunks > 1 and not to_states:
+            passes.append(self.combine_pass(shape.chunks, shape.combine_lanes, **bases))
+        return passes
+
+    def combine_pass(self, states: int, lanes: int, **header) -> Pass:
+        """A REDUCE dispatch merging `states` states per output element (each element's in a row,
+        in order) into the output."""
+        mode = kernels.SELECT_MODES["REDUCE_FROM_STATES"]
+        header = dict(dict(count=self.walked), **header)
+        words, _ = selection_params(self.op, self.attributes, self._descs, walked=states, lanes=lanes,
+                                    chunk=states, mode=mode, **header)
+        return Pass(words, _groups(self.items, lanes), mode)
+
+    def top_k_passes(self, *, index_base: int = 0, candidates: bool = False, in_base: int = 0,
+                     out_base: int = 0) -> list:
+        """TOP_K1's one dispatch; for a piece of a spanning call, its indices from `index_base`
+        or (`candidates`) read from the candidates' index buffer, and base element offsets."""
+        mode = kernels.SELECT_MODES["TOP_K_FROM_CANDIDATES"] if candidates else 0
+        words, items = selection_params(self.op, self.attributes, self._descs, index_base=index_base, mode=mode,
+                                        in_base=in_base, out_base=out_base)
+        return [Pass(words, (min(_MAX_GROUPS, max(1, math.ceil(items / _GROUP))), 1, 1), mode)]
+
+    def upload(self, passes) -> Passes:
+        """`passes`' parameter words in one new Buffer."""
+        words = np.concatenate([p.words for p in passes])
+        offsets = np.cumsum([0] + [p.words.size for p in passes[:-1]]).tolist()
+        return Passes(self.device.upload(words), tuple((o, p.grid, p.mode) for o, p in zip(offsets, passes)))
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -85,37 +203,95 @@ class CompiledSelection:
     def layout(self) -> str:
         return self.variant.layout
 
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of the states REDUCE's first dispatch writes (0: one dispatch)."""
+        if self.shape is None or self.shape.chunks == 1:
+            return 0
+        return self.items * self.shape.chunks * STATE_BYTES
+
     def check(self, inputs, outputs):
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
         return check_bindings(self.op, self._descs, inputs, outputs, self.device)
 
     def launch(self, ranges):
-        """The runtime's prepared dispatch over checked `ranges` (inputs, then outputs)."""
+        """The one prepared dispatch of a TOP_K1 (or a one-pass REDUCE) over checked `ranges`."""
+        made = self.launches(ranges)
+        if len(made) != 1:
+            raise ValidationError(self.op.dml_name, None, "dispatches", len(made), "allowed: one (see launches)")
+        return made[0]
+
+    def launches(self, ranges, passes: Passes | None = None, states=None, candidates=None,
+                 state_offset: int = 0) -> list:
+        """The runtime's prepared dispatches over checked `ranges` (inputs, then outputs; any
+        objects with `buffer`, `start`, `end`), in order: a second reads what the first wrote.
+        For a piece of a spanning call, `passes` (from `upload`), `states` (REDUCE: a Buffer
+        holding the states its passes write or read, from byte `state_offset`) and `candidates` (TOP_K1:
+        a Buffer of the indices of its input's elements) replace this operator's own."""
+        passes = self._passes if passes is None else passes
+        params = passes.params
+        inputs, outputs = ranges[:len(self.op.inputs)], ranges[len(self.op.inputs):]
         words = [(r.buffer.arena_offset + r.start) // 4 for r in ranges]
-        index = words[2] if len(ranges) > 2 else 0
-        push = np.array([words[0], words[1], index, self._params.arena_offset // 4, self._items],
-                        dtype=np.uint32)
-        buffers = [r.buffer for r in ranges] + [self._params]
-        return self.device.launch(self._program, self._grid, buffers, push,
-                                  reads=[(r.buffer, r.start, r.end) for r in ranges[:len(self.op.inputs)]]
-                                  + [(self._params, 0, self._params.size_in_bytes)],
-                                  writes=[(r.buffer, r.start, r.end) for r in ranges[len(self.op.inputs):]],
-                                  name=self.op.dml_name)
+        modes = kernels.SELECT_MODES
+        ends = [offset for offset, _, _ in passes.passes[1:]] + [params.size_in_bytes // 4]
+        made = []
+        for (offset, grid, mode), end in zip(passes.passes, ends):
+            reads = [(params, 4 * offset, 4 * end)]
+            if self.op.family == REDUCE_FAMILY:
+                if mode & (modes["REDUCE_TO_STATES"] | modes["REDUCE_FROM_STATES"]):
+                    states = self._state_buffer() if states is None else states
+                aux = states if states is not None else params  # (bound, not used)
+                if mode & modes["REDUCE_FROM_STATES"]:
+                    reads.append((aux, 0, aux.size_in_bytes))
+                else:
+                    reads += [(r.buffer, r.start, r.end) for r in inputs]
+                writes = [(aux, 0, aux.size_in_bytes)] if mode & modes["REDUCE_TO_STATES"] else \
+                    [(r.buffer, r.start, r.end) for r in outputs]
+                push = [words[0], words[1], (aux.arena_offset + state_offset) // 4, params.arena_offset // 4 + offset, 0]
+                buffers = [ranges[0].buffer, ranges[1].buffer, aux, params]
+            else:
+                source = candidates if candidates is not None else params  # (bound, not used)
+                if candidates is not None:
+                    reads.append((candidates, 0, candidates.size_in_bytes))
+                reads += [(r.buffer, r.start, r.end) for r in inputs]
+                writes = [(r.buffer, r.start, r.end) for r in outputs]
+                push = [words[0], words[1], words[2], params.arena_offset // 4 + offset, source.arena_offset // 4]
+                buffers = [r.buffer for r in ranges] + [params, source]
+            made.append(self.device.launch(self._program, grid, buffers, np.array(push, dtype=np.uint32),
+                                           reads=reads, writes=writes, name=self.op.dml_name))
+        return made
+
+    def _state_buffer(self):
+        if self._states is None or self._states.released:
+            self._states = self.device.allocate(max(STATE_BYTES, self.state_bytes), zero_fill=False)
+        return self._states
 
     def execute(self, inputs, outputs) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
-        descriptor's order (TOP_K1: values, then indices). Returns at once.
+        descriptor's order (TOP_K1: values, then indices). Returns at once. Bindings of memory
+        that spans several buffers run as the device's spanning plan says (per piece, then
+        combined).
 
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
+        if self._spans is not None and spanning(inputs, outputs):
+            self._spans(self, inputs, outputs)
+            return
         key = binding_key(inputs, outputs)
-        launch = self._launches.get(key)
-        if launch is None or not launch.valid:
+        launches = self._launches.get(key)
+        if launches is None or not all(launch.valid for launch in launches):
             if self.device.closed:
                 raise ValidationError(self.op.dml_name, None, "device", "closed",
                                       "allowed: an operator of an open device")
-            launch = self._launches.put(key, self.launch(self.check(inputs, outputs)))
-        if not self.device.enqueue(launch):
-            raise ValidationError(self.op.dml_name, None, "bindings", "a buffer released while queuing",
-                                  "allowed: live buffers of an open device")
+            launches = self._launches.put(key, self.launches(self.check(inputs, outputs)))
+        for launch in launches:
+            if not self.device.enqueue(launch):
+                raise ValidationError(self.op.dml_name, None, "bindings", "a buffer released while queuing",
+                                      "allowed: live buffers of an open device")
+
+
+def spanning(inputs, outputs) -> bool:
+    """Whether a binding names memory of several buffers (a `Pieces`: it has `.buffers`)."""
+    return any(hasattr(getattr(b, "buffer", None), "buffers") for group in (inputs, outputs)
+               if isinstance(group, (list, tuple)) for b in group)
