@@ -52,7 +52,8 @@ void main() {
             }
             last_key = best_key;
             last_index = best_index;
-            uint index = candidates ? source_w[sp.source_offset + in_base + walked_offset(best_index)]
+            uint at = in_base + walked_offset(best_index);  // (the candidates' indices: OUT_BITS wide)
+            uint index = candidates ? source_w[sp.source_offset + (OUT_BITS == 64 ? 2u * at : at)]
                                     : index_base + best_index;
             STORE_ELEMENT(out_w, sp.out_offset, IN_BITS, out_at + j * value_step, best_value);
             STORE_ELEMENT(index_w, sp.aux_offset, OUT_BITS, index_at + j * index_step, uvec2(index, 0u));

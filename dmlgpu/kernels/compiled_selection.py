@@ -20,14 +20,14 @@ import numpy as np
 
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
-from .compiled_operator import LaunchMemo, binding_key
+from .compiled_operator import LaunchMemo, binding_key, spanning
 from ..errors import ValidationError
 from ..table.operators import REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
 __all__ = ["MAX_STATES", "STATE_BYTES", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
-           "selection_params", "spanning"]
+           "selection_params"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
@@ -69,9 +69,10 @@ def reduce_shape(items: int, walked: int, is_cpu: bool) -> ReduceShape:
 
 
 def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
-    """The parameter words for these tensors (see shaders/include/select.glsl; `header` sets
-    REDUCE's words by their SELECT_HEADER names) and the number of work items."""
-    tensors = list(descs.values())
+    """The parameter words for these tensors (`descs`: a dict or list of TensorDesc, in the
+    descriptor's order; see shaders/include/select.glsl; `header` sets words by their
+    SELECT_HEADER names) and the number of work items."""
+    tensors = list(descs.values()) if isinstance(descs, dict) else list(descs)
     source, output = tensors[0], tensors[len(op.inputs)]
     if op.family == REDUCE_FAMILY:
         walked = attributes["Axes"]
@@ -152,42 +153,50 @@ class CompiledSelection:
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._launches = LaunchMemo()  # binding key -> prepared dispatches
 
-    def reduce_passes(self, shape: ReduceShape, *, index_base: int = 0, count: int | None = None,
-                      to_states: bool = False, in_base: int = 0, out_base: int = 0) -> list:
+    def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
+                      count: int | None = None, to_states: bool = False, in_base: int = 0,
+                      out_base: int = 0) -> list:
         """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
         writing states and a second merging them. For a piece of a spanning call
-        (dmlgpu/api/selection_spans.py): `to_states` writes the chunks' states and stops,
-        `index_base` is the first walked element's index, `count` what AVERAGE divides by
-        (default: the walk), `in_base`/`out_base` element offsets of the input and output."""
+        (dmlgpu/api/selection_spans.py): `descs`/`attributes` describe the piece, `to_states`
+        writes its chunks' states and stops, `index_base` is its first walked element's index,
+        `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
+        offsets of the input and output."""
         modes = kernels.SELECT_MODES
-        count = self.walked if count is None else count
+        descs = self._descs if descs is None else descs
+        attributes = self.attributes if attributes is None else attributes
+        params, items = selection_params(self.op, attributes, descs)
+        count = int(params[_HEADER["walked"]]) if count is None else count
         bases = dict(in_base=in_base, out_base=out_base, count=count)
-        states = shape.chunks > 1 or to_states
-        first, _ = selection_params(self.op, self.attributes, self._descs, lanes=shape.lanes, chunk=shape.chunk,
-                                    chunks=shape.chunks, index_base=index_base,
-                                    mode=modes["REDUCE_TO_STATES"] if states else 0, **bases)
-        passes = [Pass(first, _groups(self.items * shape.chunks, shape.lanes),
-                       modes["REDUCE_TO_STATES"] if states else 0)]
+        mode = modes["REDUCE_TO_STATES"] if shape.chunks > 1 or to_states else 0
+        first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
+                                    chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
+        passes = [Pass(first, _groups(items * shape.chunks, shape.lanes), mode)]
         if shape.chunks > 1 and not to_states:
-            passes.append(self.combine_pass(shape.chunks, shape.combine_lanes, **bases))
+            passes.append(self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
+                                            **bases))
         return passes
 
-    def combine_pass(self, states: int, lanes: int, **header) -> Pass:
+    def combine_pass(self, states: int, lanes: int, *, descs=None, attributes=None, **header) -> Pass:
         """A REDUCE dispatch merging `states` states per output element (each element's in a row,
-        in order) into the output."""
+        in order) into the output (`header`: SELECT_HEADER words, as `reduce_passes`')."""
         mode = kernels.SELECT_MODES["REDUCE_FROM_STATES"]
-        header = dict(dict(count=self.walked), **header)
-        words, _ = selection_params(self.op, self.attributes, self._descs, walked=states, lanes=lanes,
-                                    chunk=states, mode=mode, **header)
-        return Pass(words, _groups(self.items, lanes), mode)
+        descs = self._descs if descs is None else descs
+        attributes = self.attributes if attributes is None else attributes
+        header = {"count": self.walked, **header}
+        words, items = selection_params(self.op, attributes, descs, walked=states, lanes=lanes, chunk=states,
+                                        mode=mode, **header)
+        return Pass(words, _groups(items, lanes), mode)
 
-    def top_k_passes(self, *, index_base: int = 0, candidates: bool = False, in_base: int = 0,
-                     out_base: int = 0) -> list:
-        """TOP_K1's one dispatch; for a piece of a spanning call, its indices from `index_base`
-        or (`candidates`) read from the candidates' index buffer, and base element offsets."""
+    def top_k_passes(self, *, descs=None, attributes=None, index_base: int = 0, candidates: bool = False,
+                     in_base: int = 0, out_base: int = 0) -> list:
+        """TOP_K1's one dispatch; for a piece of a spanning call, `descs`/`attributes` describe
+        the piece, its indices count from `index_base` or (`candidates`) are read from the
+        candidates' index buffer, and `in_base`/`out_base` are element offsets."""
         mode = kernels.SELECT_MODES["TOP_K_FROM_CANDIDATES"] if candidates else 0
-        words, items = selection_params(self.op, self.attributes, self._descs, index_base=index_base, mode=mode,
-                                        in_base=in_base, out_base=out_base)
+        words, items = selection_params(self.op, self.attributes if attributes is None else attributes,
+                                        self._descs if descs is None else descs, index_base=index_base,
+                                        mode=mode, in_base=in_base, out_base=out_base)
         return [Pass(words, (min(_MAX_GROUPS, max(1, math.ceil(items / _GROUP))), 1, 1), mode)]
 
     def upload(self, passes) -> Passes:
@@ -286,12 +295,12 @@ class CompiledSelection:
                                       "allowed: an operator of an open device")
             launches = self._launches.put(key, self.launches(self.check(inputs, outputs)))
         for launch in launches:
-            if not self.device.enqueue(launch):
-                raise ValidationError(self.op.dml_name, None, "bindings", "a buffer released while queuing",
-                                      "allowed: live buffers of an open device")
+            self.enqueue(launch)
 
+    def enqueue(self, launch) -> None:
+        """Queue `launch` (made by `launches`); ValidationError if another thread released one of
+        its buffers (or closed the device) since it was checked."""
+        if not self.device.enqueue(launch):
+            raise ValidationError(self.op.dml_name, None, "bindings", "a buffer released while queuing",
+                                  "allowed: live buffers of an open device")
 
-def spanning(inputs, outputs) -> bool:
-    """Whether a binding names memory of several buffers (a `Pieces`: it has `.buffers`)."""
-    return any(hasattr(getattr(b, "buffer", None), "buffers") for group in (inputs, outputs)
-               if isinstance(group, (list, tuple)) for b in group)
