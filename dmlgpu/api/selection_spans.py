@@ -33,6 +33,7 @@ from ..describe.tensor_desc import TensorDesc
 from ..describe.validation import support_row
 from ..errors import ValidationError
 from ..kernels.compiled_selection import STATE_BYTES, reduce_shape
+from ..layout import pieces
 from ..layout.pieces import Pieces
 from ..layout.views import View
 from ..table.feature_levels import FeatureLevel
@@ -133,9 +134,10 @@ def _copied(compiled, view: View, order) -> View:
                                 tuple(view.strides[d] for d in order))
     zero = View.from_fields(device.allocate(16), (1,), view.data_type, 0, (0,))
     level = FeatureLevel.newest()
-    planned = span_plan.plan(BIT_XOR, level, support_row(BIT_XOR, level), [permuted, zero, None],
+    # Cut where a buffer holds whole walks (pieces.allocate: whole rows of the innermost dimensions).
+    out = View.from_fields(pieces.allocate(device, shape, view.itemsize, zero_fill=False), shape, view.data_type)
+    planned = span_plan.plan(BIT_XOR, level, support_row(BIT_XOR, level), [permuted, zero, out],
                              [view.data_type] * 2, view.data_type, shape, [permuted.strides, (0,) * len(shape)])
-    out = View.from_fields(span_plan.allocate_result(planned, device), shape, view.data_type)
     span_plan.run(planned, [permuted, zero, out])
     return out
 
