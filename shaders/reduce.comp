@@ -45,6 +45,46 @@ void load_four(uint e, out uvec2 v[4]) {
 #endif
 }
 
+#if IN_KIND == KIND_FLOAT && IN_BITS == 32
+// lane_elements of a float sum (SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM) over a contiguous,
+// aligned walk: the four components' first triples in vectors, a block at a time where all its
+// terms are finite and small, else element by element: the generic path's operations, in its order.
+Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
+    vec4 s = vec4(-0.0), c1 = vec4(-0.0), c2 = vec4(-0.0);
+    Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
+    float limit = acc_squares() ? TWO_POW_48 : TWO_POW_64;
+    uint b = start + 4u * lane;
+    for (; b + 4u <= end; b += 4u * lanes) {
+        vec4 x = uintBitsToFloat(in_v[(sp.in_offset + in_base + b) / 4u]);
+        if (ACC_FUNCTION == RED_L1) x = abs(x);
+        if (all(lessThan(abs(x), vec4(limit)))) {
+            if (acc_squares()) {
+                vec4 p, e;
+                two_square4(x, p, e);
+                triple_add4(s, c1, c2, p);
+                triple_add4(s, c1, c2, e);
+            } else {
+                triple_add4(s, c1, c2, x);
+            }
+        } else {
+            for (uint q = 0u; q < 4u; ++q) {
+                Acc a = sums_add(Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y), x[q]);
+                s[q] = acc_f(a.x.x);
+                c1[q] = acc_f(a.x.y);
+                c2[q] = acc_f(a.x.z);
+                big[q].y = a.y;
+            }
+        }
+    }
+    Acc acc[4];
+    for (uint q = 0u; q < 4u; ++q) {
+        acc[q] = Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y);
+        if (b + q < end) acc[q] = acc_add(acc[q], load_value(in_base + b + q), 0u);  // the chunk's last block
+    }
+    return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
+}
+#endif
+
 // Lane `lane` of `lanes`: its elements of chunk `chunk` of the walk from input element `in_base`.
 Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
     uint walked = param(SP_WALKED), length = param(SP_CHUNK), index_base = param(SP_INDEX_BASE);
@@ -59,6 +99,9 @@ Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
     bool aligned = in_base % (32u / uint(IN_BITS)) == 0u;
 #endif
     bool contiguous = aligned && param(SP_WALKED_DIMS) == 1u && param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u) == 1u;
+#if IN_KIND == KIND_FLOAT && IN_BITS == 32
+    if (acc_sums() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes);
+#endif
     for (uint b = start + 4u * lane; b < end; b += 4u * lanes) {
         if (contiguous && b + 4u <= end) {
             uvec2 v[4];

@@ -34,7 +34,7 @@ _MAX_GROUPS = 1 << 15
 _GROUP = kernels.SELECTION_WORKGROUP_SIZE
 #: Lanes in flight a REDUCE dispatch aims at: a GPU's resident threads (an H100 holds 2^18 at
 #: full occupancy), a CPU driver's few workgroups per core.
-_TARGET_LANES = {False: 1 << 18, True: 1 << 13}
+_TARGET_LANES = {False: 1 << 18, True: 1 << 12}
 #: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
 _LANE_ELEMENTS = 64
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each).

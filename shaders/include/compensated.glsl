@@ -57,6 +57,31 @@ vec3 triple_add(vec3 a, float x) {
     return vec3(s.x, c.x, c2);
 }
 
+// triple_add on four triples at once (s, c1, c2 hold each one's floats): the same operations.
+void triple_add4(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
+    precise vec4 t = s + x;
+    precise vec4 v = t - s;
+    precise vec4 e = (s - (t - v)) + (x - v);
+    precise vec4 u = c1 + e;
+    precise vec4 w = u - c1;
+    precise vec4 f = (c1 - (u - w)) + (e - w);
+    precise vec4 z = c2 + f;
+    s = t;
+    c1 = u;
+    c2 = z;
+}
+
+// two_square on four floats: x * x = p + e.
+void two_square4(vec4 x, out vec4 p, out vec4 e) {
+    precise vec4 t = 4097.0 * x;
+    precise vec4 hi = t - (t - x);
+    precise vec4 lo = x - hi;
+    precise vec4 pp = x * x;
+    precise vec4 ee = ((hi * hi - pp) + 2.0 * (hi * lo)) + lo * lo;
+    p = pp;
+    e = ee;
+}
+
 vec3 triple_merge(vec3 a, vec3 b) {
     vec2 s = two_sum(a.x, b.x);
     vec2 c = two_sum(a.y, b.y);
