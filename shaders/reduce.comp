@@ -27,6 +27,9 @@ layout(std430, binding = 2) buffer States { Acc states[]; };  // sp.aux_offset: 
 
 shared Acc tree[SELECTION_WORKGROUP_SIZE];
 
+// Set on GPUs (dmlgpu/kernels/compiled_selection.py): float sums load four blocks at a time.
+layout(constant_id = 0) const bool WIDE_LOADS = false;
+
 // The four elements from element offset e (a multiple of 4) of a contiguous walk, as raw values.
 void load_four(uint e, out uvec2 v[4]) {
 #if IN_BITS == 32
@@ -53,33 +56,57 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
     vec4 s = vec4(-0.0), c1 = vec4(-0.0), c2 = vec4(-0.0);
     Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
     float limit = acc_squares() ? TWO_POW_48 : TWO_POW_64;
-    uint b = start + 4u * lane;
-    for (; b + 4u <= end; b += 4u * lanes) {
-        vec4 x = uintBitsToFloat(in_v[(sp.in_offset + in_base + b) / 4u]);
-        if (ACC_FUNCTION == RED_L1) x = abs(x);
-        if (all(lessThan(abs(x), vec4(limit)))) {
-            if (acc_squares()) {
-                vec4 p, e;
-                two_square4(x, p, e);
-                triple_add4(s, c1, c2, p);
-                triple_add4(s, c1, c2, e);
-            } else {
-                triple_add4(s, c1, c2, x);
-            }
+    uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
+    // On a GPU, four blocks' loads in flight before their additions (in the same order): a lane
+    // keeps more of the memory system busy (lavapipe runs the plain loop faster).
+    for (; WIDE_LOADS && b + 3u * step + 4u <= end; b += 4u * step) {
+        vec4 x0 = uintBitsToFloat(in_v[at + b / 4u]), x1 = uintBitsToFloat(in_v[at + (b + step) / 4u]);
+        vec4 x2 = uintBitsToFloat(in_v[at + (b + 2u * step) / 4u]), x3 = uintBitsToFloat(in_v[at + (b + 3u * step) / 4u]);
+        vec4 m0 = ACC_FUNCTION == RED_L1 ? abs(x0) : x0, m1 = ACC_FUNCTION == RED_L1 ? abs(x1) : x1;
+        vec4 m2 = ACC_FUNCTION == RED_L1 ? abs(x2) : x2, m3 = ACC_FUNCTION == RED_L1 ? abs(x3) : x3;
+        vec4 largest = max(max(abs(m0), abs(m1)), max(abs(m2), abs(m3)));
+        if (!all(lessThan(largest, vec4(limit)))) break;  // (a NaN too): element by element below
+        if (acc_squares()) {
+            vec4 p, e;
+            two_square4(m0, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
+            two_square4(m1, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
+            two_square4(m2, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
+            two_square4(m3, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
         } else {
-            for (uint q = 0u; q < 4u; ++q) {
-                Acc a = sums_add(Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y), x[q]);
-                s[q] = acc_f(a.x.x);
-                c1[q] = acc_f(a.x.y);
-                c2[q] = acc_f(a.x.z);
-                big[q].y = a.y;
-            }
+            triple_add4(s, c1, c2, m0);
+            triple_add4(s, c1, c2, m1);
+            triple_add4(s, c1, c2, m2);
+            triple_add4(s, c1, c2, m3);
+        }
+    }
+    for (; b + 4u <= end; b += step) {
+        vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
+        if (ACC_FUNCTION == RED_L1) x = abs(x);
+        if (!all(lessThan(abs(x), vec4(limit)))) break;  // (a NaN too): element by element below
+        if (acc_squares()) {
+            vec4 p, e;
+            two_square4(x, p, e);
+            triple_add4(s, c1, c2, p);
+            triple_add4(s, c1, c2, e);
+        } else {
+            triple_add4(s, c1, c2, x);
+        }
+    }
+    for (; b + 4u <= end; b += step) {  // from the first block with a huge or non-finite term
+        vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
+        if (ACC_FUNCTION == RED_L1) x = abs(x);
+        for (uint q = 0u; q < 4u; ++q) {
+            Acc a = sums_add(Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y), x[q]);
+            s[q] = acc_f(a.x.x);
+            c1[q] = acc_f(a.x.y);
+            c2[q] = acc_f(a.x.z);
+            big[q].y = a.y;
         }
     }
     Acc acc[4];
     for (uint q = 0u; q < 4u; ++q) {
         acc[q] = Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y);
-        if (b + q < end) acc[q] = acc_add(acc[q], load_value(in_base + b + q), 0u);  // the chunk's last block
+        if (b + q < end) acc[q] = acc_add(acc[q], load_value(in_base + b + q), 0u);  // the lane's last, partial block
     }
     return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
 }
@@ -119,7 +146,13 @@ Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
 Acc lane_states(uint item, uint lane, uint lanes) {
     uint count = param(SP_WALKED), first = sp.aux_offset / 8u + item * count;
     Acc acc = acc_empty();
-    for (uint j = lane; j < count; j += lanes) acc = acc_merge(acc, states[first + j]);
+    uint j = lane;
+    for (; j + 3u * lanes < count; j += 4u * lanes) {  // four loads in flight, merged in order
+        Acc s0 = states[first + j], s1 = states[first + j + lanes], s2 = states[first + j + 2u * lanes],
+            s3 = states[first + j + 3u * lanes];
+        acc = acc_merge(acc_merge(acc_merge(acc_merge(acc, s0), s1), s2), s3);
+    }
+    for (; j < count; j += lanes) acc = acc_merge(acc, states[first + j]);
     return acc;
 }
 

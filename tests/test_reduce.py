@@ -182,6 +182,25 @@ def test_long_walks_match_the_reference(device, rng, function, shape, axes):
     assert testing.same_bits(got, reference_reduce(x, function, axes, out_type.numpy))
 
 
+@pytest.mark.parametrize("function", [F.SUM, F.L1, F.L2], ids=lambda f: f.name)
+def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
+    """The GPUs' loop (four blocks' loads at a time) on this device: the same operations in the
+    same order as the plain loop, so the same bits; a block with a huge or NaN term among them."""
+    from dmlgpu.kernels import compiled_selection
+    x = rng.normal(0, 3, size=(2, 200_003)).astype(np.float32)
+    x[1, 150_017] = 3e30
+    desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, x.shape), TensorDesc(DataType.FLOAT32, (2, 1)), function, (1,))
+    results = []
+    for wide in (False, True):
+        monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
+        compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+        source, out = device.upload(x), device.upload(np.full(16, POISON, np.uint8))
+        compiled.execute([Binding(source)], [Binding(out)])
+        results.append(out.read()[:8].view(np.float32))
+    assert testing.same_bits(results[0], results[1])
+    assert testing.same_bits(results[1].reshape(2, 1), reference_reduce(x, function, (1,)))
+
+
 def test_the_same_bits_on_every_run_whatever_runs_beside(device, rng):
     """A fixed order: repeated, and interleaved with other work queued on the device, a float
     sum of cancelling terms gives one bit pattern."""

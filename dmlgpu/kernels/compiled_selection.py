@@ -26,15 +26,20 @@ from ..table.operators import REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["MAX_STATES", "STATE_BYTES", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
+__all__ = ["MAX_STATES", "STATE_BYTES", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
            "selection_params"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
 _GROUP = kernels.SELECTION_WORKGROUP_SIZE
-#: Lanes in flight a REDUCE dispatch aims at: a GPU's resident threads (an H100 holds 2^18 at
-#: full occupancy), a CPU driver's few workgroups per core.
-_TARGET_LANES = {False: 1 << 18, True: 1 << 12}
+#: Lanes in flight a REDUCE dispatch aims at: on a GPU a quarter of an H100's resident threads
+#: (each float-sum lane keeps four 16-byte loads in flight; fewer chunks keep the second dispatch
+#: short: 1,024 states of one output element, 16 per lane), on a CPU driver a few workgroups per
+#: core (lavapipe, 64 MiB: 2^12 as fast as any of 2^10 to 2^16, within its noise).
+_TARGET_LANES = {False: 1 << 16, True: 1 << 12}
+#: REDUCE's specialization constant, by whether the device is a CPU: float sums keep four loads
+#: in flight per lane (shaders/reduce.comp); on lavapipe the plain loop ran 1.2-1.4x faster.
+WIDE_LOADS = {False: True, True: False}
 #: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
 _LANE_ELEMENTS = 64
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each).
@@ -140,8 +145,9 @@ class CompiledSelection:
         tensors = list(self._descs.values())
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
-        self._program = Program(self.variant.name, spirv.load(self.variant.name),
-                                np.zeros(0, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
+        spec = [int(WIDE_LOADS[bool(device.is_cpu)])] if op.family == REDUCE_FAMILY else []
+        self._program = Program(self.variant.name, spirv.load(self.variant.name), np.array(spec, dtype=np.uint32),
+                                len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
         self.items, self.walked = items, int(params[_HEADER["walked"]])
         if op.family == REDUCE_FAMILY:
