@@ -31,7 +31,8 @@ from .describe.graph_descs import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its
 from .compiler.compiled_graph import CompiledGraph
 from .front.fuse import fuse
 from .search.hamming import HammingIndex, hamming_knn
-from .front.reductions import argmax, argmin, max, min, prod, sum, top_k  # noqa: A004 -- numpy's names
+from .front.reductions import (argmax, argmin, logsumexp, max, mean, min, norm, prod, reduce,  # noqa: A004, F401
+                                sum, top_k)  # numpy's (and scipy.special's) names
 from .front.tensor import Tensor
 from .describe.tensor_desc import TensorDesc, calc_buffer_tensor_size
 from .describe.validation import validate
@@ -40,6 +41,7 @@ __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",
     "DeviceError", "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
     "calc_buffer_tensor_size", "default_device", "devices", "fuse", "set_cache_limits", "validate", *descs.__all__,
-    *functions.__all__, *graph.__all__, "argmax", "argmin", "max", "min", "prod", "sum", "top_k", "HammingIndex",
+    *functions.__all__, *graph.__all__, "argmax", "argmin", "logsumexp", "max", "mean", "min", "norm", "prod", "reduce",
+    "sum", "top_k", "HammingIndex",
     "hamming_knn",
 ]

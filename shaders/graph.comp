@@ -1,8 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require  // [[unroll]] in the families' functions
-// A fused graph of element-wise operators ending in a REDUCE (dmlgpu/graph_kernel.py,
-// dmlgpu/compiled_reduction.py): one dispatch of this module per graph, its node program in
+// A fused graph of element-wise operators ending in a REDUCE (dmlgpu/kernels/graph_abi.py,
+// dmlgpu/compiler/reduction_plan.py): one dispatch of this module per graph, its node program in
 // specialization constants. (Element-wise graphs run code generated for each one instead,
 // dmlgpu/graph_source.py, in the same layout of slots.)
 //
@@ -55,11 +55,15 @@ uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroup
 
 // The reducing module: output element `item` (p.count of them) is DML_REDUCE_FUNCTION
 // RED_FUNCTION of slot RED_SLOT over elements [item * RED_COUNT, +RED_COUNT) of the program's
-// shape (the innermost RED_COUNT: REDUCE's trailing axes), in order; the program runs per
-// element, its values never stored. Inputs are addressed through their strides; the output's
-// strides are 0 along the reduced dimensions. Integer arithmetic is 64-bit and wraps at the
-// output's width when stored; ARGMIN/ARGMAX keep the first extreme index (row-major over the
-// reduced axes), as shaders/reduce.comp does.
+// shape (the innermost RED_COUNT: REDUCE's trailing axes), accumulated in order by one invocation
+// (shaders/include/reduce_acc.glsl: the same accumulators and rounding as shaders/reduce.comp);
+// the program runs per element, its values never stored. Inputs are addressed through their
+// strides; the output's strides are 0 along the reduced dimensions.
+#define ACC_FUNCTION RED_FUNCTION
+#define ACC_BITS RED_BITS
+#define ACC_KIND RED_KIND
+#define ACC_OUT_BITS OUT_BITS0
+#include "reduce_acc.glsl"
 
 // The slot's value as 64 bits: signed types sign-extended.
 uvec2 red_extend(uvec2 v) {
@@ -68,30 +72,14 @@ uvec2 red_extend(uvec2 v) {
     return v;
 }
 
-// Order key (dmlgpu.reference.order_key; select.glsl's order_key): unsigned compare orders values.
-uvec2 red_key(uvec2 v) {
-    if (RED_KIND == KIND_UINT) return v;
-    if (RED_KIND == KIND_INT) { v = red_extend(v); return uvec2(v.x, v.y ^ 0x80000000u); }
-    if (RED_BITS == 64u) return (v.y & 0x80000000u) != 0u ? ~v : uvec2(v.x, v.y | 0x80000000u);
-    uint top = 1u << (RED_BITS - 1u);
-    return uvec2((v.x & top) != 0u ? (~v.x & lane_mask(RED_BITS)) : (v.x | top), 0u);
-}
-
-bool red_less(uvec2 a, uvec2 b) { return a.y < b.y || (a.y == b.y && a.x < b.x); }
-
 #define LOAD_STRIDED(k) if (IN_MODE##k != MODE_UNUSED) \
     xin[k] = LOAD_ELEMENT(in##k##_w, p.in_offset##k, OFFSET(IN##k##_STRIDE), IN_BITS##k);
 
 void main() {
     uint items = p.count;
-    bool ordered = RED_FUNCTION == RED_ARGMAX || RED_FUNCTION == RED_ARGMIN || RED_FUNCTION == RED_MAX
-        || RED_FUNCTION == RED_MIN;
-    bool largest = RED_FUNCTION == RED_ARGMAX || RED_FUNCTION == RED_MAX;
     for (uint item = first_unit(), step_ = grid_size(); item < items;
          item = (items - item > step_) ? item + step_ : items) {
-        uvec2 acc = RED_FUNCTION == RED_MULTIPLY ? uvec2(1u, 0u) : uvec2(0u);
-        uvec2 best = uvec2(0u), best_value = uvec2(0u);
-        uint best_index = 0u;
+        Acc acc = acc_empty();
         uint c[8];
         for (uint w = 0u; w < RED_COUNT; ++w) {
             uint rest = item * RED_COUNT + w;
@@ -100,20 +88,9 @@ void main() {
             FOR_INPUTS(LOAD_STRIDED)
             uvec2 r[GRAPH_SLOTS];
             FOR_SLOTS(SLOT)
-            uvec2 v = red_extend(r[RED_SLOT]);
-            if (ordered) {
-                uvec2 key = red_key(v);
-                // strict: the first extreme is kept
-                if (w == 0u || (largest ? red_less(best, key) : red_less(key, best))) {
-                    best = key; best_value = v; best_index = w;
-                }
-            } else if (RED_FUNCTION == RED_MULTIPLY) acc = mul64(acc, v);
-            else if (RED_FUNCTION == RED_SUM_SQUARE) acc = add64(acc, mul64(v, v));
-            else if (RED_FUNCTION == RED_L1 && RED_KIND == KIND_INT && (v.y & 0x80000000u) != 0u) acc = add64(acc, negate64(v));
-            else acc = add64(acc, v);
+            acc = acc_add(acc, red_extend(r[RED_SLOT]), w);
         }
-        uvec2 result = RED_FUNCTION == RED_ARGMAX || RED_FUNCTION == RED_ARGMIN ? uvec2(best_index, 0u)
-            : ordered ? best_value : acc;
+        uvec2 result = acc_result(acc, RED_COUNT);
         uint o = OFFSET(OUT0_STRIDE), bits = OUT_BITS0;
         if (WIDE(bits)) { out0_w[p.out_offset0 + 2u * o] = result.x; out0_w[p.out_offset0 + 2u * o + 1u] = result.y; }
         else if (bits == 32u) out0_w[p.out_offset0 + o] = result.x;
@@ -124,4 +101,3 @@ void main() {
         }
     }
 }
-

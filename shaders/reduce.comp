@@ -1,64 +1,194 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// DML_OPERATOR_REDUCE (dmlgpu/operators.py REDUCE): each invocation reduces the walked (reduced)
-// elements of one output element. FUNCTION is a DML_REDUCE_FUNCTION value; integer arithmetic is
-// 64-bit (uvec2) and wraps at OUT_BITS when stored. ARGMIN/ARGMAX keep the first extreme index.
-#define PARAMS_BINDING 2
+// DML_OPERATOR_REDUCE (dmlgpu/table/operators.py REDUCE) in a fixed order of operations, so that
+// one input gives the same bits on every run (shaders/include/reduce_acc.glsl holds each
+// function's accumulator; FUNCTION is a DML_REDUCE_FUNCTION value).
+//
+// Each output element's walked elements r = 0 .. R-1 are cut into chunks of SP_CHUNK elements; a
+// unit (an output element's chunk) is reduced by SP_LANES lanes of a workgroup: lane j, component
+// q (0..3) takes the elements chunk start + 4 (j + lanes t) + q for t = 0, 1, ... in order; the
+// four components merge as (0 + 1) + (2 + 3), then the lanes in a pairwise tree (lane j takes
+// lane j + s for s = lanes/2, ..., 1). With one chunk the unit writes the output element; with
+// several each writes its state (SP_MODE's REDUCE_TO_STATES) and a second dispatch
+// (REDUCE_FROM_STATES) merges each output element's states the same way: lane j takes states
+// j, j + lanes, ... in order, then the tree. Nothing depends on timing: no atomics but the
+// stores of sub-word outputs.
+#define PARAMS_BINDING 3
 #include "select.glsl"
-#include "arith64.glsl"
 
-#define F_ARGMAX 0
-#define F_ARGMIN 1
-#define F_L1 3
-#define F_MAX 7
-#define F_MIN 8
-#define F_MULTIPLY 9
-#define F_SUM 10
-#define F_SUM_SQUARE 11
+#define ACC_FUNCTION uint(FUNCTION)
+#define ACC_BITS uint(IN_BITS)
+#define ACC_KIND uint(IN_KIND)
+#define ACC_OUT_BITS uint(OUT_BITS)
+#include "reduce_acc.glsl"
+
+layout(std430, binding = 0) readonly buffer InVecs { uvec4 in_v[]; };
+layout(std430, binding = 2) buffer States { Acc states[]; };  // sp.aux_offset: its word offset
+
+shared Acc tree[SELECTION_WORKGROUP_SIZE];
+
+// Set on GPUs (dmlgpu/kernels/compiled_selection.py): float sums load four blocks at a time.
+layout(constant_id = 0) const bool WIDE_LOADS = false;
+
+// The four elements from element offset e (a multiple of 4) of a contiguous walk, as raw values.
+void load_four(uint e, out uvec2 v[4]) {
+#if IN_BITS == 32
+    uvec4 w = in_v[(sp.in_offset + e) / 4u];
+    v[0] = lane_value(w.x); v[1] = lane_value(w.y); v[2] = lane_value(w.z); v[3] = lane_value(w.w);
+#elif IN_BITS == 64
+    uvec4 a = in_v[(sp.in_offset + 2u * e) / 4u], b = in_v[(sp.in_offset + 2u * e) / 4u + 1u];
+    v[0] = a.xy; v[1] = a.zw; v[2] = b.xy; v[3] = b.zw;
+#elif IN_BITS == 16
+    uint w0 = in_w[sp.in_offset + e / 2u], w1 = in_w[sp.in_offset + e / 2u + 1u];
+    v[0] = lane_value(w0 & 0xFFFFu); v[1] = lane_value(w0 >> 16); v[2] = lane_value(w1 & 0xFFFFu); v[3] = lane_value(w1 >> 16);
+#else
+    uint w = in_w[sp.in_offset + e / 4u];
+    v[0] = lane_value(w & 0xFFu); v[1] = lane_value((w >> 8) & 0xFFu); v[2] = lane_value((w >> 16) & 0xFFu);
+    v[3] = lane_value(w >> 24);
+#endif
+}
+
+#if IN_KIND == KIND_FLOAT && IN_BITS == 32
+// lane_elements of a float sum (SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM) over a contiguous,
+// aligned walk: the four components' first triples in vectors, a block at a time where all its
+// terms are finite and small, else element by element: the generic path's operations, in its order.
+Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
+    vec4 s = vec4(-0.0), c1 = vec4(-0.0), c2 = vec4(-0.0);
+    Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
+    float limit = acc_squares() ? TWO_POW_48 : TWO_POW_64;
+    uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
+    // On a GPU, four blocks' loads in flight before their additions (in the same order): a lane
+    // keeps more of the memory system busy (lavapipe runs the plain loop faster).
+    for (; WIDE_LOADS && b + 3u * step + 4u <= end; b += 4u * step) {
+        vec4 x0 = uintBitsToFloat(in_v[at + b / 4u]), x1 = uintBitsToFloat(in_v[at + (b + step) / 4u]);
+        vec4 x2 = uintBitsToFloat(in_v[at + (b + 2u * step) / 4u]), x3 = uintBitsToFloat(in_v[at + (b + 3u * step) / 4u]);
+        vec4 m0 = ACC_FUNCTION == RED_L1 ? abs(x0) : x0, m1 = ACC_FUNCTION == RED_L1 ? abs(x1) : x1;
+        vec4 m2 = ACC_FUNCTION == RED_L1 ? abs(x2) : x2, m3 = ACC_FUNCTION == RED_L1 ? abs(x3) : x3;
+        vec4 largest = max(max(abs(m0), abs(m1)), max(abs(m2), abs(m3)));
+        if (!all(lessThan(largest, vec4(limit)))) break;  // (a NaN too): element by element below
+        if (acc_squares()) {
+            vec4 p, e;
+            two_square4(m0, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
+            two_square4(m1, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
+            two_square4(m2, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
+            two_square4(m3, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
+        } else {
+            triple_add4(s, c1, c2, m0);
+            triple_add4(s, c1, c2, m1);
+            triple_add4(s, c1, c2, m2);
+            triple_add4(s, c1, c2, m3);
+        }
+    }
+    for (; b + 4u <= end; b += step) {
+        vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
+        if (ACC_FUNCTION == RED_L1) x = abs(x);
+        if (!all(lessThan(abs(x), vec4(limit)))) break;  // (a NaN too): element by element below
+        if (acc_squares()) {
+            vec4 p, e;
+            two_square4(x, p, e);
+            triple_add4(s, c1, c2, p);
+            triple_add4(s, c1, c2, e);
+        } else {
+            triple_add4(s, c1, c2, x);
+        }
+    }
+    for (; b + 4u <= end; b += step) {  // from the first block with a huge or non-finite term
+        vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
+        if (ACC_FUNCTION == RED_L1) x = abs(x);
+        for (uint q = 0u; q < 4u; ++q) {
+            Acc a = sums_add(Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y), x[q]);
+            s[q] = acc_f(a.x.x);
+            c1[q] = acc_f(a.x.y);
+            c2[q] = acc_f(a.x.z);
+            big[q].y = a.y;
+        }
+    }
+    Acc acc[4];
+    for (uint q = 0u; q < 4u; ++q) {
+        acc[q] = Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y);
+        if (b + q < end) acc[q] = acc_add(acc[q], load_value(in_base + b + q), 0u);  // the lane's last, partial block
+    }
+    return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
+}
+#endif
+
+// Lane `lane` of `lanes`: its elements of chunk `chunk` of the walk from input element `in_base`.
+Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
+    uint walked = param(SP_WALKED), length = param(SP_CHUNK), index_base = param(SP_INDEX_BASE);
+    uint start = chunk * length, end = min(walked, start + length);
+    Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
+    // A contiguous walk whose blocks of four start on a word (32- and 64-bit: on 16 bytes).
+#if IN_BITS == 64
+    bool aligned = (sp.in_offset + 2u * in_base) % 4u == 0u;
+#elif IN_BITS == 32
+    bool aligned = (sp.in_offset + in_base) % 4u == 0u;
+#else
+    bool aligned = in_base % (32u / uint(IN_BITS)) == 0u;
+#endif
+    bool contiguous = aligned && param(SP_WALKED_DIMS) == 1u && param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u) == 1u;
+#if IN_KIND == KIND_FLOAT && IN_BITS == 32
+    if (acc_sums() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes);
+#endif
+    for (uint b = start + 4u * lane; b < end; b += 4u * lanes) {
+        if (contiguous && b + 4u <= end) {
+            uvec2 v[4];
+            load_four(in_base + b, v);
+            for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[q], index_base + b + q);
+        } else {
+            for (uint q = 0u; q < 4u && b + q < end; ++q)
+                acc[q] = acc_add(acc[q], load_value(in_base + walked_offset(b + q)), index_base + b + q);
+        }
+    }
+    return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
+}
+
+// Lane `lane` of `lanes`: its states of item `item` (states j, j + lanes, ...).
+Acc lane_states(uint item, uint lane, uint lanes) {
+    uint count = param(SP_WALKED), first = sp.aux_offset / 8u + item * count;
+    Acc acc = acc_empty();
+    uint j = lane;
+    for (; j + 3u * lanes < count; j += 4u * lanes) {  // four loads in flight, merged in order
+        Acc s0 = states[first + j], s1 = states[first + j + lanes], s2 = states[first + j + 2u * lanes],
+            s3 = states[first + j + 3u * lanes];
+        acc = acc_merge(acc_merge(acc_merge(acc_merge(acc, s0), s1), s2), s3);
+    }
+    for (; j < count; j += lanes) acc = acc_merge(acc, states[first + j]);
+    return acc;
+}
 
 void main() {
-    uint items = param(0u), walked = param(1u);
-    for (uint item = work_item(); item < items; item += work_stride()) {
-        uint in_base, out_at;
-        outer_offsets(item, in_base, out_at);
-#if FUNCTION == F_ARGMAX || FUNCTION == F_ARGMIN || FUNCTION == F_MAX || FUNCTION == F_MIN
-        uvec2 best_value = load_value(in_base + walked_offset(0u));
-        uvec2 best = order_key(best_value);
-        uint best_index = 0u;
-        for (uint r = 1u; r < walked; ++r) {
-            uvec2 v = load_value(in_base + walked_offset(r));
-            uvec2 k = order_key(v);
-#if FUNCTION == F_ARGMAX || FUNCTION == F_MAX
-            bool better = key_less(best, k);
-#else
-            bool better = key_less(k, best);
-#endif
-            if (better) { best = k; best_value = v; best_index = r; }  // strict: first extreme kept
+    uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), mode = param(SP_MODE);
+    uint local = gl_LocalInvocationID.x, lane = local % lanes;
+    uint per_group = SELECTION_WORKGROUP_SIZE / lanes, units = items * chunks;
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+    for (uint first = group * per_group; first < units; first += groups * per_group) {  // uniform per group
+        uint unit = first + local / lanes, item = unit % items, chunk = unit / items;
+        bool live = unit < units;
+        uint in_base = 0u, out_at = 0u;
+        Acc acc = acc_empty();
+        if (live) {
+            outer_offsets(item, in_base, out_at);
+            acc = (mode & REDUCE_FROM_STATES) != 0u ? lane_states(item, lane, lanes)
+                                                     : lane_elements(in_base, chunk, lane, lanes);
         }
-#if FUNCTION == F_ARGMAX || FUNCTION == F_ARGMIN
-        STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at, uvec2(best_index, 0u));
-#else
-        STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at, best_value);
-#endif
-#else
-#if FUNCTION == F_MULTIPLY
-        uvec2 acc = uvec2(1u, 0u);
-#else
-        uvec2 acc = uvec2(0u);
-#endif
-        for (uint r = 0u; r < walked; ++r) {
-            uvec2 v = load_value(in_base + walked_offset(r));
-#if FUNCTION == F_MULTIPLY
-            acc = mul64(acc, v);
-#elif FUNCTION == F_SUM_SQUARE
-            acc = add64(acc, mul64(v, v));
-#elif FUNCTION == F_L1 && IN_KIND == KIND_INT
-            acc = add64(acc, (v.y & 0x80000000u) != 0u ? negate64(v) : v);
-#else
-            acc = add64(acc, v);
-#endif
+        tree[local] = acc;
+        barrier();
+        for (uint s = lanes / 2u; s > 0u; s /= 2u) {
+            if (lane < s) {
+                acc = acc_merge(acc, tree[local + s]);
+                tree[local] = acc;
+            }
+            barrier();
         }
-        STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at, acc);
-#endif
+        if (live && lane == 0u) {
+            if ((mode & REDUCE_TO_STATES) != 0u) {
+                states[sp.aux_offset / 8u + item * chunks + chunk] = acc;
+            } else {
+                uvec2 result = acc_result(acc, param(SP_COUNT));
+                STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at, result);
+            }
+        }
+        barrier();
     }
 }

@@ -22,18 +22,16 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..kernels import graph_abi as graph_kernel
-from . import span_plan
-from ..describe.bindings import Binding
+from . import selection_spans, span_plan
+from ..describe.bindings import Binding, BoundRange
 from ..kernels.compiled_operator import CompiledOperator
+from ..kernels.compiled_operator import spanning
+from ..kernels.compiled_selection import CompiledSelection
 from ..compiler.compiled_graph import CompiledGraph
 from ..errors import ValidationError
 from ..kernels.variants import STRIDED
 from ..describe.graph_descs import GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OperatorGraphNodeDesc, OutputGraphEdgeDesc
-from ..layout.pieces import Pieces
 from ..runtime import Spans
-from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT
-from ..describe.validation import is_int, support_row
-from ..layout.views import View, extent
 
 #: A fused run's budget: loads plus nodes (one load per graph input and layout it is read in).
 _RUN_SLOTS = graph_kernel.MAX_SLOTS
@@ -183,24 +181,44 @@ class CommandList:
         A binding of a Tensor that spans several buffers (its `.buffer`, a `dmlgpu.layout.pieces.Pieces`)
         records the per-piece steps the same call runs eagerly (`dmlgpu.api.span_plan`: one
         execution per chunk whose every tensor lies in one buffer, with any copy of an input
-        that does not start at a 16-byte boundary of its buffer into a temporary the list keeps),
-        so they are planned, barriered and fused as any other executions.
+        that does not start at a 16-byte boundary of its buffer into a temporary the list keeps;
+        a REDUCE or TOP_K1: `dmlgpu.api.selection_spans`' dispatches, each piece's then their
+        merge), so they are planned, barriered and fused as any other executions.
 
         Raises:
-            ValidationError: bindings DirectML would reject, or a spanning binding of a graph,
-                reduction or selection (those bind one Buffer each); nothing is recorded.
+            ValidationError: bindings DirectML would reject, or a spanning binding of a graph
+                (a graph binds one Buffer per input and output); nothing is recorded.
         """
         if compiled.device is not self.device:
             raise ValidationError(getattr(getattr(compiled, "op", None), "dml_name", "DML_GRAPH_DESC"), None,
                                   "device", compiled.device.label, f"allowed: operators of the list's {self.device.label}")
-        if any(isinstance(getattr(b, "buffer", None), Pieces) for group in (inputs, outputs)
-               if isinstance(group, (list, tuple)) for b in group):
-            executions = self._spanning_steps(compiled, inputs, outputs)
-        else:
+        if not spanning(inputs, outputs):
             executions = [(compiled, inputs, outputs)]
+        elif isinstance(compiled, CompiledOperator):
+            executions = span_plan.executions(compiled, inputs, outputs)
+        elif isinstance(compiled, CompiledSelection):
+            self._record_selection_spans(compiled, inputs, outputs)
+            return
+        else:
+            raise ValidationError("DML_GRAPH_DESC", None, "Binding.Buffer", "Pieces of a spanning Tensor",
+                                  "allowed: one Buffer per binding of a graph (operators record over Tensors "
+                                  "that span several buffers)")
         steps = [step for execution in executions for step in self._checked(*execution)]
         self._steps.extend(steps)
         self.dispatches += len(executions)
+        self._drop_recorded()
+
+    def _record_selection_spans(self, compiled, inputs, outputs) -> None:
+        """A REDUCE or TOP_K1 over Pieces: the dispatches of its per-piece plan
+        (`selection_spans`), one step each; the first step's ranges hold its temporaries."""
+        views = span_plan.binding_views(compiled, inputs, outputs)
+        made, keep = selection_spans.launches(compiled, views)
+        memory = [BoundRange(b, 0, b.size_in_bytes) for b in keep]
+        memory += [BoundRange(piece, 0, piece.size_in_bytes) for v in views
+                   for piece in getattr(v.buffer, "buffers", [v.buffer])]
+        self._steps.extend((compiled, memory if i == 0 else memory[-len(views):], [launch])
+                           for i, launch in enumerate(made))
+        self.dispatches += 1
         self._drop_recorded()
 
     @staticmethod
@@ -216,54 +234,11 @@ class CommandList:
             # independent dispatches of an element-wise graph).
             return [(compiled, ranges, [launch]) for launch in compiled.launches(in_ranges, out_ranges)]
         ranges = compiled.check(inputs, outputs)  # an element-wise operator may join a fused run
-        # (only element-wise operators' outputs are ever shifted: CompiledSelection takes none)
+        if isinstance(compiled, CompiledSelection):  # a REDUCE of two dispatches: one step each
+            return [(compiled, ranges, [launch]) for launch in compiled.launches(ranges)]
+        # (only element-wise operators' outputs are ever shifted)
         launch = compiled.launch(ranges, out_shift) if out_shift else compiled.launch(ranges)
         return [(compiled, ranges, [launch])]
-
-    def _spanning_steps(self, compiled, inputs, outputs) -> list:
-        """(compiled, inputs, outputs) of each per-piece execution of an element-wise operator
-        whose bindings include Pieces (its temporaries allocated now, kept by the list)."""
-        op = getattr(compiled, "op", None)
-        name = getattr(op, "dml_name", "DML_GRAPH_DESC")
-        if not isinstance(compiled, CompiledOperator):
-            raise ValidationError(name, None, "Binding.Buffer", "Pieces of a spanning Tensor",
-                                  "allowed: one Buffer per binding of a graph, reduction or selection (only "
-                                  "element-wise operators record over Tensors that span several buffers)")
-        descs = list(compiled.desc.tensor_descs().items())
-        expected = {"inputs": (inputs, len(op.inputs)), "outputs": (outputs, len(op.outputs))}
-        for group, (given, count) in expected.items():
-            if not isinstance(given, (list, tuple)) or len(given) != count:
-                raise ValidationError(name, None, group, len(given) if isinstance(given, (list, tuple)) else given,
-                                      f"expected a list of {count} Binding")
-        views = []
-        for (tensor, desc), binding in zip(descs, (*inputs, *outputs)):
-            if not isinstance(binding, Binding):
-                raise ValidationError(name, tensor, "Binding", type(binding).__name__, "allowed: dmlgpu.Binding")
-            buffer, offset, size = binding.buffer, binding.offset, binding.size_in_bytes
-            if getattr(buffer, "device", None) is not self.device or buffer.released:
-                raise ValidationError(name, tensor, "Binding.Buffer", repr(buffer),
-                                      "allowed: a live Buffer (or Pieces) of the operator's device")
-            if not is_int(offset) or offset < 0 or offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
-                raise ValidationError(name, tensor, "Binding.Offset", offset,
-                                      f"allowed: a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes")
-            room = buffer.size_in_bytes - offset if size is None else size
-            least = desc.total_size  # (Pieces count their bytes exactly; their last buffer ends padded to 4)
-            if isinstance(buffer, Pieces):
-                least = min(least, extent(desc.sizes, desc.effective_strides) * desc.data_type.size)
-            if not is_int(room) or room < least or offset + room > buffer.size_in_bytes:
-                raise ValidationError(name, tensor, "Binding.SizeInBytes", size,
-                                      f"allowed: at least TotalTensorSizeInBytes ({desc.total_size}) and within "
-                                      f"the buffer ({buffer.size_in_bytes} bytes, offset {offset})")
-            views.append(View.from_fields(buffer, tuple(desc.sizes), desc.data_type, offset,
-                                          tuple(desc.effective_strides)))
-        level = compiled.feature_level
-        types = [desc.data_type for _, desc in descs]
-        out_desc = descs[-1][1]
-        planned = span_plan.plan(op, level, support_row(op, level), views, types[:-1], types[-1],
-                                 tuple(out_desc.sizes), [v.strides for v in views[:-1]])
-        temps, zero = span_plan.temporaries(planned, self.device)
-        return [(step.compiled, *span_plan.bindings(step, views, temps, zero), step.out_shift)
-                for step in planned.steps]
 
     @property
     def barriers(self) -> int:

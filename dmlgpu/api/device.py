@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 
 from ..layout import memo
+from . import selection_spans, span_plan
 from .. import runtime
 from ..kernels.compiled_operator import CompiledOperator
 from ..compiler.compiled_graph import CompiledGraph
@@ -134,7 +135,9 @@ class Device(runtime.Device):
         """Validate `operator_desc` at `feature_level` and compile it for this device.
 
         Returns a `CompiledOperator` that can be executed any number of times with different
-        bindings. Raises `ValidationError` for a descriptor DirectML would reject.
+        bindings, also bindings of memory that spans several buffers (a spanning Tensor's
+        `.buffer`: run per piece, `span_plan` and `selection_spans`). Raises `ValidationError` for a
+        descriptor DirectML would reject.
         `strided_output` (element-wise operators) compiles the one-element-per-invocation
         layout, whose output may start at any element (`CompiledOperator.launch`'s `out_shift`).
         """
@@ -148,9 +151,10 @@ class Device(runtime.Device):
             if compiled is None:
                 family = getattr(getattr(operator_desc, "OPERATOR", None), "family", ELEMENT_WISE)
                 if family == ELEMENT_WISE:
-                    compiled = CompiledOperator(self, operator_desc, level, bool(strided_output))
+                    compiled = CompiledOperator(self, operator_desc, level, bool(strided_output),
+                                                spans=span_plan.execute)
                 else:
-                    compiled = CompiledSelection(self, operator_desc, level)
+                    compiled = CompiledSelection(self, operator_desc, level, spans=selection_spans.execute)
                 self._operators[key] = compiled
                 while len(self._operators) > _LIMITS["operators"]:
                     self._operators.popitem(last=False)

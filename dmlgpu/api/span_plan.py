@@ -31,10 +31,11 @@ from ..errors import ValidationError
 from ..table.operators import BIT_XOR
 from ..layout.pieces import Pieces
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
-from ..describe.validation import support_row, validate
+from ..describe.validation import is_int, support_row, validate
 from ..layout.views import View
 
-__all__ = ["Plan", "Step", "allocate_result", "bindings", "fit_dimensions", "plan", "run", "temporaries"]
+__all__ = ["Plan", "Step", "allocate_result", "binding_views", "bindings", "execute", "executions", "fit_dimensions",
+           "plan", "run", "temporaries"]
 
 _ALIGN = MINIMUM_BUFFER_TENSOR_ALIGNMENT
 #: Kinds of a step's binding source: an operand's view (its piece, or its buffer), a
@@ -251,6 +252,71 @@ def run(planned: Plan, views) -> None:
     temps, zero = temporaries(planned, device)
     for step in planned.steps:
         step.compiled.execute(*bindings(step, views, temps, zero), step.out_shift)
+
+
+def binding_views(compiled, inputs, outputs) -> list:
+    """The Views that `compiled`'s bindings name (inputs, then outputs; any may be Pieces), checked
+    as DirectML checks a binding: a live Buffer (or Pieces) of the operator's device, an offset
+    of a multiple of 16 bytes, and room for the tensor.
+
+    Raises:
+        ValidationError: naming the operator, the tensor and the field.
+    """
+    op = compiled.op
+    name = op.dml_name
+    descs = list(compiled.desc.tensor_descs().items())
+    expected = {"inputs": (inputs, len(op.inputs)), "outputs": (outputs, len(op.outputs))}
+    for group, (given, count) in expected.items():
+        if not isinstance(given, (list, tuple)) or len(given) != count:
+            raise ValidationError(name, None, group, len(given) if isinstance(given, (list, tuple)) else given,
+                                  f"expected a list of {count} Binding")
+    views = []
+    for (tensor, desc), binding in zip(descs, (*inputs, *outputs)):
+        if not isinstance(binding, Binding):
+            raise ValidationError(name, tensor, "Binding", type(binding).__name__, "allowed: dmlgpu.Binding")
+        buffer, offset, size = binding.buffer, binding.offset, binding.size_in_bytes
+        if getattr(buffer, "device", None) is not compiled.device or buffer.released:
+            raise ValidationError(name, tensor, "Binding.Buffer", repr(buffer),
+                                  "allowed: a live Buffer (or Pieces) of the operator's device")
+        if not is_int(offset) or offset < 0 or offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
+            raise ValidationError(name, tensor, "Binding.Offset", offset,
+                                  f"allowed: a multiple of {MINIMUM_BUFFER_TENSOR_ALIGNMENT} bytes")
+        room = buffer.size_in_bytes - offset if size is None else size
+        least = desc.total_size  # (Pieces count their bytes exactly; their last buffer ends padded to 4)
+        if isinstance(buffer, Pieces):
+            least = min(least, extent(desc.sizes, desc.effective_strides) * desc.data_type.size)
+        if not is_int(room) or room < least or offset + room > buffer.size_in_bytes:
+            raise ValidationError(name, tensor, "Binding.SizeInBytes", size,
+                                  f"allowed: at least TotalTensorSizeInBytes ({desc.total_size}) and within "
+                                  f"the buffer ({buffer.size_in_bytes} bytes, offset {offset})")
+        views.append(View.from_fields(buffer, tuple(desc.sizes), desc.data_type, offset,
+                                      tuple(desc.effective_strides)))
+    return views
+
+
+def executions(compiled, inputs, outputs) -> list:
+    """(compiled, inputs, outputs, out_shift) of each per-piece execution of an element-wise
+    operator whose bindings include Pieces (its temporaries allocated now: the bindings hold them)."""
+    op = compiled.op
+    views = binding_views(compiled, inputs, outputs)
+    descs = list(compiled.desc.tensor_descs().values())
+    level = compiled.feature_level
+    types = [desc.data_type for desc in descs]
+    planned = plan(op, level, support_row(op, level), views, types[:-1], types[-1], tuple(descs[-1].sizes),
+                   [v.strides for v in views[:-1]])
+    temps, zero = temporaries(planned, compiled.device)
+    return [(step.compiled, *bindings(step, views, temps, zero), step.out_shift) for step in planned.steps]
+
+
+def execute(compiled, inputs, outputs) -> None:
+    """Queue one execution of an element-wise `compiled` whose bindings include Pieces: its
+    per-piece executions, in order (the CompiledOperator's `spans`).
+
+    Raises:
+        ValidationError: bindings DirectML would reject (nothing is queued).
+    """
+    for step, step_inputs, step_outputs, out_shift in executions(compiled, inputs, outputs):
+        step.execute(step_inputs, step_outputs, out_shift)
 
 
 class _Window:

@@ -1,15 +1,27 @@
-"""numpy-style front end of the reduce and top-k rows: `sum`, `min`, `max`, `argmin`, `argmax`
-(DML_OPERATOR_REDUCE) and `top_k` (DML_OPERATOR_TOP_K1), on numpy arrays and Tensors.
+"""numpy-style front end of the reduce and top-k rows (DML_OPERATOR_REDUCE, DML_OPERATOR_TOP_K1),
+on numpy arrays and Tensors: one function per DML_REDUCE_FUNCTION member that numpy or SciPy names
+(`table.operators.REDUCE_NAMES`): `sum`, `prod`, `min`, `max`, `argmin`, `argmax`, `mean`
+(numpy's) and `logsumexp` (`scipy.special.logsumexp`); `norm` (`numpy.linalg.norm`'s vector
+norms, ord 1 and 2: L1 and L2); `reduce` for any member (LOG_SUM and SUM_SQUARE have no other
+name); `top_k`.
 
 A numpy array in gives a numpy array out (uploaded, computed, downloaded once); a Tensor in gives
-a Tensor out on its device. Every call builds a descriptor and goes through `validate` (one
-compiled operator per shape, kept by the device), so a call DirectML would reject raises
-`ValidationError` before any work. Divergences from numpy, from DirectML's rules:
-- `sum` keeps the input's type and wraps (numpy widens int32 to int64); DirectML sums only
-  32- and 64-bit integers, and dmlgpu no floats (a float sum's rounding depends on its order);
+a Tensor out on its device, also a Tensor that spans several buffers (reduced piece by piece,
+then combined: dmlgpu/api/selection_spans.py). Every call builds a descriptor and goes through
+`validate` (one compiled operator per shape, kept by the device), so a call DirectML would
+reject raises `ValidationError` before any work. Divergences from numpy, from DirectML's rules:
+- results keep the input's type: integer `sum`/`prod` wrap (numpy widens int32 to int64);
+  DirectML sums only 32- and 64-bit integers; `mean`, `logsumexp` and `norm(ord=2)` take floats
+  only (numpy gives float64 for integers);
+- float sums, means, norms, products and `logsumexp` are accumulated in a fixed order with
+  compensation and rounded once (docs/guide/reductions.md): the same bits on every run, at
+  least as accurate as numpy's (FLOAT16 accumulates in float32, as numpy's float16 `sum` does
+  not); a NaN result is the quiet NaN;
 - `min`/`max`/`argmin`/`argmax`/`top_k` order floats by their encoding's total order
   (-NaN < -inf < -0.0 < +0.0 < +inf < +NaN) where numpy propagates NaN;
-- `argmin`/`argmax` take a tuple of axes too (the index is row-major over them), and give int64.
+- `argmin`/`argmax` take a tuple of axes too (the index is row-major over them), and give int64;
+- `norm` is a vector norm over `axis` (None: every element), also for a 2-D array, where numpy's
+  `ord=1` with no axis is a matrix norm.
 """
 from __future__ import annotations
 
@@ -22,10 +34,10 @@ from ..api.device import default_device
 from ..table.dtypes import DataType
 from ..errors import ValidationError
 from ..layout.operands import host_array
-from ..table.operators import REDUCE, TOP_K, AxisDirection, ReduceFunction
-from ..layout.pieces import Pieces
+from ..table.operators import NORM_ORDERS, REDUCE, REDUCE_NAMES, TOP_K, AxisDirection, ReduceFunction
+from ..layout import pieces
 from .tensor import Tensor
-from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, calc_buffer_tensor_size
+from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc
 from ..describe.bindings import Binding
 
 #: argmin/argmax's output type: numpy's intp.
@@ -41,20 +53,9 @@ def _traced(x, op, feature_level) -> None:
         traced(op, (x,), None, None, feature_level)
 
 
-def _one_buffer(name: str, nbytes: int, buffers: int, device) -> None:
-    """ValidationError for an input larger than one device buffer: these rows run one dispatch."""
-    if buffers > 1 or nbytes > device.max_buffer_size:
-        given = f"a Tensor of {nbytes} bytes in memory over {buffers} buffers" if buffers > 1 else f"{nbytes} bytes"
-        raise ValidationError(name, "InputTensor", "x", given,
-                              f"allowed: at most one buffer ({device.max_buffer_size} bytes on {device.name}): "
-                              "reductions and top_k do not run over Tensors that span buffers")
-
-
 def _operand(x, name: str):
     """(Tensor on its device, whether the caller gave numpy data)."""
     if isinstance(x, Tensor):
-        if isinstance(x.buffer, Pieces):
-            _one_buffer(name, x.nbytes, len(x.buffer.buffers), x.device)
         if x.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
             x = x.copy()  # DirectML binds at 16-byte multiples: a packed copy starts at 0
         return x, False
@@ -66,9 +67,7 @@ def _operand(x, name: str):
     if DataType.from_numpy(x.dtype) is None:
         raise ValidationError(name, "InputTensor", "dtype", x.dtype,
                               "allowed: the numpy dtypes of DirectML's data types")
-    device = default_device()
-    _one_buffer(name, x.nbytes, 1, device)
-    return Tensor.from_numpy(np.ascontiguousarray(x), device), True
+    return Tensor.from_numpy(np.ascontiguousarray(x), default_device()), True
 
 
 def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
@@ -92,8 +91,8 @@ def _desc(t: Tensor) -> tuple[TensorDesc, Binding]:
 
 
 def _result(device, shape, data_type: DataType) -> Tensor:
-    size = calc_buffer_tensor_size(data_type, shape)
-    return Tensor(device.allocate(builtins.max(4, size), zero_fill=False), shape, data_type)
+    """A new packed result: one Buffer, or Pieces where one cannot hold it."""
+    return Tensor(pieces.allocate(device, shape, data_type.size, zero_fill=False), shape, data_type)
 
 
 def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, feature_level=None):
@@ -123,27 +122,52 @@ def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, featu
     return out.numpy().reshape(shape)
 
 
-def _named(function: ReduceFunction, numpy_name: str):
+def _named(function: ReduceFunction, name: str):
     def reduction(x, axis=None, keepdims: bool = False, feature_level=None):
         return reduce(x, function, axis, keepdims, feature_level)
 
-    reduction.__name__ = reduction.__qualname__ = numpy_name
+    peer = "scipy.special" if function is ReduceFunction.LOG_SUM_EXP else "numpy"
+    reduction.__name__ = reduction.__qualname__ = name
     reduction.__doc__ = (
-        f"numpy.{numpy_name}'s call on the device: DML_OPERATOR_REDUCE with {function.dml_name}.\n\n"
+        f"{peer}.{name}'s call on the device: DML_OPERATOR_REDUCE with {function.dml_name}.\n\n"
         "Args:\n    x: a numpy array or a dmlgpu.Tensor.\n    axis: None (all), an int or a tuple of ints.\n"
         "    keepdims: keep the reduced axes with size 1.\n    feature_level: a FeatureLevel; None: the newest.\n\n"
         "Returns:\n    A numpy array for numpy input, a Tensor for a Tensor.\n\n"
-        "Raises:\n    ValidationError: a data type or axis DirectML rejects (or a float sum), before any work.\n\n"
+        "Raises:\n    ValidationError: a data type or axis DirectML rejects, before any work.\n\n"
         "Divergences from numpy: module docstring of dmlgpu.front.reductions.")
     return reduction
 
 
-sum = _named(ReduceFunction.SUM, "sum")  # noqa: A001 -- numpy's names, on purpose
-min = _named(ReduceFunction.MIN, "min")  # noqa: A001
-max = _named(ReduceFunction.MAX, "max")  # noqa: A001
-argmin = _named(ReduceFunction.ARGMIN, "argmin")
-argmax = _named(ReduceFunction.ARGMAX, "argmax")
-prod = _named(ReduceFunction.MULTIPLY, "prod")
+#: One function per name of REDUCE_NAMES (numpy's `sum`, `min`, ... as module attributes, on purpose).
+NAMED = {name: _named(function, name) for function, name in REDUCE_NAMES.items()}
+globals().update(NAMED)
+
+
+def norm(x, ord=None, axis=None, keepdims: bool = False, feature_level=None):  # noqa: A002 -- numpy's name
+    """numpy.linalg.norm's vector norms on the device: DML_OPERATOR_REDUCE with
+    DML_REDUCE_FUNCTION_L2 (`ord` None or 2: the square root of the sum of squares) or
+    DML_REDUCE_FUNCTION_L1 (`ord` 1: the sum of absolute values).
+
+    Args:
+        x: a numpy array or a dmlgpu.Tensor.
+        ord: None, 1 or 2.
+        axis: None (every element, whatever the rank), an int or a tuple of ints.
+        keepdims: keep the reduced axes with size 1.
+
+    Returns:
+        A numpy array for numpy input, a Tensor for a Tensor, of the input's type.
+
+    Raises:
+        ValidationError: another `ord`, or a data type or axis DirectML rejects, before any work.
+
+    Divergences from numpy: module docstring of dmlgpu.front.reductions.
+    """
+    function = NORM_ORDERS.get(2 if ord is None else ord) if isinstance(ord, (int, type(None))) \
+        and not isinstance(ord, bool) else None
+    if function is None:
+        raise ValidationError(REDUCE.dml_name, None, "ord", ord,
+                              f"allowed: None, {', '.join(map(str, NORM_ORDERS))} (vector norms)")
+    return reduce(x, function, axis, keepdims, feature_level)
 
 
 def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
@@ -168,6 +192,8 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
     t, host = _operand(x, name)
     if not t.shape:
         raise ValidationError(name, "InputTensor", "Sizes", (), "allowed: at least one dimension")
+    if isinstance(axis, tuple) or isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise ValidationError(name, None, "axis", axis, "allowed: one integer axis (TOP_K1 selects along one)")
     (axis,) = _axes(axis, t.ndim, name)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 < k < t.shape[axis]:
         raise ValidationError(name, None, "K", k, f"allowed: an integer greater than 0 and less than "
@@ -184,4 +210,4 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
     return values, indices
 
 
-__all__ = ["argmax", "argmin", "max", "min", "prod", "reduce", "sum", "top_k"]
+__all__ = [*NAMED, "norm", "reduce", "top_k"]

@@ -27,7 +27,7 @@ from .variants import WORKGROUP_SIZE
 from ..runtime import Program
 from ..describe.validation import validate
 
-__all__ = ["CompiledOperator", "LaunchMemo", "binding_key", "coalesce"]
+__all__ = ["CompiledOperator", "LaunchMemo", "binding_key", "coalesce", "spanning"]
 
 _PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 
@@ -49,6 +49,12 @@ def binding_key(inputs, outputs):
                       type(b.size_in_bytes), b.size_in_bytes) for b in (*inputs, *outputs))
     except (AttributeError, TypeError):
         return None  # malformed or released: check_bindings explains
+
+
+def spanning(inputs, outputs) -> bool:
+    """Whether a binding names memory of several buffers (a `Pieces`: it has `.buffers`)."""
+    return any(hasattr(getattr(b, "buffer", None), "buffers") for group in (inputs, outputs)
+               if isinstance(group, (list, tuple)) for b in group)
 
 
 class LaunchMemo:
@@ -99,8 +105,9 @@ class CompiledOperator:
     offset (`launch(ranges, out_shift)`): dmlgpu's way to write a view that does not start at
     a 16-byte boundary."""
 
-    def __init__(self, device, operator_desc, feature_level, strided_output: bool = False):
+    def __init__(self, device, operator_desc, feature_level, strided_output: bool = False, spans=None):
         self.op = validate(operator_desc, feature_level)
+        self._spans = spans  # runs bindings of memory over several buffers: spans(self, inputs, outputs)
         self.device = device
         self.desc = operator_desc
         self.feature_level = feature_level
@@ -155,9 +162,15 @@ class CompiledOperator:
         descriptor's order (`out_shift`: as `launch`'s). Returns at once; reading an output (or
         `device.synchronize()`) waits for it.
 
+        Bindings of memory that spans several buffers (a `Pieces`) run as the device's plan
+        says (`spans`: per piece, as a CommandList records them).
+
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
+        if self._spans is not None and not out_shift and spanning(inputs, outputs):
+            self._spans(self, inputs, outputs)
+            return
         key = binding_key(inputs, outputs)
         if out_shift and key is not None:
             key += (out_shift,)

@@ -4,31 +4,80 @@ The input's dimensions split into the outer ones (one work item each combination
 element of REDUCE, a sequence of TOP_K1) and the walked ones (REDUCE's Axes, TOP_K1's Axis);
 their sizes and element strides go once into a small parameter buffer (shaders/include/select.glsl
 documents its words), so one pipeline per variant serves every shape and layout.
+
+REDUCE runs in a fixed order of operations (shaders/reduce.comp): each output element's walk is
+cut into chunks, each reduced by `lanes` lanes of a workgroup; with more than one chunk a first
+dispatch writes each chunk's state into a buffer the compiled operator keeps and a second merges
+them. `reduce_shape` picks lanes and chunks from the output and walk sizes and whether the device
+is a CPU, nothing else: one input gives the same bits on every run.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
-from .compiled_operator import LaunchMemo, binding_key
+from .compiled_operator import LaunchMemo, binding_key, spanning
 from ..errors import ValidationError
 from ..table.operators import REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["CompiledSelection", "selection_params"]
+__all__ = ["MAX_STATES", "STATE_BYTES", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
+           "selection_params"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
+_GROUP = kernels.SELECTION_WORKGROUP_SIZE
+#: Lanes in flight a REDUCE dispatch aims at: on a GPU a quarter of an H100's resident threads
+#: (each float-sum lane keeps four 16-byte loads in flight; fewer chunks keep the second dispatch
+#: short: 1,024 states of one output element, 16 per lane), on a CPU driver a few workgroups per
+#: core (lavapipe, 64 MiB: 2^12 as fast as any of 2^10 to 2^16, within its noise).
+_TARGET_LANES = {False: 1 << 16, True: 1 << 12}
+#: REDUCE's specialization constant, by whether the device is a CPU: float sums keep four loads
+#: in flight per lane (shaders/reduce.comp); on lavapipe the plain loop ran 1.2-1.4x faster.
+WIDE_LOADS = {False: True, True: False}
+#: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
+_LANE_ELEMENTS = 64
+#: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each).
+MAX_STATES = 1 << 12
+STATE_BYTES = 32
+_HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
 
 
-def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
-    """The parameter words for these tensors (see shaders/include/select.glsl) and the number of
-    work items."""
-    tensors = list(descs.values())
+class ReduceShape(NamedTuple):
+    """How REDUCE's work is cut: `lanes` lanes (a power of two up to the workgroup) reduce each
+    chunk of `chunk` walked elements (a multiple of 4 * lanes), `chunks` per output element;
+    `combine_lanes` lanes merge each output element's chunk states."""
+
+    lanes: int
+    chunk: int
+    chunks: int
+    combine_lanes: int
+
+
+def _floor_pow2(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def reduce_shape(items: int, walked: int, is_cpu: bool) -> ReduceShape:
+    """The cut of `items` output elements of `walked` elements each (see ReduceShape)."""
+    lanes = min(_GROUP, _floor_pow2(walked // _LANE_ELEMENTS))
+    chunks = math.ceil(_TARGET_LANES[bool(is_cpu)] / (lanes * items))
+    chunks = max(1, min(chunks, walked // (lanes * _LANE_ELEMENTS), MAX_STATES // items))
+    chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
+    chunks = math.ceil(walked / chunk)
+    return ReduceShape(lanes, chunk, chunks, min(_GROUP, _floor_pow2(chunks // 4)))
+
+
+def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
+    """The parameter words for these tensors (`descs`: a dict or list of TensorDesc, in the
+    descriptor's order; see shaders/include/select.glsl; `header` sets words by their
+    SELECT_HEADER names) and the number of work items."""
+    tensors = list(descs.values()) if isinstance(descs, dict) else list(descs)
     source, output = tensors[0], tensors[len(op.inputs)]
     if op.family == REDUCE_FAMILY:
         walked = attributes["Axes"]
@@ -37,7 +86,7 @@ def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
     in_strides, out_strides = source.effective_strides, output.effective_strides
     outer = [d for d in range(len(source.sizes)) if d not in walked]
     walked_dims = sorted(walked)
-    words = [0, 0, len(outer), len(walked_dims)]
+    words = [0] * len(kernels.SELECT_HEADER)
     items = 1
     for d in reversed(outer):  # innermost first
         words += [source.sizes[d], in_strides[d], out_strides[d]]
@@ -46,7 +95,10 @@ def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
     for d in reversed(walked_dims):
         words += [source.sizes[d], in_strides[d]]
         count *= source.sizes[d]
-    words[0], words[1] = items, count
+    fields = {**dict(items=items, walked=count, outer_dims=len(outer), walked_dims=len(walked_dims), lanes=1,
+                     chunk=max(1, count), chunks=1, count=count), **header}
+    for name, value in fields.items():
+        words[_HEADER[name]] = value
     if op.family != REDUCE_FAMILY:
         index = tensors[len(op.inputs) + 1]
         axis = attributes["Axis"]
@@ -56,27 +108,108 @@ def selection_params(op, attributes, descs) -> tuple[np.ndarray, int]:
     return np.array(words, dtype=np.uint32), items
 
 
-class CompiledSelection:
-    """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor."""
+def _groups(units: int, lanes: int) -> tuple[int, int, int]:
+    return (min(_MAX_GROUPS, max(1, math.ceil(units * lanes / _GROUP))), 1, 1)
 
-    def __init__(self, device, operator_desc, feature_level):
+
+class Pass(NamedTuple):
+    """One dispatch: its parameter words, grid and mode (SELECT_MODES bits)."""
+
+    words: np.ndarray
+    grid: tuple
+    mode: int = 0
+
+
+class Passes(NamedTuple):
+    """Dispatches ready to launch: their parameter words in one Buffer, and per pass (word
+    offset in it, grid, mode)."""
+
+    params: object
+    passes: tuple
+
+
+class CompiledSelection:
+    """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor.
+
+    `spans` (given by the device) runs an execution whose bindings include memory that spans
+    several buffers (`dmlgpu.layout.pieces.Pieces`): `spans(compiled, inputs, outputs)`."""
+
+    def __init__(self, device, operator_desc, feature_level, spans=None):
         self.op = op = operator_desc.OPERATOR
         self.attributes = checked_attributes(operator_desc, feature_level)
         self.device = device
         self.desc = operator_desc
         self.feature_level = feature_level
+        self._spans = spans
         self._descs = operator_desc.tensor_descs()
         tensors = list(self._descs.values())
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
+        spec = [int(WIDE_LOADS[bool(device.is_cpu)])] if op.family == REDUCE_FAMILY else []
+        self._program = Program(self.variant.name, spirv.load(self.variant.name), np.array(spec, dtype=np.uint32),
+                                len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
-        self._params = device.upload(params)
-        self._items = items
-        self._program = Program(self.variant.name, spirv.load(self.variant.name),
-                                np.zeros(0, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
-        groups = min(_MAX_GROUPS, max(1, math.ceil(items / kernels.SELECTION_WORKGROUP_SIZE)))
-        self._grid = (groups, 1, 1)
-        self._launches = LaunchMemo()  # binding key -> prepared dispatch
+        self.items, self.walked = items, int(params[_HEADER["walked"]])
+        if op.family == REDUCE_FAMILY:
+            self.shape = reduce_shape(items, self.walked, device.is_cpu)
+            self._passes = self.upload(self.reduce_passes(self.shape))
+        else:
+            self.shape = None
+            self._passes = self.upload(self.top_k_passes())
+        self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
+        self._launches = LaunchMemo()  # binding key -> prepared dispatches
+
+    def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
+                      count: int | None = None, to_states: bool = False, in_base: int = 0,
+                      out_base: int = 0) -> list:
+        """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
+        writing states and a second merging them. For a piece of a spanning call
+        (dmlgpu/api/selection_spans.py): `descs`/`attributes` describe the piece, `to_states`
+        writes its chunks' states and stops, `index_base` is its first walked element's index,
+        `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
+        offsets of the input and output."""
+        modes = kernels.SELECT_MODES
+        descs = self._descs if descs is None else descs
+        attributes = self.attributes if attributes is None else attributes
+        params, items = selection_params(self.op, attributes, descs)
+        count = int(params[_HEADER["walked"]]) if count is None else count
+        bases = dict(in_base=in_base, out_base=out_base, count=count)
+        mode = modes["REDUCE_TO_STATES"] if shape.chunks > 1 or to_states else 0
+        first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
+                                    chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
+        passes = [Pass(first, _groups(items * shape.chunks, shape.lanes), mode)]
+        if shape.chunks > 1 and not to_states:
+            passes.append(self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
+                                            **bases))
+        return passes
+
+    def combine_pass(self, states: int, lanes: int, *, descs=None, attributes=None, **header) -> Pass:
+        """A REDUCE dispatch merging `states` states per output element (each element's in a row,
+        in order) into the output (`header`: SELECT_HEADER words, as `reduce_passes`')."""
+        mode = kernels.SELECT_MODES["REDUCE_FROM_STATES"]
+        descs = self._descs if descs is None else descs
+        attributes = self.attributes if attributes is None else attributes
+        header = {"count": self.walked, **header}
+        words, items = selection_params(self.op, attributes, descs, walked=states, lanes=lanes, chunk=states,
+                                        mode=mode, **header)
+        return Pass(words, _groups(items, lanes), mode)
+
+    def top_k_passes(self, *, descs=None, attributes=None, index_base: int = 0, candidates: bool = False,
+                     in_base: int = 0, out_base: int = 0) -> list:
+        """TOP_K1's one dispatch; for a piece of a spanning call, `descs`/`attributes` describe
+        the piece, its indices count from `index_base` or (`candidates`) are read from the
+        candidates' index buffer, and `in_base`/`out_base` are element offsets."""
+        mode = kernels.SELECT_MODES["TOP_K_FROM_CANDIDATES"] if candidates else 0
+        words, items = selection_params(self.op, self.attributes if attributes is None else attributes,
+                                        self._descs if descs is None else descs, index_base=index_base,
+                                        mode=mode, in_base=in_base, out_base=out_base)
+        return [Pass(words, (min(_MAX_GROUPS, max(1, math.ceil(items / _GROUP))), 1, 1), mode)]
+
+    def upload(self, passes) -> Passes:
+        """`passes`' parameter words in one new Buffer."""
+        words = np.concatenate([p.words for p in passes])
+        offsets = np.cumsum([0] + [p.words.size for p in passes[:-1]]).tolist()
+        return Passes(self.device.upload(words), tuple((o, p.grid, p.mode) for o, p in zip(offsets, passes)))
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -85,37 +218,95 @@ class CompiledSelection:
     def layout(self) -> str:
         return self.variant.layout
 
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of the states REDUCE's first dispatch writes (0: one dispatch)."""
+        if self.shape is None or self.shape.chunks == 1:
+            return 0
+        return self.items * self.shape.chunks * STATE_BYTES
+
     def check(self, inputs, outputs):
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
         return check_bindings(self.op, self._descs, inputs, outputs, self.device)
 
     def launch(self, ranges):
-        """The runtime's prepared dispatch over checked `ranges` (inputs, then outputs)."""
+        """The one prepared dispatch of a TOP_K1 (or a one-pass REDUCE) over checked `ranges`."""
+        made = self.launches(ranges)
+        if len(made) != 1:
+            raise ValidationError(self.op.dml_name, None, "dispatches", len(made), "allowed: one (see launches)")
+        return made[0]
+
+    def launches(self, ranges, passes: Passes | None = None, states=None, candidates=None,
+                 state_offset: int = 0) -> list:
+        """The runtime's prepared dispatches over checked `ranges` (inputs, then outputs; any
+        objects with `buffer`, `start`, `end`), in order: a second reads what the first wrote.
+        For a piece of a spanning call, `passes` (from `upload`), `states` (REDUCE: a Buffer
+        holding the states its passes write or read, from byte `state_offset`) and `candidates` (TOP_K1:
+        a Buffer of the indices of its input's elements) replace this operator's own."""
+        passes = self._passes if passes is None else passes
+        params = passes.params
+        inputs, outputs = ranges[:len(self.op.inputs)], ranges[len(self.op.inputs):]
         words = [(r.buffer.arena_offset + r.start) // 4 for r in ranges]
-        index = words[2] if len(ranges) > 2 else 0
-        push = np.array([words[0], words[1], index, self._params.arena_offset // 4, self._items],
-                        dtype=np.uint32)
-        buffers = [r.buffer for r in ranges] + [self._params]
-        return self.device.launch(self._program, self._grid, buffers, push,
-                                  reads=[(r.buffer, r.start, r.end) for r in ranges[:len(self.op.inputs)]]
-                                  + [(self._params, 0, self._params.size_in_bytes)],
-                                  writes=[(r.buffer, r.start, r.end) for r in ranges[len(self.op.inputs):]],
-                                  name=self.op.dml_name)
+        modes = kernels.SELECT_MODES
+        ends = [offset for offset, _, _ in passes.passes[1:]] + [params.size_in_bytes // 4]
+        made = []
+        for (offset, grid, mode), end in zip(passes.passes, ends):
+            reads = [(params, 4 * offset, 4 * end)]
+            if self.op.family == REDUCE_FAMILY:
+                if mode & (modes["REDUCE_TO_STATES"] | modes["REDUCE_FROM_STATES"]):
+                    states = self._state_buffer() if states is None else states
+                aux = states if states is not None else params  # (bound, not used)
+                if mode & modes["REDUCE_FROM_STATES"]:
+                    reads.append((aux, 0, aux.size_in_bytes))
+                else:
+                    reads += [(r.buffer, r.start, r.end) for r in inputs]
+                writes = [(aux, 0, aux.size_in_bytes)] if mode & modes["REDUCE_TO_STATES"] else \
+                    [(r.buffer, r.start, r.end) for r in outputs]
+                push = [words[0], words[1], (aux.arena_offset + state_offset) // 4, params.arena_offset // 4 + offset, 0]
+                buffers = [ranges[0].buffer, ranges[1].buffer, aux, params]
+            else:
+                source = candidates if candidates is not None else params  # (bound, not used)
+                if candidates is not None:
+                    reads.append((candidates, 0, candidates.size_in_bytes))
+                reads += [(r.buffer, r.start, r.end) for r in inputs]
+                writes = [(r.buffer, r.start, r.end) for r in outputs]
+                push = [words[0], words[1], words[2], params.arena_offset // 4 + offset, source.arena_offset // 4]
+                buffers = [r.buffer for r in ranges] + [params, source]
+            made.append(self.device.launch(self._program, grid, buffers, np.array(push, dtype=np.uint32),
+                                           reads=reads, writes=writes, name=self.op.dml_name))
+        return made
+
+    def _state_buffer(self):
+        if self._states is None or self._states.released:
+            self._states = self.device.allocate(max(STATE_BYTES, self.state_bytes), zero_fill=False)
+        return self._states
 
     def execute(self, inputs, outputs) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
-        descriptor's order (TOP_K1: values, then indices). Returns at once.
+        descriptor's order (TOP_K1: values, then indices). Returns at once. Bindings of memory
+        that spans several buffers run as the device's spanning plan says (per piece, then
+        combined).
 
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
+        if self._spans is not None and spanning(inputs, outputs):
+            self._spans(self, inputs, outputs)
+            return
         key = binding_key(inputs, outputs)
-        launch = self._launches.get(key)
-        if launch is None or not launch.valid:
+        launches = self._launches.get(key)
+        if launches is None or not all(launch.valid for launch in launches):
             if self.device.closed:
                 raise ValidationError(self.op.dml_name, None, "device", "closed",
                                       "allowed: an operator of an open device")
-            launch = self._launches.put(key, self.launch(self.check(inputs, outputs)))
+            launches = self._launches.put(key, self.launches(self.check(inputs, outputs)))
+        for launch in launches:
+            self.enqueue(launch)
+
+    def enqueue(self, launch) -> None:
+        """Queue `launch` (made by `launches`); ValidationError if another thread released one of
+        its buffers (or closed the device) since it was checked."""
         if not self.device.enqueue(launch):
             raise ValidationError(self.op.dml_name, None, "bindings", "a buffer released while queuing",
                                   "allowed: live buffers of an open device")
+

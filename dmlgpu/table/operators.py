@@ -14,7 +14,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from .dtypes import ALL, FLOATS, FLOATS_UP_TO_32, INTS, INTS_UP_TO_32, UINTS, UINTS_UP_TO_32, DataType
+from .dtypes import ALL, FLOATS_UP_TO_32, INTS, INTS_UP_TO_32, UINTS, UINTS_UP_TO_32, DataType
 from .feature_levels import FeatureLevel as L
 
 DIMS_1_TO_8 = tuple(range(1, 9))
@@ -356,15 +356,22 @@ REDUCE = _declare(Operator(
     peer=Peer("sum", ()),
     doc="Reduction of the input over a set of axes (DML_REDUCE_FUNCTION), rank kept.\n\n"
         "Integer sums, products, L1 and SUM_SQUARE wrap at the output width. ARGMIN/ARGMAX give "
-        "the first index of the extreme value (row-major over the reduced axes). Floats are "
-        "ordered by their encoding's total order (-NaN < -inf < -0.0 < +0.0 < +inf < +NaN), where "
-        "numpy propagates NaN.",
+        "the first index of the extreme value (row-major over the reduced axes). MIN/MAX/ARGMIN/ARGMAX "
+        "order floats by their encoding's total order (-NaN < -inf < -0.0 < +0.0 < +inf < +NaN), where "
+        "numpy propagates NaN. Float sums, means, norms, logarithms and products are accumulated "
+        "with compensation in a fixed order (the same bits on every run) and rounded once: the "
+        "correctly rounded result but for sums that cancel beyond about 2^-70 of their terms; "
+        "FLOAT16 accumulates in float32; NaN and infinities follow IEEE 754.",
     family=REDUCE_FAMILY,
     attributes=(Attribute("Function", "enum", ReduceFunction), Attribute("Axes", "axes")),
-    index_functions=_ARG,
-    not_computed=((tuple(f for f in F if f not in _ARG + (F.MAX, F.MIN)), FLOATS,
-                   "dmlgpu computes reductions bit-exactly; a float sum's rounding depends on its "
-                   "order of additions, so only MIN, MAX, ARGMIN and ARGMAX take floats"),)))
+    index_functions=_ARG))
+#: The front end's function of each DML_REDUCE_FUNCTION member that numpy or SciPy names
+#: (dmlgpu.front.reductions): numpy's sum, prod, min, max, argmin, argmax and mean, SciPy's
+#: scipy.special.logsumexp. L1 and L2 are numpy.linalg.norm's ord=1 and ord=2 (`NORM_ORDERS`,
+#: dmlgpu.norm); LOG_SUM and SUM_SQUARE have no such name (dmlgpu.reduce runs every member).
+REDUCE_NAMES = {F.SUM: "sum", F.MULTIPLY: "prod", F.MIN: "min", F.MAX: "max", F.ARGMIN: "argmin",
+                F.ARGMAX: "argmax", F.AVERAGE: "mean", F.LOG_SUM_EXP: "logsumexp"}
+NORM_ORDERS = {1: F.L1, 2: F.L2}
 TOP_K = _declare(Operator(
     "TOP_K1", 112, "top_k", ("InputTensor",),
     (LevelSupport(L.LEVEL_5_0, DIMS_1_TO_8, _ORDERED_5_0, _ORDERED_5_0, (), (DataType.UINT64, DataType.UINT32)),
@@ -392,7 +399,8 @@ SELECTIONS: tuple[Operator, ...] = tuple(op for op in TABLE if op.family != ELEM
 BY_SHORT = {op.short: op for op in TABLE}
 #: The rows are exported under their names (`BIT_XOR`, ...) with the table's helpers; a new row
 #: needs no edit here.
-__all__ = ["BY_SHORT", "DIMS_1_TO_8", "DIMS_4", "LevelSupport", "OPERATORS", "SELECTIONS", "TABLE", "Operator",
+__all__ = ["BY_SHORT", "DIMS_1_TO_8", "DIMS_4", "LevelSupport", "NORM_ORDERS", "OPERATORS", "REDUCE_NAMES",
+           "SELECTIONS", "TABLE", "Operator",
            "Attribute", "AxisDirection", "ReduceFunction", "Peer", "field_name", "level_texts", "support_table",
            *sorted(name for name, value in globals().items() if isinstance(value, Operator))]
 

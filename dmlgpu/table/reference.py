@@ -12,6 +12,10 @@ reference, its result in the output type (IS_NAN: `np.isnan`). `REFERENCES` maps
 """
 from __future__ import annotations
 
+import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
 import numpy as np
 
 from .dtypes import DataType
@@ -129,12 +133,119 @@ def _moved(x: np.ndarray, axes) -> tuple[np.ndarray, tuple]:
     return moved.reshape(moved.shape[:len(kept)] + (-1,)), shape
 
 
+#: (significand bits, least and greatest exponent) of the float types REDUCE rounds to.
+_FORMATS = {np.dtype(np.float32): (24, -126, 127), np.dtype(np.float16): (11, -14, 15)}
+#: Decimal digits of the logarithms and exponentials: far beyond float32's rounding.
+_DIGITS = 60
+
+
+def round_to(value: Fraction, dtype, negative_zero: bool = False) -> np.floating:
+    """The `dtype` float nearest to the rational `value` (ties to even; infinity past the largest
+    finite value; subnormals), as IEEE 754 rounds one operation's exact result."""
+    dtype = np.dtype(dtype)
+    bits, least, greatest = _FORMATS[dtype]
+    if value == 0:
+        return dtype.type(-0.0 if negative_zero else 0.0)
+    magnitude = abs(value)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if magnitude < Fraction(2) ** exponent:
+        exponent -= 1
+    quantum = Fraction(2) ** (max(exponent, least) - bits + 1)
+    units, rest = divmod(magnitude, quantum)
+    if rest > quantum / 2 or (rest == quantum / 2 and units % 2):
+        units += 1
+    rounded = units * quantum
+    sign = -1.0 if value < 0 else 1.0
+    if rounded >= Fraction(2) ** (greatest + 1):
+        return dtype.type(sign * math.inf)
+    return dtype.type(sign * float(rounded))
+
+
+def _root(value: Fraction) -> Fraction:
+    """sqrt(value) to over 100 bits, plus half a unit of the last bit when inexact: it rounds as
+    the real root does (an irrational root is never a tie)."""
+    shift = 110 + max(0, value.denominator.bit_length() - value.numerator.bit_length())
+    scaled = value * 4 ** shift
+    whole = scaled.numerator // scaled.denominator
+    root = math.isqrt(whole)
+    exact = scaled.denominator == 1 and root * root == whole
+    return Fraction(2 * root + (0 if exact else 1), 2 ** (shift + 1))
+
+
+def _ln(value: Fraction) -> Decimal:
+    return Decimal(value.numerator).ln() - Decimal(value.denominator).ln()
+
+
+def float_reduction(values: np.ndarray, function) -> np.floating:
+    """One output element of DML_OPERATOR_REDUCE over float `values` (1-D, FLOAT32 or FLOAT16):
+    the function of the real values, rounded once to their type.
+
+    SUM, AVERAGE (the sum / the count), L1 (sum of |x|), SUM_SQUARE, L2 (sqrt of the sum of
+    squares) and LOG_SUM (log of the sum) are exact rationals (then a root or a 60-digit
+    logarithm); LOG_SUM_EXP is log(sum(exp(x - m))) + m (m the largest) in 60 digits; MULTIPLY the
+    exact product. NaN and infinities follow IEEE 754: a NaN gives NaN (the quiet NaN, whatever
+    NaN the input held), +inf with -inf among the terms NaN, else the infinity (log(-inf) and
+    inf * 0 are NaN); LOG_SUM_EXP ignores -inf elements unless all are; a sum of -0.0s is -0.0;
+    a product's sign is the product of the signs.
+    """
+    x = np.asarray(values)
+    out = x.dtype.type
+    function = ReduceFunction(function)
+    f = ReduceFunction
+    with np.errstate(invalid="ignore"):  # (a signalling NaN quietens)
+        wide = x.astype(np.float64)
+    nan = out(np.nan)
+    if function is f.LOG_SUM_EXP:
+        if np.isnan(wide).any():
+            return nan
+        if np.isposinf(wide).any():
+            return out(np.inf)
+        finite = wide[np.isfinite(wide)]
+        if finite.size == 0:
+            return out(-np.inf)
+        top = Decimal(float(finite.max()))
+        with localcontext() as context:
+            context.prec = _DIGITS
+            total = sum(((Decimal(float(t)) - top).exp() for t in finite), Decimal(0))
+            return round_to(Fraction(top + total.ln()), x.dtype)
+    if function is f.MULTIPLY:
+        negative = bool(np.signbit(wide).sum() % 2)
+        if np.isnan(wide).any() or (np.isinf(wide).any() and (wide == 0).any()):
+            return nan
+        if np.isinf(wide).any() or (wide == 0).any():
+            return out(math.copysign(np.inf if np.isinf(wide).any() else 0.0, -1.0 if negative else 1.0))
+        return round_to(math.prod((Fraction(float(t)) for t in wide), start=Fraction(1)), x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = np.abs(wide) if function is f.L1 else wide * wide if function in (f.SUM_SQUARE, f.L2) else wide
+    if np.isnan(terms).any() or (np.isposinf(terms).any() and np.isneginf(terms).any()):
+        return nan
+    if np.isinf(terms).any():
+        infinity = terms[np.isinf(terms)][0]
+        return nan if function is f.LOG_SUM and infinity < 0 else out(infinity)
+    square = function in (f.SUM_SQUARE, f.L2)
+    total = sum((Fraction(float(t)) ** 2 if square else Fraction(float(abs(t) if function is f.L1 else t))
+                 for t in wide), Fraction(0))
+    if function is f.LOG_SUM:
+        if total <= 0:
+            return nan if total < 0 else out(-np.inf)
+        with localcontext() as context:
+            context.prec = _DIGITS
+            return round_to(Fraction(_ln(total)), x.dtype)
+    negative_zero = function in (f.SUM, f.AVERAGE) and bool(np.all((wide == 0) & np.signbit(wide)))
+    if function is f.AVERAGE:
+        total /= len(wide)
+    if function is f.L2:
+        total = _root(total)
+    return round_to(total, x.dtype, negative_zero)
+
+
 def reduce(x: np.ndarray, function, axes, out_dtype=None) -> np.ndarray:
     """DML_OPERATOR_REDUCE: `function` over `axes`, the rank kept (reduced axes of size 1).
 
     Integer SUM, MULTIPLY, L1 (sum of |x|) and SUM_SQUARE wrap at the output width; MIN/MAX
     pick by `order_key`; ARGMIN/ARGMAX give the first index of the extreme value, row-major over
-    the reduced axes, as `out_dtype` (the index output's type).
+    the reduced axes, as `out_dtype` (the index output's type); the other functions on floats
+    are `float_reduction`'s exact results, rounded once.
     """
     x = np.asarray(x)
     function = ReduceFunction(function)
@@ -150,7 +261,8 @@ def reduce(x: np.ndarray, function, axes, out_dtype=None) -> np.ndarray:
         return np.take_along_axis(moved, index, axis=-1).reshape(shape)
     dt = DataType.from_numpy(x.dtype)
     if dt.is_float:
-        raise TypeError(f"{function.dml_name} on floats is not bit-exact; no reference")
+        values = [float_reduction(row, function) for row in moved.reshape(-1, moved.shape[-1])]
+        return np.array(values, dtype=x.dtype).reshape(shape)
     wide = moved.astype(np.uint64)  # two's complement: wrapping arithmetic mod 2^64
     if function is ReduceFunction.L1 and dt.is_signed:
         wide = np.where(moved < 0, (~wide + np.uint64(1)), wide)
@@ -181,4 +293,4 @@ def top_k(x: np.ndarray, axis: int, k: int, direction, index_dtype=np.uint32):
 REFERENCES = {op.short: _raw_bits(op) if op.numpy_ufunc else globals().get(op.short) or _from_peer(op)
               for op in TABLE}
 globals().update(REFERENCES)
-__all__ = ["REFERENCES", "order_key", "shift_amount", *REFERENCES]
+__all__ = ["REFERENCES", "float_reduction", "order_key", "round_to", "shift_amount", *REFERENCES]

@@ -1,11 +1,13 @@
-// Declarations shared by the reduce and top-k families (LAYOUT_AXES; dmlgpu/kernels.py): every
-// element is read as a uvec2 (lo, hi) and compared through an order key; sizes and strides come
-// from a parameter buffer that dmlgpu/compiled_selection.py writes once per compiled operator.
+// Declarations shared by the reduce and top-k families (LAYOUT_AXES; dmlgpu/kernels/variants.py):
+// every element is read as a uvec2 (lo, hi), integers sign-extended; sizes and strides come from a
+// parameter buffer that dmlgpu/kernels/compiled_selection.py writes once per compiled operator.
 // The build passes IN_BITS (8/16/32/64), IN_KIND (KIND_UINT/INT/FLOAT from abi.glsl), OUT_BITS.
 //
-// Parameter words: [0] invocations' work items, [1] elements each walks (R), [2] outer dims,
-// [3] walked dims, then per outer dim (size, input stride, output stride), then per walked dim
-// (size, input stride); outer dims innermost first, walked dims innermost first.
+// Parameter words: the header (SP_* in abi.glsl: work items, elements each walks, outer and walked
+// dims, REDUCE's lanes, chunk, chunks and mode, the first walked element's index, AVERAGE's count,
+// input and output base element offsets: dmlgpu/kernels/variants.py SELECT_HEADER), then from
+// SP_DIMS per outer dim (size, input stride, output stride), then per walked dim (size, input
+// stride); outer dims innermost first, walked dims innermost first.
 #ifndef DMLGPU_SELECT_GLSL
 #define DMLGPU_SELECT_GLSL
 
@@ -23,25 +25,28 @@ layout(std430, binding = PARAMS_BINDING) readonly buffer ParamWords { uint param
 
 uint param(uint i) { return params_w[sp.params_offset + i]; }
 
+#if IN_BITS < 64
+// A lane's bits as (lo, hi): sign-extended for signed integers.
+uvec2 lane_value(uint v) {
+#if IN_KIND == KIND_INT
+    uint top = 1u << (uint(IN_BITS) - 1u);
+    if ((v & top) != 0u) return uvec2(v | ~lane_mask(uint(IN_BITS)), 0xFFFFFFFFu);
+#endif
+    return uvec2(v, 0u);
+}
+#endif
+
 // The input element at element offset e, as (lo, hi): integers sign-extended to 64 bits.
 uvec2 load_value(uint e) {
 #if IN_BITS == 64
     return uvec2(in_w[sp.in_offset + 2u * e], in_w[sp.in_offset + 2u * e + 1u]);
 #else
     uint lanes = 32u / uint(IN_BITS);
-    uint v = (in_w[sp.in_offset + e / lanes] >> ((e % lanes) * uint(IN_BITS))) & lane_mask(uint(IN_BITS));
-#if IN_KIND == KIND_INT
-    uint top = 1u << (uint(IN_BITS) - 1u);
-    if ((v & top) != 0u) {
-        v |= ~lane_mask(uint(IN_BITS));
-        return uvec2(v, 0xFFFFFFFFu);
-    }
-#endif
-    return uvec2(v, 0u);
+    return lane_value((in_w[sp.in_offset + e / lanes] >> ((e % lanes) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)));
 #endif
 }
 
-// Order key (dmlgpu.reference.order_key): unsigned compare of keys orders the values.
+// Order key (dmlgpu.table.reference.order_key): unsigned compare of keys orders the values.
 uvec2 order_key(uvec2 v) {
 #if IN_KIND == KIND_UINT
     return v;
@@ -61,20 +66,20 @@ bool key_less(uvec2 a, uvec2 b) { return a.y < b.y || (a.y == b.y && a.x < b.x);
 
 // Element offsets of work item `item`: its input base and its output element.
 void outer_offsets(uint item, out uint in_base, out uint out_at) {
-    uint dims = param(2u), rest = item;
-    in_base = 0u;
-    out_at = 0u;
+    uint dims = param(SP_OUTER_DIMS), rest = item;
+    in_base = param(SP_IN_BASE);
+    out_at = param(SP_OUT_BASE);
     for (uint d = 0u; d < dims; ++d) {
-        uint size = param(4u + 3u * d), i = rest % size;
+        uint size = param(SP_DIMS + 3u * d), i = rest % size;
         rest /= size;
-        in_base += i * param(5u + 3u * d);
-        out_at += i * param(6u + 3u * d);
+        in_base += i * param(SP_DIMS + 1u + 3u * d);
+        out_at += i * param(SP_DIMS + 2u + 3u * d);
     }
 }
 
 // Input element offset of the r-th walked element (row-major over the walked dims).
 uint walked_offset(uint r) {
-    uint first = 4u + 3u * param(2u), dims = param(3u), at = 0u;
+    uint first = SP_DIMS + 3u * param(SP_OUTER_DIMS), dims = param(SP_WALKED_DIMS), at = 0u;
     for (uint d = 0u; d < dims; ++d) {
         uint size = param(first + 2u * d);
         at += (r % size) * param(first + 2u * d + 1u);

@@ -295,3 +295,19 @@ def test_a_prefix_beyond_the_kernel_and_in_place_bindings_are_refused(device):
         compiled.execute([dmlgpu.Binding(buffer)], [dmlgpu.Binding(buffer, 0, 16)])
     with pytest.raises(ValidationError, match="ends in a REDUCE runs as 1 dispatch.*no output may alias an input"):
         compiled.execute([dmlgpu.Binding(buffer, 0, 96)], [dmlgpu.Binding(buffer, 0, 96)])
+
+
+@pytest.mark.parametrize("data_type", [DataType.FLOAT32, DataType.FLOAT16], ids=lambda t: t.name.lower())
+@pytest.mark.parametrize("function", [f for f in F if f not in REDUCE.index_functions], ids=lambda f: f.name.lower())
+def test_float_reductions_end_a_graph(device, rng, function, data_type):
+    """A float REDUCE of every function after an element-wise node (the sign bit cleared: BIT_AND
+    with a broadcast constant), one dispatch, each output element accumulated in order by one
+    invocation and rounded once: the reference's bits (edge values: NaN, infinities, subnormals)."""
+    shape = (3, 4, 33)
+    t, r = TensorDesc(data_type, shape), TensorDesc(data_type, (3, 4, 1))
+    mask = TensorDesc(data_type, shape, (0, 0, 0))
+    keep = (1 << (data_type.bits - 1)) - 1
+    nodes = [scalar(keep, data_type), node("bit_and", t, mask, t), ReduceOperatorDesc(t, r, function, (2,))]
+    desc = GraphDesc(1, 1, nodes, [InputGraphEdgeDesc(0, 1, 0)], [OutputGraphEdgeDesc(2, 0, 0)],
+                     [IntermediateGraphEdgeDesc(0, 0, 1, 1), IntermediateGraphEdgeDesc(1, 0, 2, 0)])
+    check(device, desc, [testing.sample(data_type, shape, rng)], "reduce", 1)

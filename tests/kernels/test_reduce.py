@@ -1,6 +1,9 @@
 """REDUCE, generated from its row: every (function, input type, output type) dmlgpu computes at the
-newest level, over several axis sets and layouts, bit for bit against dmlgpu.table.reference.reduce,
-outputs poisoned first; the front end against numpy where their meanings agree; validation."""
+newest level (floats included), over several axis sets and layouts, bit for bit against
+dmlgpu.table.reference.reduce (floats: the exact result rounded once), outputs poisoned first;
+walks long enough for two dispatches; the same bits on every run; IEEE's special values; the front
+end against numpy where their meanings agree; validation. (Accuracy against numpy's own float32
+results over sizes up to 10^7: test_reduce_accuracy.py.)"""
 import numpy as np
 import pytest
 from conftest import POISON
@@ -110,7 +113,8 @@ def test_float_min_max_order_by_encoding():
     (dict(axes=(3,)), "Axes"),
     (dict(out_sizes=(2, 1, 5)), "Sizes"),
     (dict(out_type=DataType.INT16), "DataType"),
-    (dict(in_type=DataType.FLOAT32, out_type=DataType.FLOAT32), "DataType"),  # a float SUM: not exact
+    (dict(in_type=DataType.FLOAT32, out_type=DataType.FLOAT16), "DataType"),  # the output type is the input's
+    (dict(function=F.AVERAGE), "DataType"),  # AVERAGE (L2, LOG_SUM, LOG_SUM_EXP) take floats only
     (dict(in_type=DataType.INT8, out_type=DataType.INT8), "DataType"),  # SUM has no INT8 in DirectML
     (dict(level=FeatureLevel.LEVEL_3_0, in_type=DataType.INT64, out_type=DataType.INT64), "DataType"),
 ])
@@ -125,7 +129,10 @@ def test_validation(device, bad, field):
 
 def test_front_end_validation():
     with pytest.raises(ValidationError):
-        dmlgpu.sum(np.zeros(3, np.float32))
+        dmlgpu.mean(np.zeros(3, np.int32))  # AVERAGE takes floats (numpy's mean gives float64)
+    with pytest.raises(ValidationError) as caught:
+        dmlgpu.norm(np.zeros(3, np.float32), ord=3)
+    assert caught.value.field == "ord"
     with pytest.raises(ValidationError):
         dmlgpu.sum(np.zeros(3, np.int32), axis=1)
     with pytest.raises(ValidationError):
@@ -148,3 +155,144 @@ def test_in_a_command_list_after_an_element_wise_operator(device, rng):
     commands.execute()
     expected = reference_reduce(x ^ y, F.SUM, (1,), np.uint32)
     assert testing.same_bits(out.read().view(np.uint32).reshape(8, 1), expected)
+
+
+def test_directml_example_on_floats(device):
+    """DML_REDUCE_OPERATOR_DESC's own example is FLOAT32."""
+    x = np.array([[1, 2, 3], [3, 0, 4], [2, 4, 2]], np.float32)
+    assert _run(device, x, F.SUM, (0,), DataType.FLOAT32).tolist() == [[6, 6, 9]]
+    assert dmlgpu.sum(x, axis=0, keepdims=True).tolist() == [[6, 6, 9]]
+
+
+#: Walks of two dispatches (chunk states merged by a second) on every device, odd sizes.
+LONG = [((1, 300_001), (1,)), ((3, 40_001), (1,)), ((70_001, 2), (0,))]
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.L2, F.LOG_SUM_EXP, F.MULTIPLY, F.ARGMIN, F.MAX], ids=lambda f: f.name)
+@pytest.mark.parametrize("shape, axes", LONG, ids=lambda v: str(v))
+def test_long_walks_match_the_reference(device, rng, function, shape, axes):
+    x = rng.normal(1.0, 0.01 if function is F.MULTIPLY else 3.0, size=shape).astype(np.float32)
+    x.reshape(-1)[rng.integers(0, x.size, 8)] = x.reshape(-1)[5]  # ties
+    out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.FLOAT32
+    compiled = device.create_operator(ReduceOperatorDesc(
+        TensorDesc(DataType.FLOAT32, shape), TensorDesc(out_type, tuple(1 if d in axes else n for d, n in
+                                                                         enumerate(shape))), function, axes))
+    assert compiled.shape.chunks > 1  # the second dispatch runs
+    got = _run(device, x, function, axes, out_type)
+    assert testing.same_bits(got, reference_reduce(x, function, axes, out_type.numpy))
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.L1, F.L2], ids=lambda f: f.name)
+def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
+    """The GPUs' loop (four blocks' loads at a time) on this device: the same operations in the
+    same order as the plain loop, so the same bits; a block with a huge or NaN term among them."""
+    from dmlgpu.kernels import compiled_selection
+    x = rng.normal(0, 3, size=(2, 200_003)).astype(np.float32)
+    x[1, 150_017] = 3e30
+    desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, x.shape), TensorDesc(DataType.FLOAT32, (2, 1)), function, (1,))
+    results = []
+    for wide in (False, True):
+        monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
+        compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+        source, out = device.upload(x), device.upload(np.full(16, POISON, np.uint8))
+        compiled.execute([Binding(source)], [Binding(out)])
+        results.append(out.read()[:8].view(np.float32))
+    assert testing.same_bits(results[0], results[1])
+    assert testing.same_bits(results[1].reshape(2, 1), reference_reduce(x, function, (1,)))
+
+
+def test_the_same_bits_on_every_run_whatever_runs_beside(device, rng):
+    """A fixed order: repeated, and interleaved with other work queued on the device, a float
+    sum of cancelling terms gives one bit pattern."""
+    x = np.concatenate([rng.normal(0, 1e6, 50_000), rng.normal(0, 1, 50_000)]).astype(np.float32)
+    x = np.concatenate([x, -x[:50_000]])
+    rng.shuffle(x)
+    t = dmlgpu.Tensor.from_numpy(x)
+    first = dmlgpu.sum(t).numpy()
+    noise = dmlgpu.Tensor.from_numpy(rng.integers(0, 2**32, 1 << 20, dtype=np.uint32))
+    for i in range(6):
+        if i % 2:
+            noise = noise ^ np.uint32(i)  # queued beside
+        assert testing.same_bits(dmlgpu.sum(t).numpy(), first)
+    assert testing.same_bits(first, reference_reduce(x, F.SUM, (0,)).reshape(()))
+
+
+F32, F16 = np.float32, np.float16
+NAN, INF = np.nan, np.inf
+
+
+@pytest.mark.parametrize("function, values, dtype, expected", [
+    (F.SUM, [1.0, NAN, 2.0], F32, NAN),
+    (F.SUM, [INF, 1.0, -INF], F32, NAN),
+    (F.SUM, [INF, 1.0, 3e38], F32, INF),
+    (F.SUM, [3e38, 3e38, -3e38], F32, 3e38),  # no partial sum overflows
+    (F.SUM, [-0.0, -0.0], F32, -0.0),
+    (F.SUM, [-0.0, 0.0], F32, 0.0),
+    (F.SUM, [1e-45, 1e-45, 3e-45], F32, 5.6e-45),  # subnormals add exactly
+    (F.SUM, [60000.0, 60000.0, -60000.0], F16, 60000.0),  # FLOAT16 accumulates in float32
+    (F.SUM, [60000.0, 6000.0], F16, INF),  # and rounds once: to inf
+    (F.AVERAGE, [3e38, 3e38], F32, 3e38),
+    (F.L2, [3e30, 4e30], F32, 5e30),  # squares past the float range
+    (F.L2, [-0.0], F32, 0.0),
+    (F.LOG_SUM, [1.0, -3.0], F32, NAN),
+    (F.LOG_SUM, [0.0, -0.0], F32, -INF),
+    (F.LOG_SUM_EXP, [-INF, -INF], F32, -INF),
+    (F.LOG_SUM_EXP, [-INF, 0.0], F32, 0.0),
+    (F.LOG_SUM_EXP, [1.0, INF, NAN], F32, NAN),
+    (F.LOG_SUM_EXP, [1000.0, 1000.0], F32, 1000.6931),  # max-shifted: no overflow
+    (F.MULTIPLY, [INF, 0.0], F32, NAN),
+    (F.MULTIPLY, [-2.0, 0.0, 3.0], F32, -0.0),
+    (F.MULTIPLY, [1e30, 1e30, 1e-30, 1e-30], F32, 1.0),  # no partial product overflows
+    (F.MULTIPLY, [300.0, 300.0], F16, INF),
+], ids=lambda v: str(v) if not isinstance(v, list) else None)
+def test_special_values(device, function, values, dtype, expected):
+    x = np.array(values, dtype)
+    got = _run(device, x, function, (0,), DataType.from_numpy(x.dtype)).reshape(())
+    want = np.array(expected, dtype)
+    if np.isnan(want) or np.isinf(want) or want == 0:
+        assert (np.isnan(got) and np.isnan(want)) or testing.same_bits(got, want), (got, want)
+    else:
+        assert np.isclose(got, want, rtol=1e-6, atol=0), (got, want)
+    assert testing.same_bits(got, reference_reduce(x, function, (0,)).reshape(()))
+
+
+def test_numpy_and_scipy_names(rng):
+    """mean, norm (ord 1, 2), logsumexp against numpy in float64 (rounded once to float32), on
+    numpy data and Tensors, with axes and keepdims."""
+    x = rng.normal(0, 2, size=(5, 7, 3)).astype(np.float32)
+    wide = x.astype(np.float64)
+    top = wide.max(axis=(0, 2), keepdims=True)
+    checks = [(dmlgpu.mean, {}, wide.mean(axis=(0, 2), keepdims=True)),
+              (dmlgpu.norm, {"ord": 1}, np.abs(wide).sum(axis=(0, 2), keepdims=True)),
+              (dmlgpu.norm, {}, np.sqrt((wide * wide).sum(axis=(0, 2), keepdims=True))),
+              (dmlgpu.logsumexp, {}, top + np.log(np.exp(wide - top).sum(axis=(0, 2), keepdims=True)))]
+    for function, kwargs, expected in checks:
+        got = function(x, axis=(0, 2), keepdims=True, **kwargs)
+        assert got.dtype == np.float32 and got.shape == (1, 7, 1)
+        assert np.allclose(got, expected, rtol=1e-6, atol=0)
+        tensor = function(dmlgpu.Tensor.from_numpy(x), axis=(0, 2), keepdims=True, **kwargs)
+        assert testing.same_bits(tensor.numpy(), got)
+    assert dmlgpu.norm(x).shape == () and np.isclose(dmlgpu.norm(x), np.linalg.norm(wide), rtol=1e-6)
+
+
+def test_a_two_dispatch_reduce_in_a_command_list(device, rng):
+    """A REDUCE of two dispatches recorded behind its producer and replayed: the list puts its
+    barriers between the producer, the chunk states and their merge."""
+    from dmlgpu.describe.operator_descs import ElementWiseBitXorOperatorDesc
+    n = 300_001
+    x = rng.normal(0, 1, n).astype(np.float32)
+    mask = np.zeros(n, np.uint32)
+    mask[::3] = 0x80000000  # flips signs
+    plain, bits = TensorDesc(DataType.FLOAT32, (n,)), TensorDesc(DataType.UINT32, (n,))
+    xor = device.create_operator(ElementWiseBitXorOperatorDesc(bits, bits, bits))
+    total = device.create_operator(ReduceOperatorDesc(plain, TensorDesc(DataType.FLOAT32, (1,)), F.SUM, (0,)))
+    assert total.shape.chunks > 1
+    a, b, c = device.upload(x), device.upload(mask), device.allocate(x.nbytes)
+    out = device.upload(np.full(16, POISON, np.uint8))
+    commands = dmlgpu.CommandList(device)
+    commands.record(xor, [Binding(a), Binding(b)], [Binding(c)])
+    commands.record(total, [Binding(c)], [Binding(out)])
+    expected = reference_reduce((x.view(np.uint32) ^ mask).view(np.float32), F.SUM, (0,))
+    for _ in range(2):
+        commands.execute()
+        assert testing.same_bits(out.read()[:4].view(np.float32), expected.reshape(1))

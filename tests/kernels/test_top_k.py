@@ -59,7 +59,7 @@ def test_front_end_ties_by_ascending_index(largest, rng):
     assert np.array_equal(t_values.numpy(), values) and np.array_equal(t_indices.numpy(), indices)
 
 
-@pytest.mark.parametrize("k, axis", [(0, -1), (5, -1), (6, -1), (True, -1), (2, 2)])
+@pytest.mark.parametrize("k, axis", [(0, -1), (5, -1), (6, -1), (True, -1), (2, 2), (2, (0, 1)), (2, (1,)), (2, 1.0)])
 def test_front_end_validation(k, axis):
     with pytest.raises(ValidationError):
         dmlgpu.top_k(np.zeros((2, 5), np.int32), k, axis=axis)

@@ -1,0 +1,235 @@
+// Float pairs: the real number hi + lo held in two floats (|lo| at most about half an ulp of
+// hi), and the error-free transformations that make them (Knuth's TwoSum; Dekker's product with
+// Veltkamp's split). The float reductions (reduce_acc.glsl) accumulate in them and round once.
+//
+// Every operation is `precise` (SPIR-V NoContraction): the compiler may neither reassociate nor
+// contract a * b + c into an FMA, on which each transformation's exactness depends. Products use
+// the split, not fma(): lavapipe's fma is not fused.
+#ifndef DMLGPU_COMPENSATED_GLSL
+#define DMLGPU_COMPENSATED_GLSL
+
+// ln 2 in three floats (16 + 24 + 24 bits: k * LN2_HI is exact for |k| < 256) and 1/3, 1/6 in two.
+#define LN2_HI uintBitsToFloat(0x3F317200u)
+#define LN2_MID uintBitsToFloat(0x35BFBE8Eu)
+#define LN2_LO uintBitsToFloat(0x29779ABDu)
+#define THIRD vec2(uintBitsToFloat(0x3EAAAAABu), uintBitsToFloat(0xB22AAAABu))
+#define SIXTH vec2(uintBitsToFloat(0x3E2AAAABu), uintBitsToFloat(0xB1AAAAABu))
+
+// a + b = s + e exactly (any order of magnitudes).
+vec2 two_sum(float a, float b) {
+    precise float s = a + b;
+    precise float v = s - a;
+    precise float e = (a - (s - v)) + (b - v);
+    return vec2(s, e);
+}
+
+// a = hi + lo, each half of a's bits (|a| < 2^115).
+vec2 split(float a) {
+    precise float t = 4097.0 * a;
+    precise float hi = t - (t - a);
+    precise float lo = a - hi;
+    return vec2(hi, lo);
+}
+
+// a * b = p + e exactly (barring underflow of e).
+vec2 two_prod(float a, float b) {
+    precise float p = a * b;
+    vec2 x = split(a), y = split(b);
+    precise float e = ((x.x * y.x - p) + x.x * y.y + x.y * y.x) + x.y * y.y;
+    return vec2(p, e);
+}
+
+// x * x = p + e exactly: one split.
+vec2 two_square(float a) {
+    precise float p = a * a;
+    vec2 x = split(a);
+    precise float e = ((x.x * x.x - p) + 2.0 * (x.x * x.y)) + x.y * x.y;
+    return vec2(p, e);
+}
+
+// Float triples (s, c1, c2): the real s + c1 + c2, c1 collecting the rounding errors of the
+// additions to s exactly and c2 those of c1's, so that a sum whose partial sums cancel keeps what
+// they absorbed (the float sums' accumulators: reduce_acc.glsl).
+vec3 triple_add(vec3 a, float x) {
+    vec2 s = two_sum(a.x, x);
+    vec2 c = two_sum(a.y, s.y);
+    precise float c2 = a.z + c.y;
+    return vec3(s.x, c.x, c2);
+}
+
+// triple_add on four triples at once (s, c1, c2 hold each one's floats): the same operations.
+void triple_add4(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
+    precise vec4 t = s + x;
+    precise vec4 v = t - s;
+    precise vec4 e = (s - (t - v)) + (x - v);
+    precise vec4 u = c1 + e;
+    precise vec4 w = u - c1;
+    precise vec4 f = (c1 - (u - w)) + (e - w);
+    precise vec4 z = c2 + f;
+    s = t;
+    c1 = u;
+    c2 = z;
+}
+
+// two_square on four floats: x * x = p + e.
+void two_square4(vec4 x, out vec4 p, out vec4 e) {
+    precise vec4 t = 4097.0 * x;
+    precise vec4 hi = t - (t - x);
+    precise vec4 lo = x - hi;
+    precise vec4 pp = x * x;
+    precise vec4 ee = ((hi * hi - pp) + 2.0 * (hi * lo)) + lo * lo;
+    p = pp;
+    e = ee;
+}
+
+vec3 triple_merge(vec3 a, vec3 b) {
+    vec2 s = two_sum(a.x, b.x);
+    vec2 c = two_sum(a.y, b.y);
+    vec2 d = two_sum(c.x, s.y);
+    precise float c2 = (a.z + b.z) + (c.y + d.y);
+    return vec3(s.x, d.x, c2);
+}
+
+// A triple as a pair (hi the float nearest to its value, barring a tie); a zero keeps its sign.
+vec2 triple_pair(vec3 a) {
+    if (a.y == 0.0 && a.z == 0.0) return vec2(a.x, 0.0);
+    vec2 t = two_sum(a.x, a.y);
+    precise float lo = t.y + a.z;
+    return two_sum(t.x, lo);
+}
+
+vec2 pair_add(vec2 a, vec2 b) {
+    vec2 s = two_sum(a.x, b.x);
+    precise float lo = s.y + (a.y + b.y);
+    return two_sum(s.x, lo);
+}
+
+vec2 pair_mul(vec2 a, vec2 b) {
+    vec2 p = two_prod(a.x, b.x);
+    precise float lo = p.y + (a.x * b.y + a.y * b.x);
+    return two_sum(p.x, lo);
+}
+
+// a / b: a first quotient, corrected by the exact remainder's quotient (b.x != 0).
+vec2 pair_div(vec2 a, vec2 b) {
+    precise float q = a.x / b.x;
+    vec2 p = two_prod(q, b.x);
+    precise float r = (((a.x - p.x) - p.y) + a.y) - q * b.y;
+    precise float q2 = r / b.x;
+    return two_sum(q, q2);
+}
+
+// sqrt(a) for a > 0: a first root, corrected by Newton's step on the exact residual.
+vec2 pair_sqrt(vec2 a) {
+    precise float r = sqrt(a.x);
+    vec2 p = two_square(r);
+    precise float e = ((a.x - p.x) - p.y) + a.y;
+    precise float r2 = e / (2.0 * r);
+    return two_sum(r, r2);
+}
+
+// 2^k as a float, for k in [-126, 127].
+float pow2(int k) { return uintBitsToFloat(uint(k + 127) << 23); }
+
+// a * 2^k, exact where the results stay normal; k in [-252, 254].
+vec2 pair_scale(vec2 a, int k) {
+    int k1 = clamp(k, -126, 127), k2 = k - k1;
+    return a * pow2(k1) * pow2(k2);
+}
+
+// exp(d) for d = d.x + d.y <= 0 (0 below -104, where it is under the smallest float):
+// d = k ln 2 + r (|r| <= ln2 / 2, r a pair), exp(r) = 1 + r + r^2/2 + r^3/6 + r^4 T(r) with the
+// first terms in pairs and T in floats, scaled by 2^k.
+vec2 pair_exp(vec2 d) {
+    if (d.x < -104.0) return vec2(0.0);
+    precise float k = roundEven(d.x * 1.44269502);
+    precise float r1 = d.x - k * LN2_HI;  // exact: both within a factor 2 of each other (or k = 0)
+    vec2 m = two_prod(k, LN2_MID);
+    vec2 r = two_sum(r1, -m.x);
+    precise float r_lo = r.y + ((d.y - m.y) - k * LN2_LO);
+    r = two_sum(r.x, r_lo);
+    vec2 r2 = pair_mul(r, r);
+    vec2 r3 = pair_mul(r2, r);
+    float x = r.x;
+    precise float t = 1.0 / 24.0 + x * (1.0 / 120.0 + x * (1.0 / 720.0 + x * (1.0 / 5040.0 + x * (1.0 / 40320.0
+        + x * (1.0 / 362880.0 + x * (1.0 / 3628800.0 + x * (1.0 / 39916800.0)))))));
+    precise float tail = (r2.x * r2.x) * t;
+    vec2 s = pair_add(pair_mul(r3, SIXTH), vec2(tail, 0.0));
+    s = pair_add(s, r2 * 0.5);
+    s = pair_add(s, r);
+    s = pair_add(vec2(1.0, 0.0), s);
+    return pair_scale(s, int(k));
+}
+
+// k ln 2 as a pair.
+vec2 ln2_times(float k) {
+    vec2 mid = two_prod(k, LN2_MID);
+    vec2 s = two_sum(k * LN2_HI, mid.x);
+    precise float lo = s.y + (mid.y + k * LN2_LO);
+    return two_sum(s.x, lo);
+}
+
+// log(a) + k ln 2 for a pair a > 0 (finite): a = 2^e f with f in [sqrt(1/2), sqrt(2)),
+// log f = 2 atanh(z), z = (f - 1) / (f + 1) (|z| <= 0.172): 2z (1 + z^2 (1/3 + z^2 Q(z^2))),
+// the leading terms in pairs, Q in floats.
+vec2 pair_log(vec2 a, int k) {
+    if ((floatBitsToUint(a.x) >> 23) == 0u) {  // subnormal: scale into the normal range
+        a *= pow2(64);
+        k -= 64;
+    }
+    int e = int(floatBitsToUint(a.x) >> 23) - 127;
+    vec2 f = pair_scale(a, -e);
+    if (f.x > 1.41421354) {
+        f *= 0.5;
+        e += 1;
+    }
+    precise float f1 = f.x - 1.0;  // exact (f.x in [0.7, 1.42])
+    vec2 num = two_sum(f1, f.y);
+    vec2 den = two_sum(f.x, 1.0);
+    precise float den_lo = den.y + f.y;
+    den = two_sum(den.x, den_lo);
+    vec2 z = pair_div(num, den);
+    vec2 w = pair_mul(z, z);
+    float x = w.x;
+    precise float q = 1.0 / 5.0 + x * (1.0 / 7.0 + x * (1.0 / 9.0 + x * (1.0 / 11.0 + x * (1.0 / 13.0
+        + x * (1.0 / 15.0 + x * (1.0 / 17.0 + x * (1.0 / 19.0)))))));
+    vec2 p = pair_add(THIRD, vec2(x * q, 0.0));
+    vec2 s = pair_add(vec2(1.0, 0.0), pair_mul(w, p));
+    vec2 l = pair_mul(z * 2.0, s);
+    return pair_add(ln2_times(float(e + k)), l);
+}
+
+// The float32 nearest to a pair (one rounding: hi + lo).
+float pair_round(vec2 a) {
+    precise float r = a.x + a.y;
+    return a.y == 0.0 ? a.x : r;  // keeps the sign of a zero hi
+}
+
+// FLOAT16 bits of the half nearest to a >= 0 (not NaN), ties to even; inf from 65520.
+uint half_bits_rne(float a) {
+    uint b = floatBitsToUint(a);
+    if (b >= 0x477FF000u) return 0x7C00u;
+    if (b < 0x38800000u) return uint(roundEven(a * 16777216.0));  // subnormal: a multiple of 2^-24
+    return ((b + 0xFFFu + ((b >> 13) & 1u)) - 0x38000000u) >> 13;
+}
+
+float half_bits_value(uint h) { return unpackHalf2x16(h).x; }
+
+// FLOAT16 bits of the half nearest to the pair a (one rounding). Rounding hi alone is right
+// unless hi is exactly halfway between two halves (a float can be; |lo| is under an ulp of
+// hi, so it moves a only off such a point): then lo's sign decides.
+uint pair_to_half(vec2 a) {
+    if (isnan(a.x)) return 0x7E00u | ((floatBitsToUint(a.x) >> 16) & 0x8000u);
+    uint sign = (floatBitsToUint(a.x) >> 16) & 0x8000u;
+    float m = abs(a.x), lo = sign != 0u ? -a.y : a.y;
+    uint h = half_bits_rne(m);
+    if (isinf(m) || lo == 0.0) return sign | h;
+    if (h == 0x7C00u) return sign | (m == 65520.0 && lo < 0.0 ? 0x7BFFu : h);
+    float value = half_bits_value(h);
+    precise float d = m - value;  // exact
+    if (d > 0.0 && lo > 0.0 && d == 0.5 * (half_bits_value(h + 1u) - value)) h += 1u;
+    else if (d < 0.0 && lo < 0.0 && -d == 0.5 * (value - half_bits_value(h - 1u))) h -= 1u;
+    return sign | h;
+}
+
+#endif

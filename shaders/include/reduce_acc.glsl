@@ -1,0 +1,332 @@
+// DML_REDUCE_FUNCTION's accumulators, shared by shaders/reduce.comp and the reducing fused-graph
+// kernel (shaders/graph.comp). A state is an `Acc` of two uvec4 (so that workgroups combine states
+// in shared memory and dispatches pass them on in a buffer):
+//   acc_empty()            the state of no element;
+//   acc_add(a, v, r)       a with element r (its raw bits v; integers sign-extended to 64 bits);
+//   acc_merge(a, b)        the state of a's elements and b's (a fixed order: the caller's);
+//   acc_result(a, count)   the output element's raw bits, `count` the elements reduced.
+// The includer defines ACC_FUNCTION (a RED_* value), ACC_BITS and ACC_KIND (the input's width and
+// KIND_* code) and ACC_OUT_BITS (the output's width): #defines or specialization constants.
+//
+// States per function (words):
+//   integers: the 64-bit (lo, hi) sum or product, wrapping (x);
+//   ARGMIN/ARGMAX/MIN/MAX: the kept element's value (lo, hi) and index, 0xFFFFFFFF for none; an
+//     element replaces it when its order key is better, or equal with a lower index;
+//   floats SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM: the sum of the terms (x, |x|, x^2) as a
+//     float triple (compensated.glsl; squares exact by Dekker's product), and a second triple
+//     for the terms of magnitude 2^64 (squares of 2^48) and more, scaled by 2^-64 (2^-160), so
+//     that no partial sum overflows; an infinite or NaN term is added to the second's first float
+//     plainly and makes it non-finite, the result then being that float (IEEE's rules: NaN, or
+//     inf - inf = NaN);
+//   LOG_SUM_EXP: the largest finite element m, the sum of exp(x - m) as a pair, flags (NaN, +inf);
+//   float MULTIPLY: the product's mantissa as a pair in [0.5, 1), its exponent, flags (the sign,
+//     a zero, an infinity, a NaN): no partial product overflows or underflows.
+// Floats are rounded once, at acc_result (FLOAT16 inputs accumulate in float32 too); a NaN result
+// is the quiet NaN 0x7FC00000 (FLOAT16 0x7E00), whatever NaN the input held.
+#ifndef DMLGPU_REDUCE_ACC_GLSL
+#define DMLGPU_REDUCE_ACC_GLSL
+
+#include "compensated.glsl"
+#include "arith64.glsl"
+
+#define ACC_NONE 0xFFFFFFFFu
+#define ACC_FLAG_SIGN 1u
+#define ACC_FLAG_ZERO 2u
+#define ACC_FLAG_INF 4u
+#define ACC_FLAG_NAN 8u
+#define TWO_POW_64 1.8446744e19
+#define ACC_INF uintBitsToFloat(0x7F800000u)
+#define ACC_NAN uintBitsToFloat(0x7FC00000u)
+#define TWO_POW_48 2.8147498e14
+
+bool acc_selects() {
+    return ACC_FUNCTION == RED_ARGMAX || ACC_FUNCTION == RED_ARGMIN || ACC_FUNCTION == RED_MAX
+        || ACC_FUNCTION == RED_MIN;
+}
+bool acc_largest() { return ACC_FUNCTION == RED_ARGMAX || ACC_FUNCTION == RED_MAX; }
+bool acc_floats() { return ACC_KIND == KIND_FLOAT && !acc_selects(); }
+bool acc_squares() { return ACC_FUNCTION == RED_SUM_SQUARE || ACC_FUNCTION == RED_L2; }
+// The float pair sums (not LOG_SUM_EXP, not MULTIPLY).
+bool acc_sums() { return acc_floats() && ACC_FUNCTION != RED_LOG_SUM_EXP && ACC_FUNCTION != RED_MULTIPLY; }
+
+float acc_f(uint w) { return uintBitsToFloat(w); }
+uint acc_u(float f) { return floatBitsToUint(f); }
+
+// The element as a float32 (FLOAT16 exactly converted).
+float acc_value(uvec2 v) { return ACC_BITS == 16u ? unpackHalf2x16(v.x).x : uintBitsToFloat(v.x); }
+
+// Order key (dmlgpu's reference order_key): unsigned comparison of keys orders the values; for
+// floats the total order of encodings (-NaN < -inf < -0.0 < +0.0 < +inf < +NaN).
+uvec2 acc_key(uvec2 v) {
+    if (ACC_KIND == KIND_UINT) return v;
+    if (ACC_KIND == KIND_INT) return uvec2(v.x, v.y ^ 0x80000000u);
+    if (ACC_BITS == 64u) return (v.y & 0x80000000u) != 0u ? ~v : uvec2(v.x, v.y | 0x80000000u);
+    uint top = 1u << (ACC_BITS - 1u);
+    return uvec2((v.x & top) != 0u ? (~v.x & lane_mask(ACC_BITS)) : (v.x | top), 0u);
+}
+
+bool acc_key_less(uvec2 a, uvec2 b) { return a.y < b.y || (a.y == b.y && a.x < b.x); }
+
+// A state: x, and for the float sums y (see above).
+struct Acc {
+    uvec4 x;
+    uvec4 y;
+};
+
+Acc acc_empty() {
+    if (acc_selects()) return Acc(uvec4(0u, 0u, ACC_NONE, 0u), uvec4(0u));
+    if (!acc_floats()) return Acc(uvec4(ACC_FUNCTION == RED_MULTIPLY ? 1u : 0u, 0u, 0u, 0u), uvec4(0u));
+    if (ACC_FUNCTION == RED_MULTIPLY) return Acc(uvec4(acc_u(0.5), 0u, 1u, 0u), uvec4(0u));  // 1 = 0.5 * 2^1
+    if (ACC_FUNCTION == RED_LOG_SUM_EXP) return Acc(uvec4(acc_u(-ACC_INF), 0u, 0u, 0u), uvec4(0u));
+    return Acc(uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u), uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u));
+}
+
+// -- the float sums ---------------------------------------------------------------------------
+// x: the triple of the terms under 2^64 (squares: of elements under 2^48); y: of the others,
+// scaled by 2^-64 (squares: elements scaled by 2^-80), or the plain sum of the non-finite terms.
+float sums_term(float x) { return acc_squares() ? x * x : ACC_FUNCTION == RED_L1 ? abs(x) : x; }
+
+Acc sums_add_big(Acc a, float x) {
+    float bs = acc_f(a.y.x);
+    if (isnan(x) || isinf(x)) {
+        precise float special = bs + sums_term(x);
+        return Acc(a.x, uvec4(acc_u(special), 0u, 0u, 0u));
+    }
+    if (isnan(bs) || isinf(bs)) return a;  // a non-finite term came first: finite ones change nothing
+    vec3 big = vec3(bs, acc_f(a.y.y), acc_f(a.y.z));
+    if (acc_squares()) {
+        vec2 p = two_square(x * pow2(-80));
+        big = triple_add(triple_add(big, p.x), p.y);
+    } else {
+        big = triple_add(big, (ACC_FUNCTION == RED_L1 ? abs(x) : x) * pow2(-64));
+    }
+    return Acc(a.x, uvec4(acc_u(big.x), acc_u(big.y), acc_u(big.z), 0u));
+}
+
+Acc sums_add(Acc a, float x) {
+    vec3 small = vec3(acc_f(a.x.x), acc_f(a.x.y), acc_f(a.x.z));
+    if (acc_squares()) {
+        if (abs(x) < TWO_POW_48) {
+            vec2 p = two_square(x);
+            small = triple_add(triple_add(small, p.x), p.y);
+            return Acc(uvec4(acc_u(small.x), acc_u(small.y), acc_u(small.z), 0u), a.y);
+        }
+    } else {
+        float term = ACC_FUNCTION == RED_L1 ? abs(x) : x;
+        if (abs(term) < TWO_POW_64) {  // (false for NaN)
+            small = triple_add(small, term);
+            return Acc(uvec4(acc_u(small.x), acc_u(small.y), acc_u(small.z), 0u), a.y);
+        }
+    }
+    return sums_add_big(a, x);
+}
+
+vec3 acc_triple(uvec4 w) { return vec3(acc_f(w.x), acc_f(w.y), acc_f(w.z)); }
+uvec4 acc_words(vec3 t) { return uvec4(acc_u(t.x), acc_u(t.y), acc_u(t.z), 0u); }
+
+Acc sums_merge(Acc a, Acc b) {
+    uvec4 small = acc_words(triple_merge(acc_triple(a.x), acc_triple(b.x)));
+    float abs_ = acc_f(a.y.x), bbs = acc_f(b.y.x);
+    if (isnan(abs_) || isinf(abs_) || isnan(bbs) || isinf(bbs)) {
+        precise float special = abs_ + bbs;
+        return Acc(small, uvec4(acc_u(special), 0u, 0u, 0u));
+    }
+    return Acc(small, acc_words(triple_merge(acc_triple(a.y), acc_triple(b.y))));
+}
+
+// The output bits of the real number a * 2^scale (scale >= 0), rounded once.
+uvec2 acc_out_pair(vec2 a, int scale) {
+    if (ACC_OUT_BITS == 16u) {
+        if (scale > 0 && a.x != 0.0) return uvec2((acc_u(a.x) >> 16) & 0x8000u | 0x7C00u, 0u);
+        return uvec2(pair_to_half(a), 0u);
+    }
+    float r = pair_round(a);
+    if (scale > 0) r = r * pow2(min(scale, 127)) * pow2(max(scale - 127, 0));
+    return uvec2(acc_u(r), 0u);
+}
+
+uvec2 acc_out_float(float f) {
+    return ACC_OUT_BITS == 16u ? uvec2(isnan(f) ? 0x7E00u : packHalf2x16(vec2(f, 0.0)), 0u) : uvec2(acc_u(f), 0u);
+}
+
+// count as a pair (exact up to 2^32 - 1).
+vec2 acc_count(uint count) {
+    float hi = float(count);
+    return vec2(hi, float(int(count - uint(hi))));
+}
+
+uvec2 sums_result(Acc a, uint count) {
+    float bs = acc_f(a.y.x);
+    if (isnan(bs) || isinf(bs)) {  // IEEE: NaN, or an infinity (log(-inf) is NaN)
+        bool nan_result = isnan(bs) || (ACC_FUNCTION == RED_LOG_SUM && bs < 0.0);
+        return acc_out_float(nan_result ? ACC_NAN : bs);
+    }
+    vec2 small = triple_pair(acc_triple(a.x)), big = triple_pair(acc_triple(a.y));
+    int scale = 0;
+    vec2 w = small;
+    if (big.x != 0.0) {
+        int big_scale = acc_squares() ? 160 : 64;
+        // Beyond this the total passes the float range: it is kept scaled.
+        if (abs(big.x) >= (acc_squares() ? pow2(-32) : TWO_POW_64)) {
+            w = pair_add(big, pair_scale(small, -big_scale));
+            scale = big_scale;
+        } else {
+            w = pair_add(pair_scale(big, big_scale), small);
+        }
+    }
+    if (w.y != 0.0) w = two_sum(w.x, w.y);
+    if (ACC_FUNCTION == RED_LOG_SUM) {
+        if (w.x < 0.0) return acc_out_float(ACC_NAN);
+        if (w.x == 0.0) return acc_out_float(-ACC_INF);
+        return acc_out_pair(pair_log(w, scale), 0);
+    }
+    if (w.x == 0.0) return acc_out_pair(w, 0);  // a zero keeps its sign (the sum of -0.0s is -0.0)
+    if (ACC_FUNCTION == RED_AVERAGE) {
+        if (scale == 0 && abs(w.x) >= pow2(100)) {  // (the quotient's split must not overflow)
+            w = pair_scale(w, -64);
+            scale = 64;
+        }
+        return acc_out_pair(pair_div(w, acc_count(count)), scale);
+    }
+    if (ACC_FUNCTION == RED_L2) return acc_out_pair(pair_sqrt(w), scale / 2);
+    return acc_out_pair(w, scale);
+}
+
+// -- LOG_SUM_EXP ---------------------------------------------------------------------------
+uvec4 lse_add(uvec4 a, float x) {
+    if (isnan(x)) return uvec4(a.xyz, a.w | ACC_FLAG_NAN);
+    if (isinf(x)) return x > 0.0 ? uvec4(a.xyz, a.w | ACC_FLAG_INF) : a;
+    float top = acc_f(a.x);
+    vec2 s = vec2(acc_f(a.y), acc_f(a.z));
+    if (x > top) {  // a new largest: the sum so far scaled by exp(top - x), then exp(0) = 1
+        if (!isinf(top)) s = pair_mul(s, pair_exp(two_sum(top, -x)));
+        s = pair_add(s, vec2(1.0, 0.0));
+        top = x;
+    } else {
+        s = pair_add(s, pair_exp(two_sum(x, -top)));
+    }
+    return uvec4(acc_u(top), acc_u(s.x), acc_u(s.y), a.w);
+}
+
+uvec4 lse_merge(uvec4 a, uvec4 b) {
+    uint flags = a.w | b.w;
+    float ta = acc_f(a.x), tb = acc_f(b.x);
+    if (isinf(tb)) return uvec4(a.xyz, flags);  // b has no finite element
+    if (isinf(ta)) return uvec4(b.xyz, flags);
+    vec2 sa = vec2(acc_f(a.y), acc_f(a.z)), sb = vec2(acc_f(b.y), acc_f(b.z));
+    float top = max(ta, tb);
+    if (ta < top) sa = pair_mul(sa, pair_exp(two_sum(ta, -top)));
+    if (tb < top) sb = pair_mul(sb, pair_exp(two_sum(tb, -top)));
+    vec2 s = pair_add(sa, sb);
+    return uvec4(acc_u(top), acc_u(s.x), acc_u(s.y), flags);
+}
+
+uvec2 lse_result(uvec4 a) {
+    if ((a.w & ACC_FLAG_NAN) != 0u) return acc_out_float(ACC_NAN);
+    if ((a.w & ACC_FLAG_INF) != 0u) return acc_out_float(ACC_INF);
+    float top = acc_f(a.x);
+    if (isinf(top)) return acc_out_float(top);  // every element -inf
+    return acc_out_pair(pair_add(vec2(top, 0.0), pair_log(vec2(acc_f(a.y), acc_f(a.z)), 0)), 0);
+}
+
+// -- float MULTIPLY ------------------------------------------------------------------------
+// (mantissa pair, exponent) of a * b, the mantissa put back in [0.5, 1).
+uvec4 product_mul(vec2 ma, int ea, vec2 mb, int eb, uint flags) {
+    vec2 m = pair_mul(ma, mb);
+    int e = ea + eb;
+    if (m.x < 0.5) {
+        m *= 2.0;
+        e -= 1;
+    }
+    return uvec4(acc_u(m.x), acc_u(m.y), uint(e), flags);
+}
+
+uvec4 product_add(uvec4 a, float x) {
+    uint bits = acc_u(x), flags = a.w ^ (bits >> 31), magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude > 0x7F800000u) return uvec4(a.xyz, flags | ACC_FLAG_NAN);
+    if (magnitude == 0x7F800000u) return uvec4(a.xyz, flags | ACC_FLAG_INF);
+    if (magnitude == 0u) return uvec4(a.xyz, flags | ACC_FLAG_ZERO);
+    int e = int(magnitude >> 23) - 126;
+    if (e == -126) {  // subnormal: its significand as an integer, then * 2^-149 (no float subnormals)
+        uint normal = acc_u(float(magnitude));
+        e = int(normal >> 23) - 126 - 149;
+        magnitude = normal;
+    }
+    float m = uintBitsToFloat((magnitude & 0x007FFFFFu) | 0x3F000000u);
+    return product_mul(vec2(acc_f(a.x), acc_f(a.y)), int(a.z), vec2(m, 0.0), e, flags);
+}
+
+uvec4 product_merge(uvec4 a, uvec4 b) {
+    uint flags = ((a.w ^ b.w) & ACC_FLAG_SIGN) | ((a.w | b.w) & ~ACC_FLAG_SIGN);
+    return product_mul(vec2(acc_f(a.x), acc_f(a.y)), int(a.z), vec2(acc_f(b.x), acc_f(b.y)), int(b.z), flags);
+}
+
+uvec2 product_result(uvec4 a) {
+    uint flags = a.w;
+    float sign = (flags & ACC_FLAG_SIGN) != 0u ? -1.0 : 1.0;
+    float zero = uintBitsToFloat((flags & ACC_FLAG_SIGN) << 31);  // (not sign * 0.0: compilers may drop -0.0)
+    if ((flags & ACC_FLAG_NAN) != 0u || (flags & (ACC_FLAG_INF | ACC_FLAG_ZERO)) == (ACC_FLAG_INF | ACC_FLAG_ZERO))
+        return acc_out_float(ACC_NAN);
+    if ((flags & ACC_FLAG_INF) != 0u) return acc_out_float(sign * ACC_INF);
+    vec2 m = vec2(acc_f(a.x), acc_f(a.y)) * sign;
+    int e = int(a.z);
+    if ((flags & ACC_FLAG_ZERO) != 0u || e < -160) return acc_out_float(zero);
+    if (e > 130) return acc_out_float(sign * ACC_INF);
+    if (ACC_OUT_BITS == 16u) {
+        if (e < -30) return acc_out_float(zero);
+        if (e > 17) return acc_out_float(sign * ACC_INF);
+        return uvec2(pair_to_half(pair_scale(m, e)), 0u);
+    }
+    float r = pair_round(m);  // in [0.5, 1]: scaled exactly unless the product is subnormal
+    float scaled = e >= -125 ? r * pow2(min(e, 127)) * pow2(max(e - 127, 0)) : r * pow2(e + 64) * pow2(-64);
+    return uvec2(acc_u(scaled), 0u);
+}
+
+// -- every function --------------------------------------------------------------------------
+Acc acc_add(Acc a, uvec2 v, uint r) {
+    if (acc_selects()) {
+        bool better = a.x.z == ACC_NONE || (acc_largest() ? acc_key_less(acc_key(a.x.xy), acc_key(v))
+                                                          : acc_key_less(acc_key(v), acc_key(a.x.xy)));
+        return better ? Acc(uvec4(v, r, 0u), a.y) : a;  // strict: of equal keys, the earlier element stays
+    }
+    if (acc_floats()) {
+        float x = acc_value(v);
+        if (ACC_FUNCTION == RED_MULTIPLY) return Acc(product_add(a.x, x), a.y);
+        if (ACC_FUNCTION == RED_LOG_SUM_EXP) return Acc(lse_add(a.x, x), a.y);
+        return sums_add(a, x);
+    }
+    uvec2 acc = a.x.xy;
+    if (ACC_FUNCTION == RED_MULTIPLY) acc = mul64(acc, v);
+    else if (ACC_FUNCTION == RED_SUM_SQUARE) acc = add64(acc, mul64(v, v));
+    else if (ACC_FUNCTION == RED_L1 && ACC_KIND == KIND_INT && (v.y & 0x80000000u) != 0u) acc = add64(acc, negate64(v));
+    else acc = add64(acc, v);
+    return Acc(uvec4(acc, 0u, 0u), a.y);
+}
+
+Acc acc_merge(Acc a, Acc b) {
+    if (acc_selects()) {
+        if (b.x.z == ACC_NONE) return a;
+        if (a.x.z == ACC_NONE) return b;
+        uvec2 ka = acc_key(a.x.xy), kb = acc_key(b.x.xy);
+        bool take_b = acc_largest() ? acc_key_less(ka, kb) : acc_key_less(kb, ka);
+        return take_b || (ka == kb && b.x.z < a.x.z) ? b : a;
+    }
+    if (acc_floats()) {
+        if (ACC_FUNCTION == RED_MULTIPLY) return Acc(product_merge(a.x, b.x), a.y);
+        if (ACC_FUNCTION == RED_LOG_SUM_EXP) return Acc(lse_merge(a.x, b.x), a.y);
+        return sums_merge(a, b);
+    }
+    return Acc(uvec4(ACC_FUNCTION == RED_MULTIPLY ? mul64(a.x.xy, b.x.xy) : add64(a.x.xy, b.x.xy), 0u, 0u), a.y);
+}
+
+uvec2 acc_result(Acc a, uint count) {
+    if (acc_selects()) return ACC_FUNCTION == RED_ARGMAX || ACC_FUNCTION == RED_ARGMIN ? uvec2(a.x.z, 0u) : a.x.xy;
+    if (acc_floats()) {
+        if (ACC_FUNCTION == RED_MULTIPLY) return product_result(a.x);
+        if (ACC_FUNCTION == RED_LOG_SUM_EXP) return lse_result(a.x);
+        return sums_result(a, count);
+    }
+    return a.x.xy;
+}
+
+#endif
