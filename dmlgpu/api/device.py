@@ -18,11 +18,10 @@ import threading
 from collections import OrderedDict
 
 from ..layout import memo
-from . import selection_spans, span_plan
 from .. import runtime
 from ..kernels.compiled_operator import CompiledOperator
 from ..compiler.compiled_graph import CompiledGraph
-from ..kernels.compiled_selection import CompiledSelection
+from .spanning_operators import SpanningOperator, SpanningSelection
 from ..errors import DeviceError, ValidationError
 from ..table.operators import ELEMENT_WISE
 from ..runtime import DEVICE_TYPES, Buffer, devices  # noqa: F401  (re-exported)
@@ -136,7 +135,7 @@ class Device(runtime.Device):
 
         Returns a `CompiledOperator` that can be executed any number of times with different
         bindings, also bindings of memory that spans several buffers (a spanning Tensor's
-        `.buffer`: run per piece, `span_plan` and `selection_spans`). Raises `ValidationError` for a
+        `.buffer`: run per piece, `dmlgpu.api.spanning_operators`). Raises `ValidationError` for a
         descriptor DirectML would reject.
         `strided_output` (element-wise operators) compiles the one-element-per-invocation
         layout, whose output may start at any element (`CompiledOperator.launch`'s `out_shift`).
@@ -151,10 +150,9 @@ class Device(runtime.Device):
             if compiled is None:
                 family = getattr(getattr(operator_desc, "OPERATOR", None), "family", ELEMENT_WISE)
                 if family == ELEMENT_WISE:
-                    compiled = CompiledOperator(self, operator_desc, level, bool(strided_output),
-                                                spans=span_plan.execute)
+                    compiled = SpanningOperator(self, operator_desc, level, bool(strided_output))
                 else:
-                    compiled = CompiledSelection(self, operator_desc, level, spans=selection_spans.execute)
+                    compiled = SpanningSelection(self, operator_desc, level)
                 self._operators[key] = compiled
                 while len(self._operators) > _LIMITS["operators"]:
                     self._operators.popitem(last=False)

@@ -105,9 +105,8 @@ class CompiledOperator:
     offset (`launch(ranges, out_shift)`): dmlgpu's way to write a view that does not start at
     a 16-byte boundary."""
 
-    def __init__(self, device, operator_desc, feature_level, strided_output: bool = False, spans=None):
+    def __init__(self, device, operator_desc, feature_level, strided_output: bool = False):
         self.op = validate(operator_desc, feature_level)
-        self._spans = spans  # runs bindings of memory over several buffers: spans(self, inputs, outputs)
         self.device = device
         self.desc = operator_desc
         self.feature_level = feature_level
@@ -162,15 +161,12 @@ class CompiledOperator:
         descriptor's order (`out_shift`: as `launch`'s). Returns at once; reading an output (or
         `device.synchronize()`) waits for it.
 
-        Bindings of memory that spans several buffers (a `Pieces`) run as the device's plan
-        says (`spans`: per piece, as a CommandList records them).
+        Bindings here are single buffers; the device's `SpanningOperator`
+        (dmlgpu/api/spanning_operators.py) also takes memory over several buffers.
 
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
-        if self._spans is not None and not out_shift and spanning(inputs, outputs):
-            self._spans(self, inputs, outputs)
-            return
         key = binding_key(inputs, outputs)
         if out_shift and key is not None:
             key += (out_shift,)

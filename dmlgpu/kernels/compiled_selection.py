@@ -20,7 +20,7 @@ import numpy as np
 
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
-from .compiled_operator import LaunchMemo, binding_key, spanning
+from .compiled_operator import LaunchMemo, binding_key
 from ..errors import ValidationError
 from ..table.operators import REDUCE_FAMILY
 from ..runtime import Program
@@ -130,17 +130,15 @@ class Passes(NamedTuple):
 
 class CompiledSelection:
     """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor.
+    The device's `SpanningSelection` (dmlgpu/api/spanning_operators.py) also takes bindings of
+    memory that spans several buffers."""
 
-    `spans` (given by the device) runs an execution whose bindings include memory that spans
-    several buffers (`dmlgpu.layout.pieces.Pieces`): `spans(compiled, inputs, outputs)`."""
-
-    def __init__(self, device, operator_desc, feature_level, spans=None):
+    def __init__(self, device, operator_desc, feature_level):
         self.op = op = operator_desc.OPERATOR
         self.attributes = checked_attributes(operator_desc, feature_level)
         self.device = device
         self.desc = operator_desc
         self.feature_level = feature_level
-        self._spans = spans
         self._descs = operator_desc.tensor_descs()
         tensors = list(self._descs.values())
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
@@ -283,16 +281,11 @@ class CompiledSelection:
 
     def execute(self, inputs, outputs) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
-        descriptor's order (TOP_K1: values, then indices). Returns at once. Bindings of memory
-        that spans several buffers run as the device's spanning plan says (per piece, then
-        combined).
+        descriptor's order (TOP_K1: values, then indices). Returns at once.
 
         Raises:
             ValidationError: the bindings break DirectML's rules (nothing is queued).
         """
-        if self._spans is not None and spanning(inputs, outputs):
-            self._spans(self, inputs, outputs)
-            return
         key = binding_key(inputs, outputs)
         launches = self._launches.get(key)
         if launches is None or not all(launch.valid for launch in launches):
