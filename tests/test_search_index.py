@@ -89,6 +89,23 @@ def test_tanimoto_exact_with_empty_codes(k, rng):
         assert np.array_equal(t_s.numpy(), want_s) and np.array_equal(t_i.numpy(), want_i)
 
 
+@pytest.mark.parametrize("bits", [256, 2048])
+@pytest.mark.parametrize("k", [40, 400])  # sampled bounds; every row a candidate
+def test_tanimoto_dense_codes(monkeypatch, bits, k, rng):
+    """Random half-set fingerprints: similarities spread over the keys' 28 bits (three radix
+    digits, six sort passes), in both selection modes."""
+    from dmlgpu.kernels import search_programs
+    monkeypatch.setattr(search_programs, "ROWS_PER_SLICE", 16)
+    monkeypatch.setattr(search_programs, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(search_programs, "TARGET_LANES_CPU", 1 << 30)
+    database = fingerprints(rng, 400, bits, density=0.5)
+    database[7] = database[300]  # equal fractions: ties by lower id
+    queries = np.concatenate([fingerprints(rng, 2, bits, density=0.5), database[[300]]])
+    similarities, ids = dmlgpu.HammingIndex(database, metric="tanimoto").search(queries, k)
+    want_s, want_i = tanimoto_ref(database, np.arange(400), queries, k)
+    assert np.array_equal(ids, want_i) and np.array_equal(similarities, want_s)
+
+
 def test_tanimoto_against_rdkit(rng):
     DataStructs = pytest.importorskip("rdkit.DataStructs")
     bits = rng.random((60, 256)) < 0.1

@@ -24,8 +24,8 @@ from . import variants as kernels, spirv
 from ..errors import ValidationError
 from ..runtime import Program
 
-__all__ = ["ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "key_bits",
-           "plan_search", "plan_selection", "search_programs", "selection_program", "tile_rows"]
+__all__ = ["ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "grid",
+           "key_bits", "plan_search", "plan_selection", "search_programs", "selection_program", "tile_rows"]
 
 NAME = "dmlgpu.hamming_knn"
 HAMMING, TANIMOTO = 0, 1
@@ -43,8 +43,15 @@ ROWS_PER_SLICE = 256
 #: 2^19 on a GPU: the fastest of 2^15..2^19 on an H100 (benchmarks/hamming.py --sweep; 2,048-row
 #: tiles for 1M rows x 1,024 queries: 355 G distances/s against 325 at 2^18).
 TARGET_LANES, TARGET_LANES_CPU = 1 << 19, 1 << 10
-#: Row tiles (scan workgroups along the grid's y, at most 65535 on any device) per piece.
+#: Row tiles per piece at most (longer tiles beyond).
 MAX_SLICES_PER_PIECE = 1 << 15
+#: Every search kernel (both families) is dispatched over one grid per device, its workgroups
+#: looping over the dispatch's items, so that a pipeline is made once per kernel and
+#: specialization, never per size of search (a first search on lavapipe compiled one for every
+#: new power-of-two grid). A GPU: TARGET_LANES / 64 workgroups, as many as the register plan
+#: aims its items at (an H100 full); a CPU driver: 64, four times the items its plan aims at, so
+#: hosts with more cores than CI's stay busy.
+GRID_GROUPS, GRID_GROUPS_CPU = 1 << 13, 64
 #: The partial top-k lists (or the candidates) of one batch of queries take at most this many
 #: bytes (and at most one storage buffer).
 PARTIAL_BYTES = 256 << 20
@@ -59,6 +66,11 @@ REGION_SLACK = 16
 
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
+
+
+def grid(device) -> tuple:
+    """The grid of every search kernel on `device` (see GRID_GROUPS)."""
+    return (GRID_GROUPS_CPU if device.is_cpu else GRID_GROUPS, 1, 1)
 
 
 def search_programs(words: int, k: int):
@@ -108,7 +120,8 @@ def _partial(device) -> int:
 @dataclass(frozen=True)
 class SearchStep:
     """One dispatch of a register-path search batch: `kernel` "scan" (of database piece `piece`,
-    tiles [tile_base, +tiles)) or "merge", its grid and push words by name (the buffers' word
+    tiles [tile_base, +tiles)) or "merge", its grid (`grid`: the same for every step) and push
+    words by name (the buffers' word
     offsets are added by the caller), the list buffer it reads (merge) and the one it writes;
     `cost` is its work in row-words (for cutting a search into submits)."""
 
@@ -134,20 +147,19 @@ class SearchPlan:
     slices: tuple
     words: int
     pieces: tuple  # (first row, rows) per piece
+    grid: tuple  # (`grid(device)`)
 
     def steps_for(self, count: int, tiles_per_step: int | None = None) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each
         piece's scan cut into dispatches of at most `tiles_per_step` tiles (default: one)."""
         k, total = self.k, sum(self.slices)
-        grid_y = _pow2(count)
-        scan_x = _pow2(math.ceil(count / _GROUP))
         steps, sizes = [], [count * total * k * 8]
         base = 0
         for i, ((first, rows), piece_slices) in enumerate(zip(self.pieces, self.slices)):
             per_step = piece_slices if tiles_per_step is None else max(1, min(piece_slices, tiles_per_step))
             for tile_base in range(0, piece_slices, per_step):
                 tiles = min(per_step, piece_slices - tile_base)
-                steps.append(SearchStep("scan", (scan_x, _pow2(tiles), 1),
+                steps.append(SearchStep("scan", self.grid,
                                         dict(words=self.words, rows=rows, row_base=first, rows_per_slice=self.per_slice,
                                              k=k, slices=piece_slices, slice_base=base, slices_total=total,
                                              queries=count, tile_base=tile_base, tiles=tiles), i, None, 0,
@@ -155,7 +167,7 @@ class SearchPlan:
             base += piece_slices
         if total > 1:  # a workgroup per query folds its lists into one
             sizes.append(count * k * 8)
-            steps.append(SearchStep("merge", (1, grid_y, 1), dict(rows=total, k=k, queries=count), None, 0, 1,
+            steps.append(SearchStep("merge", self.grid, dict(rows=total, k=k, queries=count), None, 0, 1,
                                     count * total * k))
         return steps, sizes, len(sizes) - 1
 
@@ -189,7 +201,7 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
                                   "allowed: partial top-k lists that fit one buffer")
         per_slice *= 2
     batch = max(1, min(count, 32768, partial // (total * k * 8)))
-    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces))
+    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device))
 
 
 @dataclass(frozen=True)

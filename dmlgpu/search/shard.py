@@ -91,10 +91,6 @@ def _push(base=None, **fields) -> np.ndarray:
     return words
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 class _Queries:
     """A batch of queries on the shard's device: a buffer and the word offset of the first."""
 
@@ -222,13 +218,10 @@ class Shard:
 
     def _copy_rows(self, piece: _Piece, index, out, rows: int) -> None:
         program = programs.selection_program(kernels.SEARCH_ROWS, self.words, self.metric)
-        total = rows * self.words
-        groups = math.ceil(total / kernels.SELECTION_WORKGROUP_SIZE)
-        grid = (min(groups, 1 << 15), _pow2(math.ceil(groups / (1 << 15))), 1)
         source = piece.memory
         push = _push(db_offset=source.arena_offset // 4 + piece.word_offset, aux_offset=index.arena_offset // 4,
                      out_offset=out.arena_offset // 4, rows=rows, regions_at=0)
-        self._launch(program, grid, [source, index, out], push, [source, index], [out])
+        self._launch(program, [source, index, out], push, [source, index], [out])
 
     def read_words(self, rows: np.ndarray) -> np.ndarray:
         """The codes of local rows `rows` (sorted or not) as uint32 words."""
@@ -255,8 +248,10 @@ class Shard:
         return self._id_table
 
     # -- dispatches ------------------------------------------------------------------------
-    def _launch(self, program, grid, buffers, push, reads, writes) -> None:
-        launch = self.device.launch(program, grid, buffers, push, reads=[(b, 0, b.size_in_bytes) for b in reads],
+    def _launch(self, program, buffers, push, reads, writes) -> None:
+        """Queue `program` over the device's search grid (every size of work: one pipeline)."""
+        launch = self.device.launch(program, programs.grid(self.device), buffers, push,
+                                    reads=[(b, 0, b.size_in_bytes) for b in reads],
                                     writes=[(b, 0, b.size_in_bytes) for b in writes], name=self.name)
         if not self.device.enqueue(launch):
             raise ValidationError(self.name, None, "device", "closed or released", "allowed: an open device")
@@ -301,7 +296,7 @@ class Shard:
                     bound, reads, program = [source, out], [source], merge
                 for name, value in push.items():
                     words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
-                self._launch(program, step.grid, bound, words, reads, [out])
+                self._launch(program, bound, words, reads, [out])
                 pacer.queued(step.cost)
             answers.append((start, size, lists[result]))
             pacer.submit()
@@ -373,7 +368,6 @@ class Shard:
 
     def _histogram(self, plan, buffers, queries, start, size, aux, base, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_HIST, self.words, self.metric)
-        groups_y = _pow2(math.ceil(size / kernels.SEARCH_HIST_QUERIES))
         for (piece, memory), tiles in zip(buffers, plan.tiles):
             blocks = math.ceil(tiles / plan.stride)
             per_block = plan.rows_per_tile * size * self.words
@@ -384,16 +378,14 @@ class Shard:
                 push = _push(base, db_offset=memory.arena_offset // 4 + offset,
                              query_offset=queries.at(start, self.words), rows=piece.rows, tiles=n,
                              tile_base=block_base, stride=plan.stride, shift=plan.shift)
-                self._launch(program, (_pow2(n), groups_y, 1), [memory, queries.buffer, aux], push,
-                             [memory, queries.buffer], [aux])
+                self._launch(program, [memory, queries.buffer, aux], push, [memory, queries.buffer], [aux])
                 pacer.queued(n * per_block)
         program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
         push = _push(base, k=plan.k, shift=plan.shift, bounds_at=size * kernels.SEARCH_HIST_BINS)
-        self._launch(program, (_pow2(math.ceil(size / kernels.SELECTION_WORKGROUP_SIZE)), 1, 1), [aux], push, [aux], [aux])
+        self._launch(program, [aux], push, [aux], [aux])
 
     def _gather(self, plan, buffers, queries, start, size, aux, candidates, base, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
-        grid_x = _pow2(math.ceil(size / kernels.SELECTION_WORKGROUP_SIZE))
         out = candidates if candidates is not None else aux  # (counting only: nothing is written there)
         tile_index_base = 0
         for (piece, memory), tiles in zip(buffers, plan.tiles):
@@ -407,23 +399,21 @@ class Shard:
                              rows=piece.rows, row_base=self.piece_rows()[self.pieces.index(piece)][0], tiles=n,
                              tile_base=tile_base, tile_index_base=tile_index_base)
                 bound = [memory, queries.buffer, aux, out]
-                self._launch(program, (grid_x, _pow2(n), 1), bound, push, [memory, queries.buffer, aux],
-                             [aux] if out is aux else [aux, out])
+                self._launch(program, bound, push, [memory, queries.buffer, aux], [aux] if out is aux else [aux, out])
                 pacer.queued(n * per_tile)
             tile_index_base += tiles
 
     def _select(self, plan, aux, candidates, scratch, out, size, base, candidates_total, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
-        levels = math.ceil(plan.key_bits / kernels.SEARCH_DIGIT_BITS)
-        per_query = max(1, candidates_total // max(1, size)) * plan.entry * 2 * levels + plan.tiles_total
+        levels = math.ceil(plan.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(plan.key_bits / kernels.SEARCH_SORT_BITS)
+        per_query = max(1, candidates_total // max(1, size)) * plan.entry * levels + plan.tiles_total
         step = max(1, min(size, pacer.budget // per_query))
         for query_base in range(0, size, step):
             n = min(step, size - query_base)
             push = _push(base, aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
                          scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4,
-                         query_base=query_base, key_bits=plan.key_bits)
-            self._launch(program, (_pow2(n), 1, 1), [aux, candidates, scratch, out], push,
-                         [aux, candidates], [aux, scratch, out])
+                         query_base=query_base, query_end=query_base + n, key_bits=plan.key_bits)
+            self._launch(program, [aux, candidates, scratch, out], push, [aux, candidates], [aux, scratch, out])
             pacer.queued(n * per_query)
 
     # -- answers that stay on the device -----------------------------------------------------
@@ -433,12 +423,10 @@ class Shard:
         metric = HAMMING if entry == 2 else TANIMOTO
         program = programs.selection_program(kernels.SEARCH_FINISH, self.words, metric)
         table = self.id_table()
-        groups = math.ceil(count / kernels.SELECTION_WORKGROUP_SIZE)
-        grid = (min(groups, 1 << 15), _pow2(math.ceil(groups / (1 << 15))), 1)
         push = _push(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
                      out_offset=values.arena_offset // 4 + first, cand_offset=ids.arena_offset // 4 + 2 * first,
                      rows=count, regions_at=0)
-        self._launch(program, grid, [entries, table, values, ids], push, [entries, table], [values, ids])
+        self._launch(program, [entries, table, values, ids], push, [entries, table], [values, ids])
 
 
 def device_tensors(device, count: int, k: int, metric: int):
