@@ -24,11 +24,14 @@ from . import variants as kernels, spirv
 from ..errors import ValidationError
 from ..runtime import Program
 
-__all__ = ["ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "grid",
-           "key_bits", "plan_search", "plan_selection", "search_programs", "selection_program", "tile_rows"]
+__all__ = ["ALL", "ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "grid",
+           "key_bits", "plan_search", "plan_selection", "push_words", "search_programs", "selection_program",
+           "tile_rows"]
 
 NAME = "dmlgpu.hamming_knn"
 HAMMING, TANIMOTO = 0, 1
+#: A push word meaning "none" (no bound: every row; no region table: fixed capacities).
+ALL = 0xFFFFFFFF
 #: Words per candidate or answer entry: (key, row), and c << 16 | u for Tanimoto.
 ENTRY_WORDS = {HAMMING: 2, TANIMOTO: 3}
 #: Tanimoto keys: 2^27 - floor(c * 2^27 / u) (shaders/search.comp), for codes of up to this many bits.
@@ -246,6 +249,74 @@ class SelectionPlan:
 
     def batches(self) -> list[tuple[int, int]]:
         return [(start, min(self.batch, self.count - start)) for start in range(0, self.count, self.batch)]
+
+    # The dispatches of a batch of `size` queries, as push fields by name (the caller adds the
+    # buffers' word offsets: db_offset, query_offset, aux_offset, out_offset, cand_offset,
+    # scratch_offset) and their cost in row-words (for cutting a search into submits; a budget
+    # of None: one dispatch per piece, or for every query).
+    def layout(self, size: int) -> dict:
+        """Word offsets in the aux buffer of a batch: the sample histograms (hist_at), bounds,
+        region counts, statuses, region offsets and lims (range search); its size ("words")."""
+        at = {"hist_at": 0, "bounds_at": size * kernels.SEARCH_HIST_BINS if self.mode == "sampled" else 0}
+        at["counts_at"] = at["bounds_at"] + size
+        at["status_at"] = at["counts_at"] + size * self.tiles_total
+        at["regions_at"] = at["status_at"] + size
+        at["lims_at"] = at["regions_at"] + size * self.tiles_total + 1
+        at["words"] = at["lims_at"] + size + 1
+        return at
+
+    def fields(self, size: int) -> dict:
+        """The push fields every kernel of a batch shares."""
+        at = self.layout(size)
+        ranged = self.mode == "range"
+        return dict(words=self.words, queries=size, tiles_total=self.tiles_total, rows_per_tile=self.rows_per_tile,
+                    hist_at=at["hist_at"], counts_at=at["counts_at"], status_at=at["status_at"],
+                    bounds_at=ALL if self.mode == "full" else at["bounds_at"],
+                    regions_at=at["regions_at"] if ranged else ALL, lims_at=at["lims_at"], capacity=self.capacity,
+                    k=self.k, key_bits=self.key_bits, stride=self.stride, shift=self.shift)
+
+    def histogram_dispatches(self, size: int, budget: int | None = None):
+        """(piece index, fields, cost) of the sample histogram's dispatches (SEARCH_HIST; then one
+        SEARCH_BOUND with the batch's fields)."""
+        per_block = self.rows_per_tile * size * self.words
+        for i, ((_, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
+            blocks = math.ceil(tiles / self.stride)
+            step = blocks if budget is None else max(1, min(blocks, budget // max(1, per_block)))
+            for base in range(0, blocks, step):
+                n = min(step, blocks - base)
+                yield i, dict(rows=rows, tiles=n, tile_base=base), n * per_block
+
+    def gather_dispatches(self, size: int, budget: int | None = None):
+        """(piece index, fields, cost) of the gather's dispatches (SEARCH_GATHER)."""
+        per_tile = self.rows_per_tile * size * self.words
+        tile_index_base = 0
+        for i, ((first, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
+            step = tiles if budget is None else max(1, min(tiles, budget // max(1, per_tile)))
+            for base in range(0, tiles, step):
+                n = min(step, tiles - base)
+                yield i, dict(rows=rows, row_base=first, tiles=n, tile_base=base,
+                              tile_index_base=tile_index_base), n * per_tile
+            tile_index_base += tiles
+
+    def select_dispatches(self, size: int, candidates: int, budget: int | None = None):
+        """(fields, cost) of the selection's dispatches (SEARCH_SELECT) over `candidates` in all."""
+        digits = math.ceil(self.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(self.key_bits / kernels.SEARCH_SORT_BITS)
+        per_query = max(1, candidates // max(1, size)) * self.entry * digits + self.tiles_total
+        step = size if budget is None else max(1, min(size, budget // per_query))
+        for base in range(0, size, step):
+            n = min(step, size - base)
+            yield dict(query_base=base, query_end=base + n), n * per_query
+
+
+def push_words(fields: dict) -> np.ndarray:
+    """The push words (kernels.SEARCH_PUSH_FIELDS) of a selection-path kernel from its fields by
+    name; bounds_at and regions_at are ALL unless given."""
+    words = np.zeros(len(kernels.SEARCH_PUSH_FIELDS), np.uint32)
+    words[kernels.SEARCH_PUSH_FIELDS.index("bounds_at")] = ALL
+    words[kernels.SEARCH_PUSH_FIELDS.index("regions_at")] = ALL
+    for name, value in fields.items():
+        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = value
+    return words
 
 
 def _histogram_shift(bits: int, metric: int) -> int:

@@ -30,7 +30,6 @@ __all__ = ["Shard", "tanimoto_bound", "tensor_places"]
 PIECE_BYTES = 1 << 30
 #: The first piece of an index built by small adds holds at least this many rows.
 MIN_PIECE_ROWS = 1024
-ALL = 0xFFFFFFFF
 
 
 @dataclass
@@ -78,17 +77,6 @@ def tanimoto_bound(threshold: float, bits: int) -> int:
             least = Fraction(c, u)
     scale = 1 << programs.TANIMOTO_SCALE_BITS
     return scale - (least.numerator * scale) // least.denominator
-
-
-def _push(base=None, **fields) -> np.ndarray:
-    """The push words of a selection kernel: `base`'s fields, then `fields` over them."""
-    fields = {**(base or {}), **fields}
-    words = np.zeros(len(kernels.SEARCH_PUSH_FIELDS), np.uint32)
-    for name in ("bounds_at", "regions_at"):
-        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = ALL
-    for name, value in fields.items():
-        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = value
-    return words
 
 
 class _Queries:
@@ -219,8 +207,9 @@ class Shard:
     def _copy_rows(self, piece: _Piece, index, out, rows: int) -> None:
         program = programs.selection_program(kernels.SEARCH_ROWS, self.words, self.metric)
         source = piece.memory
-        push = _push(db_offset=source.arena_offset // 4 + piece.word_offset, aux_offset=index.arena_offset // 4,
-                     out_offset=out.arena_offset // 4, rows=rows, regions_at=0)
+        push = programs.push_words(dict(db_offset=source.arena_offset // 4 + piece.word_offset,
+                                        aux_offset=index.arena_offset // 4, out_offset=out.arena_offset // 4, rows=rows,
+                                        regions_at=0))
         self._launch(program, [source, index, out], push, [source, index], [out])
 
     def read_words(self, rows: np.ndarray) -> np.ndarray:
@@ -286,8 +275,7 @@ class Shard:
                     if buffers is None:
                         buffers = list(self._piece_buffers())
                     piece, memory = buffers[step.piece]
-                    offset = 0 if self.streamed else piece.word_offset
-                    push.update(in_offset=memory.arena_offset // 4 + offset, query_offset=queries.at(start, self.words))
+                    push.update(in_offset=self._db_offset(piece, memory), query_offset=queries.at(start, self.words))
                     bound, reads = [memory, queries.buffer, out], [memory, queries.buffer]
                     program = scan
                 else:
@@ -317,104 +305,74 @@ class Shard:
 
     def _selection_batch(self, plan, queries: _Queries, start: int, size: int, pacer: Pacer, bound):
         device, entry, k, tiles_total = self.device, plan.entry, plan.k, plan.tiles_total
-        bins = kernels.SEARCH_HIST_BINS
-        hist_at = 0
-        bounds_at = size * bins if plan.mode == "sampled" else 0
-        counts_at = bounds_at + size
-        status_at = counts_at + size * tiles_total
-        regions_at = status_at + size
-        lims_at = regions_at + size * tiles_total + 1
-        aux_words = lims_at + size + 1
-        initial = np.zeros(aux_words, np.uint32)
+        at = plan.layout(size)
+        initial = np.zeros(at["words"], np.uint32)
         if bound is not None:
-            initial[bounds_at:bounds_at + size] = bound
+            initial[at["bounds_at"]:at["bounds_at"] + size] = bound
         aux = device.upload(initial)
         buffers = list(self._piece_buffers())
-        query_push = dict(words=self.words, queries=size, tiles_total=tiles_total, rows_per_tile=plan.rows_per_tile,
-                          aux_offset=aux.arena_offset // 4, hist_at=hist_at, counts_at=counts_at, status_at=status_at)
+        fields = dict(plan.fields(size), aux_offset=aux.arena_offset // 4, query_offset=queries.at(start, self.words))
         if plan.mode == "sampled":
-            self._histogram(plan, buffers, queries, start, size, aux, query_push, pacer)
+            self._histogram(plan, buffers, queries, size, aux, fields, pacer)
         if bound is not None:  # range search: count first, then regions at their offsets
-            self._gather(plan, buffers, queries, start, size, aux, None, dict(query_push, bounds_at=bounds_at,
-                                                                              regions_at=regions_at), pacer)
-            counts = aux.read(counts_at * 4, size * tiles_total * 4).view(np.uint32)
+            self._gather(plan, buffers, queries, size, aux, None, fields, pacer)
+            counts = aux.read(at["counts_at"] * 4, size * tiles_total * 4).view(np.uint32)
             offsets = np.zeros(size * tiles_total + 1, np.uint32)
             np.cumsum(counts, out=offsets[1:])
             per_query = counts.reshape(size, tiles_total).sum(axis=1)
             lims = np.zeros(size + 1, np.uint32)
             np.cumsum(per_query, out=lims[1:])
             total = int(lims[-1])
-            aux.write(np.concatenate([offsets, lims]), regions_at * 4)
+            aux.write(np.concatenate([offsets, lims]), at["regions_at"] * 4)
             if total == 0:
                 return start, size, None, lims
             candidates = device.allocate(total * entry * 4, zero_fill=False)
-            self._gather(plan, buffers, queries, start, size, aux, candidates,
-                         dict(query_push, bounds_at=bounds_at, regions_at=regions_at), pacer)
+            self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer)
             out = device.allocate(total * entry * 4, zero_fill=False)
             scratch = device.allocate(2 * total * entry * 4, zero_fill=False)
-            self._select(plan, aux, candidates, scratch, out, size,
-                         dict(query_push, k=0, regions_at=regions_at, lims_at=lims_at), total, pacer)
+            self._select(plan, aux, candidates, scratch, out, size, fields, total, pacer)
             return start, size, out, lims
         candidates = device.allocate(max(4, plan.candidate_words(size) * 4), zero_fill=False)
-        bounds = bounds_at if plan.mode == "sampled" else ALL
-        self._gather(plan, buffers, queries, start, size, aux, candidates,
-                     dict(query_push, bounds_at=bounds, capacity=plan.capacity), pacer)
+        self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer)
         out = device.allocate(size * k * entry * 4, zero_fill=False)
         scratch = device.allocate(2 * size * k * entry * 4, zero_fill=False)
-        self._select(plan, aux, candidates, scratch, out, size, dict(query_push, k=k, capacity=plan.capacity),
-                     size * plan.tiles_total * plan.capacity, pacer)
-        status = aux.read(status_at * 4, size * 4).view(np.uint32).copy()
+        self._select(plan, aux, candidates, scratch, out, size, fields, size * tiles_total * plan.capacity, pacer)
+        status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32).copy()
         return start, size, out, status
 
-    def _histogram(self, plan, buffers, queries, start, size, aux, base, pacer) -> None:
-        program = programs.selection_program(kernels.SEARCH_HIST, self.words, self.metric)
-        for (piece, memory), tiles in zip(buffers, plan.tiles):
-            blocks = math.ceil(tiles / plan.stride)
-            per_block = plan.rows_per_tile * size * self.words
-            step = max(1, min(blocks, pacer.budget // max(1, per_block)))
-            offset = 0 if self.streamed else piece.word_offset
-            for block_base in range(0, blocks, step):
-                n = min(step, blocks - block_base)
-                push = _push(base, db_offset=memory.arena_offset // 4 + offset,
-                             query_offset=queries.at(start, self.words), rows=piece.rows, tiles=n,
-                             tile_base=block_base, stride=plan.stride, shift=plan.shift)
-                self._launch(program, [memory, queries.buffer, aux], push, [memory, queries.buffer], [aux])
-                pacer.queued(n * per_block)
-        program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
-        push = _push(base, k=plan.k, shift=plan.shift, bounds_at=size * kernels.SEARCH_HIST_BINS)
-        self._launch(program, [aux], push, [aux], [aux])
+    def _db_offset(self, piece: _Piece, memory) -> int:
+        """The word offset (in its arena) of a piece's first code, `memory` its buffer now."""
+        return memory.arena_offset // 4 + (0 if self.streamed else piece.word_offset)
 
-    def _gather(self, plan, buffers, queries, start, size, aux, candidates, base, pacer) -> None:
+    def _histogram(self, plan, buffers, queries, size, aux, fields, pacer) -> None:
+        program = programs.selection_program(kernels.SEARCH_HIST, self.words, self.metric)
+        for i, part, cost in plan.histogram_dispatches(size, pacer.budget):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory)})
+            self._launch(program, [memory, queries.buffer, aux], push, [memory, queries.buffer], [aux])
+            pacer.queued(cost)
+        program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
+        self._launch(program, [aux], programs.push_words(fields), [aux], [aux])
+
+    def _gather(self, plan, buffers, queries, size, aux, candidates, fields, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
         out = candidates if candidates is not None else aux  # (counting only: nothing is written there)
-        tile_index_base = 0
-        for (piece, memory), tiles in zip(buffers, plan.tiles):
-            per_tile = plan.rows_per_tile * size * self.words
-            step = max(1, min(tiles, pacer.budget // max(1, per_tile)))
-            offset = 0 if self.streamed else piece.word_offset
-            for tile_base in range(0, tiles, step):
-                n = min(step, tiles - tile_base)
-                push = _push(base, db_offset=memory.arena_offset // 4 + offset,
-                             query_offset=queries.at(start, self.words), out_offset=out.arena_offset // 4,
-                             rows=piece.rows, row_base=self.piece_rows()[self.pieces.index(piece)][0], tiles=n,
-                             tile_base=tile_base, tile_index_base=tile_index_base)
-                bound = [memory, queries.buffer, aux, out]
-                self._launch(program, bound, push, [memory, queries.buffer, aux], [aux] if out is aux else [aux, out])
-                pacer.queued(n * per_tile)
-            tile_index_base += tiles
+        for i, part, cost in plan.gather_dispatches(size, pacer.budget):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory),
+                                        "out_offset": out.arena_offset // 4})
+            self._launch(program, [memory, queries.buffer, aux, out], push, [memory, queries.buffer, aux],
+                         [aux] if out is aux else [aux, out])
+            pacer.queued(cost)
 
-    def _select(self, plan, aux, candidates, scratch, out, size, base, candidates_total, pacer) -> None:
+    def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
-        levels = math.ceil(plan.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(plan.key_bits / kernels.SEARCH_SORT_BITS)
-        per_query = max(1, candidates_total // max(1, size)) * plan.entry * levels + plan.tiles_total
-        step = max(1, min(size, pacer.budget // per_query))
-        for query_base in range(0, size, step):
-            n = min(step, size - query_base)
-            push = _push(base, aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
-                         scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4,
-                         query_base=query_base, query_end=query_base + n, key_bits=plan.key_bits)
+        offsets = dict(aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
+                       scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4)
+        for part, cost in plan.select_dispatches(size, candidates_total, pacer.budget):
+            push = programs.push_words({**fields, **offsets, **part})
             self._launch(program, [aux, candidates, scratch, out], push, [aux, candidates], [aux, scratch, out])
-            pacer.queued(n * per_query)
+            pacer.queued(cost)
 
     # -- answers that stay on the device -----------------------------------------------------
     def finish(self, entries, count: int, entry: int, values, ids, first: int) -> None:
@@ -423,9 +381,9 @@ class Shard:
         metric = HAMMING if entry == 2 else TANIMOTO
         program = programs.selection_program(kernels.SEARCH_FINISH, self.words, metric)
         table = self.id_table()
-        push = _push(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
-                     out_offset=values.arena_offset // 4 + first, cand_offset=ids.arena_offset // 4 + 2 * first,
-                     rows=count, regions_at=0)
+        push = programs.push_words(dict(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
+                                        out_offset=values.arena_offset // 4 + first,
+                                        cand_offset=ids.arena_offset // 4 + 2 * first, rows=count, regions_at=0))
         self._launch(program, [entries, table, values, ids], push, [entries, table], [values, ids])
 
 
