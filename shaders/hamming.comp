@@ -28,7 +28,8 @@ layout(local_size_x = SELECTION_WORKGROUP_SIZE) in;
 // piece's first row); rows_per_slice (scan: rows per invocation; merge: lists per invocation);
 // k; slices (scan: slices of the piece; merge: output lists per query); slice_base (the piece's
 // first slice in the partial layout); slices_total (slices per query in that layout); queries;
-// tile_base and tiles (scan: the dispatch's tiles of the piece).
+// tile_base and tiles, query_base and query_end (scan: the dispatch's tiles of the piece and
+// queries of the batch).
 
 layout(std430, binding = 0) readonly buffer InWords { uint in_w[]; };
 #ifdef HAMMING_SCAN
@@ -157,15 +158,16 @@ void scan(uint q, uint tile) {
     }
 }
 
-// Item (x, y): lane l serves query x * 64 + l over tile tile_base + y (y < tiles), the items of
-// one tile consecutive (workgroups running together read the same rows); the grid is fixed per
-// device and its workgroups loop over the items.
+// Item (x, y): lane l serves query query_base + x * 64 + l (below query_end) over tile
+// tile_base + y (y < tiles), the items of one tile consecutive (workgroups running together read
+// the same rows); the grid is fixed per device and its workgroups loop over the items.
 void main() {
-    uint groups = (hp.queries + SELECTION_WORKGROUP_SIZE - 1u) / SELECTION_WORKGROUP_SIZE, items = groups * hp.tiles;
+    uint groups = (hp.query_end - hp.query_base + SELECTION_WORKGROUP_SIZE - 1u) / SELECTION_WORKGROUP_SIZE;
+    uint items = groups * hp.tiles;
     for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
-        uint q = (item % groups) * SELECTION_WORKGROUP_SIZE + gl_LocalInvocationID.x;
+        uint q = hp.query_base + (item % groups) * SELECTION_WORKGROUP_SIZE + gl_LocalInvocationID.x;
         uint tile = hp.tile_base + item / groups;
-        if (q < hp.queries && tile < hp.slices) scan(q, tile);
+        if (q < hp.query_end && tile < hp.slices) scan(q, tile);
     }
 }
 #elif defined(HAMMING_REGISTERS)

@@ -104,22 +104,23 @@ shared uint hist[HQ * BINS];
 DEFINE_ROW_COUNTS
 
 // Item (x, y): sampled block (tile_base + x) * stride of the piece (rows_per_tile rows), x <
-// tiles; queries [y * HQ, +HQ). The global histogram: aux words hist_at + q * BINS.
+// tiles; queries query_base + [y * HQ, +HQ), below query_end. The global histogram: aux words
+// hist_at + q * BINS.
 void main() {
     uint lane = gl_LocalInvocationID.x;
-    uint groups = (sp.queries + HQ - 1u) / HQ, items = sp.tiles * groups;
+    uint groups = (sp.query_end - sp.query_base + HQ - 1u) / HQ, items = sp.tiles * groups;
     for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
         for (uint i = lane; i < HQ * BINS; i += GROUP) hist[i] = 0u;
         barrier();
         uint block = (sp.tile_base + item / groups) * sp.stride;
-        uint q0 = (item % groups) * HQ;
+        uint q0 = sp.query_base + (item % groups) * HQ;
         uint first = block * sp.rows_per_tile;
         uint last = min(first + sp.rows_per_tile, sp.rows);
         for (uint row = first + lane; row < last; row += GROUP) {
             uint at = sp.db_offset + row * WORDS;
             for (uint j = 0u; j < HQ; ++j) {
                 uint q = q0 + j;
-                if (q >= sp.queries) break;
+                if (q >= sp.query_end) break;
                 qbase = sp.query_offset + q * WORDS;
                 uint key = entry_key(row_counts(at));
                 atomicAdd(hist[j * BINS + min(key >> sp.shift, BINS - 1u)], 1u);
@@ -128,7 +129,7 @@ void main() {
         barrier();
         for (uint i = lane; i < HQ * BINS; i += GROUP) {
             uint q = q0 + i / BINS;
-            if (hist[i] != 0u && q < sp.queries)
+            if (hist[i] != 0u && q < sp.query_end)
                 atomicAdd(aux_w[sp.aux_offset + sp.hist_at + q * BINS + i % BINS], hist[i]);
         }
         barrier();  // (the next item clears hist)
@@ -198,13 +199,14 @@ void gather(uint q, uint tile) {
     aux_w[sp.aux_offset + sp.counts_at + region] = n;
 }
 
-// Item (x, y): lane l serves query x * 64 + l over tile tile_base + y (y < tiles); items of one
-// tile are consecutive (workgroups running together read the same rows).
+// Item (x, y): lane l serves query query_base + x * 64 + l (below query_end) over tile
+// tile_base + y (y < tiles); items of one tile are consecutive (workgroups running together read
+// the same rows).
 void main() {
-    uint groups = (sp.queries + GROUP - 1u) / GROUP, items = groups * sp.tiles;
+    uint groups = (sp.query_end - sp.query_base + GROUP - 1u) / GROUP, items = groups * sp.tiles;
     for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
-        uint q = (item % groups) * GROUP + gl_LocalInvocationID.x;
-        if (q < sp.queries) gather(q, sp.tile_base + item / groups);
+        uint q = sp.query_base + (item % groups) * GROUP + gl_LocalInvocationID.x;
+        if (q < sp.query_end) gather(q, sp.tile_base + item / groups);
     }
 }
 #elif defined(SEARCH_SELECT)

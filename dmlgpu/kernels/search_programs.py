@@ -24,7 +24,7 @@ from . import variants as kernels, spirv
 from ..errors import ValidationError
 from ..runtime import Program
 
-__all__ = ["ALL", "ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "grid",
+__all__ = ["ALL", "ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "cut", "grid",
            "key_bits", "plan_search", "plan_selection", "push_words", "search_programs", "selection_program",
            "tile_rows"]
 
@@ -46,6 +46,9 @@ ROWS_PER_SLICE = 256
 #: 2^19 on a GPU: the fastest of 2^15..2^19 on an H100 (benchmarks/hamming.py --sweep; 2,048-row
 #: tiles for 1M rows x 1,024 queries: 355 G distances/s against 325 at 2^18).
 TARGET_LANES, TARGET_LANES_CPU = 1 << 19, 1 << 10
+#: A submit's worth of work (a search's `budget`) holds at least this many items (a group of 64
+#: queries over one tile), so that one submit is short and a CPU driver's threads share it.
+ITEMS_PER_SUBMIT = 8
 #: Row tiles per piece at most (longer tiles beyond).
 MAX_SLICES_PER_PIECE = 1 << 15
 #: Every search kernel (both families) is dispatched over one grid per device, its workgroups
@@ -101,19 +104,41 @@ def key_bits(bits: int, metric: int) -> int:
     return bits.bit_length() if metric == HAMMING else TANIMOTO_SCALE_BITS + 1
 
 
-def tile_rows(device, pieces: list, words: int, k: int, count: int) -> int:
+def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int | None = None) -> int:
     """Rows of the database each scan invocation walks (a tile) in a search of `count` queries
-    over pieces of `pieces` rows each: tiles so that lanes (queries) x tiles fill the device;
-    on the register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it."""
+    over pieces of `pieces` rows each: tiles so that lanes (queries) x tiles fill the device, and
+    (with a `budget` in row-words: a submit's worth) short enough that ITEMS_PER_SUBMIT groups of
+    64 queries over one tile fit it, so that a search can be cut into submits that short; on the
+    register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it."""
     rows, largest = sum(pieces), max(pieces)
     floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
     lanes = _pow2(math.ceil(count / _GROUP)) * _GROUP
     tiles = max(1, (TARGET_LANES_CPU if device.is_cpu else TARGET_LANES) // lanes)
+    wanted = math.ceil(rows / tiles)
+    if budget is not None:
+        wanted = min(wanted, max(1, budget // (ITEMS_PER_SUBMIT * _GROUP * words)))
     if k > kernels.HAMMING_REGISTER_K:
-        return max(floor, math.ceil(rows / tiles))
+        return max(floor, wanted)
     # A key packs (distance << shift) | row_in_tile: distance <= words * 32 < 2^(32 - shift).
     limit = 1 << (32 - (words * 32).bit_length())
-    return min(limit, max(floor, math.ceil(rows / tiles), math.ceil(rows * k * 8 / _partial(device))))
+    return min(limit, max(floor, wanted, math.ceil(rows * k * 8 / _partial(device))))
+
+
+def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
+    """(first group, groups, first tile, tiles) of dispatches covering `groups` x `tiles` items
+    (a group of queries over a tile, `item_cost` row-words each), each at most `budget`
+    row-words (but one item at least); budget None: one dispatch."""
+    if budget is None:
+        yield 0, groups, 0, tiles
+    elif groups * item_cost <= budget:  # whole tiles: every group of queries
+        step = max(1, min(tiles, budget // (groups * item_cost)))
+        for tile in range(0, tiles, step):
+            yield 0, groups, tile, min(step, tiles - tile)
+    else:
+        step = max(1, budget // item_cost)
+        for tile in range(tiles):
+            for group in range(0, groups, step):
+                yield group, min(step, groups - group), tile, 1
 
 
 def _partial(device) -> int:
@@ -123,10 +148,10 @@ def _partial(device) -> int:
 @dataclass(frozen=True)
 class SearchStep:
     """One dispatch of a register-path search batch: `kernel` "scan" (of database piece `piece`,
-    tiles [tile_base, +tiles)) or "merge", its grid (`grid`: the same for every step) and push
-    words by name (the buffers' word
-    offsets are added by the caller), the list buffer it reads (merge) and the one it writes;
-    `cost` is its work in row-words (for cutting a search into submits)."""
+    tiles [tile_base, +tiles), queries [query_base, query_end)) or "merge", its grid (the same for
+    every step) and push words by name (the buffers' word offsets are added by the caller), the
+    list buffer it reads (merge) and the one it writes; `cost` is its work in row-words (for
+    cutting a search into submits)."""
 
     kernel: str
     grid: tuple
@@ -152,21 +177,24 @@ class SearchPlan:
     pieces: tuple  # (first row, rows) per piece
     grid: tuple  # (`grid(device)`)
 
-    def steps_for(self, count: int, tiles_per_step: int | None = None) -> tuple[list, list, int]:
+    def steps_for(self, count: int, budget: int | None = None) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each
-        piece's scan cut into dispatches of at most `tiles_per_step` tiles (default: one)."""
+        piece's scan cut into dispatches of at most `budget` row-words (`cut`; None: one)."""
         k, total = self.k, sum(self.slices)
         steps, sizes = [], [count * total * k * 8]
         base = 0
+        groups = math.ceil(count / _GROUP)
+        item = self.per_slice * min(count, _GROUP) * self.words
         for i, ((first, rows), piece_slices) in enumerate(zip(self.pieces, self.slices)):
-            per_step = piece_slices if tiles_per_step is None else max(1, min(piece_slices, tiles_per_step))
-            for tile_base in range(0, piece_slices, per_step):
-                tiles = min(per_step, piece_slices - tile_base)
+            for group, n_groups, tile_base, tiles in cut(groups, piece_slices, item, budget):
+                query_base = group * _GROUP
+                query_end = min(count, (group + n_groups) * _GROUP)
                 steps.append(SearchStep("scan", self.grid,
                                         dict(words=self.words, rows=rows, row_base=first, rows_per_slice=self.per_slice,
                                              k=k, slices=piece_slices, slice_base=base, slices_total=total,
-                                             queries=count, tile_base=tile_base, tiles=tiles), i, None, 0,
-                                        tiles * self.per_slice * count * self.words))
+                                             queries=count, tile_base=tile_base, tiles=tiles, query_base=query_base,
+                                             query_end=query_end), i, None, 0,
+                                        tiles * self.per_slice * (query_end - query_base) * self.words))
             base += piece_slices
         if total > 1:  # a workgroup per query folds its lists into one
             sizes.append(count * k * 8)
@@ -180,10 +208,10 @@ class SearchPlan:
 
 
 def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: str = "database",
-                operator: str = NAME) -> SearchPlan:
+                operator: str = NAME, budget: int | None = None) -> SearchPlan:
     """The register-path plan of a search of `count` queries (at least 1) for the k nearest
     (k <= kernels.HAMMING_REGISTER_K) over database pieces `pieces` ((first row, rows) each) of
-    codes of `words` 32-bit words.
+    codes of `words` 32-bit words, to be cut into dispatches of `budget` row-words (`tile_rows`).
 
     Raises:
         ValidationError: the partial lists cannot fit one buffer (codes too wide for the
@@ -192,7 +220,7 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
     partial = _partial(device)
     rows_of = [rows for _, rows in pieces]
     largest = max(rows_of)
-    per_slice = tile_rows(device, rows_of, words, k, count)
+    per_slice = tile_rows(device, rows_of, words, k, count, budget)
     limit = 1 << (32 - (words * 32).bit_length())
     while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
         slices = [math.ceil(rows / per_slice) for rows in rows_of]
@@ -266,36 +294,42 @@ class SelectionPlan:
         return at
 
     def fields(self, size: int) -> dict:
-        """The push fields every kernel of a batch shares."""
+        """The push fields every kernel of a batch shares (a dispatch narrows [query_base,
+        query_end))."""
         at = self.layout(size)
         ranged = self.mode == "range"
-        return dict(words=self.words, queries=size, tiles_total=self.tiles_total, rows_per_tile=self.rows_per_tile,
+        return dict(words=self.words, queries=size, query_base=0, query_end=size, tiles_total=self.tiles_total,
+                    rows_per_tile=self.rows_per_tile,
                     hist_at=at["hist_at"], counts_at=at["counts_at"], status_at=at["status_at"],
                     bounds_at=ALL if self.mode == "full" else at["bounds_at"],
                     regions_at=at["regions_at"] if ranged else ALL, lims_at=at["lims_at"], capacity=self.capacity,
                     k=self.k, key_bits=self.key_bits, stride=self.stride, shift=self.shift)
 
+    def _rectangles(self, size: int, per_group: int, tiles: int, budget: int | None):
+        """(query fields, tile base, tiles, cost) of dispatches over `tiles` tiles x the batch's
+        queries in groups of `per_group` (`cut`)."""
+        groups = math.ceil(size / per_group)
+        item = self.rows_per_tile * min(size, per_group) * self.words
+        for group, n_groups, base, n in cut(groups, tiles, item, budget):
+            query_base, query_end = group * per_group, min(size, (group + n_groups) * per_group)
+            yield (dict(query_base=query_base, query_end=query_end), base, n,
+                   n * self.rows_per_tile * (query_end - query_base) * self.words)
+
     def histogram_dispatches(self, size: int, budget: int | None = None):
         """(piece index, fields, cost) of the sample histogram's dispatches (SEARCH_HIST; then one
         SEARCH_BOUND with the batch's fields)."""
-        per_block = self.rows_per_tile * size * self.words
         for i, ((_, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
             blocks = math.ceil(tiles / self.stride)
-            step = blocks if budget is None else max(1, min(blocks, budget // max(1, per_block)))
-            for base in range(0, blocks, step):
-                n = min(step, blocks - base)
-                yield i, dict(rows=rows, tiles=n, tile_base=base), n * per_block
+            for queries, base, n, cost in self._rectangles(size, kernels.SEARCH_HIST_QUERIES, blocks, budget):
+                yield i, dict(queries, rows=rows, tiles=n, tile_base=base), cost
 
     def gather_dispatches(self, size: int, budget: int | None = None):
         """(piece index, fields, cost) of the gather's dispatches (SEARCH_GATHER)."""
-        per_tile = self.rows_per_tile * size * self.words
         tile_index_base = 0
         for i, ((first, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
-            step = tiles if budget is None else max(1, min(tiles, budget // max(1, per_tile)))
-            for base in range(0, tiles, step):
-                n = min(step, tiles - base)
-                yield i, dict(rows=rows, row_base=first, tiles=n, tile_base=base,
-                              tile_index_base=tile_index_base), n * per_tile
+            for queries, base, n, cost in self._rectangles(size, _GROUP, tiles, budget):
+                yield i, dict(queries, rows=rows, row_base=first, tiles=n, tile_base=base,
+                              tile_index_base=tile_index_base), cost
             tile_index_base += tiles
 
     def select_dispatches(self, size: int, candidates: int, budget: int | None = None):
@@ -329,12 +363,13 @@ def _histogram_shift(bits: int, metric: int) -> int:
 
 
 def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: int, metric: int,
-                   mode: str | None = None) -> SelectionPlan:
-    """The plan of a selection-path search (see `SelectionPlan`); mode None picks "sampled"
-    where a sample of at least SAMPLE_FACTOR * k rows in every other block exists, else "full"."""
+                   mode: str | None = None, budget: int | None = None) -> SelectionPlan:
+    """The plan of a selection-path search (see `SelectionPlan`), to be cut into dispatches of
+    `budget` row-words (`tile_rows`); mode None picks "sampled" where a sample of at least
+    SAMPLE_FACTOR * k rows in every other block exists, else "full"."""
     rows_of = [rows for _, rows in pieces]
     rows = sum(rows_of)
-    per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count)
+    per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count, budget)
     tiles = tuple(math.ceil(r / per_tile) for r in rows_of)
     total = sum(tiles)
     stride = 1

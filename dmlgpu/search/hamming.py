@@ -270,9 +270,11 @@ class HammingIndex:
         return sum(len(s.pieces) for s in self._shards)
 
     def tile_rows(self, k: int, count: int) -> int:
-        """Rows each scan invocation walks in a search of `count` queries for the k nearest."""
+        """Rows each scan invocation walks in a search of `count` queries for the k nearest (on
+        the first shard, before its searches have measured the device's rate)."""
         shard = self._shards[0]
-        return programs.tile_rows(shard.device, [r for _, r in shard.piece_rows()], shard.words, k, count)
+        return programs.tile_rows(shard.device, [r for _, r in shard.piece_rows()], shard.words, k, count,
+                                  Pacer(shard.device).budget)
 
     def __repr__(self):
         where = ", ".join(d.label for d in self._devices_list)

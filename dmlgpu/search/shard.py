@@ -257,12 +257,12 @@ class Shard:
     def search_registers(self, queries: _Queries, count: int, k: int, pacer: Pacer):
         """The k nearest (Hamming, k <= kernels.HAMMING_REGISTER_K): the answer's (distance,
         row) pairs, (count, k, 2) uint32 in a device buffer per batch: [(first, size, buffer)]."""
-        plan = programs.plan_search(self.device, self.piece_rows(), self.words, k, count, operator=self.name)
+        plan = programs.plan_search(self.device, self.piece_rows(), self.words, k, count, operator=self.name,
+                                    budget=pacer.budget)
         scan, merge = programs.search_programs(self.words, k)
         answers = []
         for start, size in plan.batches():
-            per_tile = plan.per_slice * size * self.words
-            steps, sizes, result = plan.steps_for(size, max(1, pacer.budget // per_tile))
+            steps, sizes, result = plan.steps_for(size, pacer.budget)
             lists = [None] * len(sizes)
             buffers = None
             for step in steps:
@@ -297,7 +297,7 @@ class Shard:
         status: per query 0, or 1 where its regions overflowed (search it again in "full" mode);
         for a range search the lims (size + 1 entries) instead."""
         plan = programs.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
-                                       self.metric, "range" if bound is not None else mode)
+                                       self.metric, "range" if bound is not None else mode, pacer.budget)
         found = []
         for start, size in plan.batches():
             found.append(self._selection_batch(plan, queries, start, size, pacer, bound))
