@@ -47,8 +47,13 @@ ROWS_PER_SLICE = 256
 #: tiles for 1M rows x 1,024 queries: 355 G distances/s against 325 at 2^18).
 TARGET_LANES, TARGET_LANES_CPU = 1 << 19, 1 << 10
 #: A submit's worth of work (a search's `budget`) holds at least this many items (a group of 64
-#: queries over one tile), so that one submit is short and a CPU driver's threads share it.
-ITEMS_PER_SUBMIT = 8
+#: queries over one tile), so that one submit is short and a CPU driver's threads share it, and
+#: this many dispatches: a submit is made of whole dispatches, so that the submits of a search
+#: follow the rate measured as it runs, whatever the plan guessed.
+ITEMS_PER_SUBMIT, DISPATCHES_PER_SUBMIT = 8, 2
+#: Queries a CPU driver runs as one vector (lavapipe's 256-bit vectors): fewer cost as much, so
+#: the cost of kernels whose lanes are queries counts them in eights.
+LANES_AT_ONCE = 8
 #: Row tiles per piece at most (longer tiles beyond).
 MAX_SLICES_PER_PIECE = 1 << 15
 #: Every search kernel (both families) is dispatched over one grid per device, its workgroups
@@ -124,6 +129,16 @@ def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int 
     return min(limit, max(floor, wanted, math.ceil(rows * k * 8 / _partial(device))))
 
 
+def _dispatch(budget: int | None) -> int | None:
+    """Row-words of one dispatch of a plan made for submits of `budget` (DISPATCHES_PER_SUBMIT)."""
+    return None if budget is None else max(1, budget // DISPATCHES_PER_SUBMIT)
+
+
+def _lanes(queries: int) -> int:
+    """What `queries` lanes of a kernel whose lanes are queries cost as (LANES_AT_ONCE)."""
+    return -(-queries // LANES_AT_ONCE) * LANES_AT_ONCE
+
+
 def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
     """(first group, groups, first tile, tiles) of dispatches covering `groups` x `tiles` items
     (a group of queries over a tile, `item_cost` row-words each), each at most `budget`
@@ -142,7 +157,10 @@ def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
 
 
 def _partial(device) -> int:
-    return min(PARTIAL_BYTES, device.max_buffer_size)
+    """Bytes of one batch's scratch buffer at most: PARTIAL_BYTES, one storage buffer, and half
+    an arena of the device's pool (a larger buffer is a dedicated allocation: new memory, and
+    pipelines made again for it, in every search)."""
+    return min(PARTIAL_BYTES, device.max_buffer_size, device.memory_stats()["arena_bytes"] // 2)
 
 
 @dataclass(frozen=True)
@@ -176,17 +194,18 @@ class SearchPlan:
     words: int
     pieces: tuple  # (first row, rows) per piece
     grid: tuple  # (`grid(device)`)
+    budget: int | None  # row-words of a submit the plan was made for (None: one dispatch per piece)
 
-    def steps_for(self, count: int, budget: int | None = None) -> tuple[list, list, int]:
+    def steps_for(self, count: int) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each
-        piece's scan cut into dispatches of at most `budget` row-words (`cut`; None: one)."""
+        piece's scan cut into dispatches of a share of the plan's budget (`cut`)."""
         k, total = self.k, sum(self.slices)
         steps, sizes = [], [count * total * k * 8]
         base = 0
         groups = math.ceil(count / _GROUP)
-        item = self.per_slice * min(count, _GROUP) * self.words
+        item = self.per_slice * _lanes(min(count, _GROUP)) * self.words
         for i, ((first, rows), piece_slices) in enumerate(zip(self.pieces, self.slices)):
-            for group, n_groups, tile_base, tiles in cut(groups, piece_slices, item, budget):
+            for group, n_groups, tile_base, tiles in cut(groups, piece_slices, item, _dispatch(self.budget)):
                 query_base = group * _GROUP
                 query_end = min(count, (group + n_groups) * _GROUP)
                 steps.append(SearchStep("scan", self.grid,
@@ -194,7 +213,7 @@ class SearchPlan:
                                              k=k, slices=piece_slices, slice_base=base, slices_total=total,
                                              queries=count, tile_base=tile_base, tiles=tiles, query_base=query_base,
                                              query_end=query_end), i, None, 0,
-                                        tiles * self.per_slice * (query_end - query_base) * self.words))
+                                        tiles * self.per_slice * _lanes(query_end - query_base) * self.words))
             base += piece_slices
         if total > 1:  # a workgroup per query folds its lists into one
             sizes.append(count * k * 8)
@@ -211,7 +230,8 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
                 operator: str = NAME, budget: int | None = None) -> SearchPlan:
     """The register-path plan of a search of `count` queries (at least 1) for the k nearest
     (k <= kernels.HAMMING_REGISTER_K) over database pieces `pieces` ((first row, rows) each) of
-    codes of `words` 32-bit words, to be cut into dispatches of `budget` row-words (`tile_rows`).
+    codes of `words` 32-bit words, for submits of `budget` row-words (`tile_rows`; None: a
+    dispatch per piece).
 
     Raises:
         ValidationError: the partial lists cannot fit one buffer (codes too wide for the
@@ -232,7 +252,7 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
                                   "allowed: partial top-k lists that fit one buffer")
         per_slice *= 2
     batch = max(1, min(count, 32768, partial // (total * k * 8)))
-    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device))
+    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget)
 
 
 @dataclass(frozen=True)
@@ -258,6 +278,7 @@ class SelectionPlan:
     stride: int
     capacity: int
     shift: int
+    budget: int | None  # row-words of a submit the plan was made for (None: one dispatch each)
 
     @property
     def tiles_total(self) -> int:
@@ -280,8 +301,8 @@ class SelectionPlan:
 
     # The dispatches of a batch of `size` queries, as push fields by name (the caller adds the
     # buffers' word offsets: db_offset, query_offset, aux_offset, out_offset, cand_offset,
-    # scratch_offset) and their cost in row-words (for cutting a search into submits; a budget
-    # of None: one dispatch per piece, or for every query).
+    # scratch_offset) and their cost in row-words (for cutting a search into submits), each a
+    # share of the plan's budget (None: one dispatch per piece, or for every query).
     def layout(self, size: int) -> dict:
         """Word offsets in the aux buffer of a batch: the sample histograms (hist_at), bounds,
         region counts, statuses, region offsets and lims (range search); its size ("words")."""
@@ -305,37 +326,38 @@ class SelectionPlan:
                     regions_at=at["regions_at"] if ranged else ALL, lims_at=at["lims_at"], capacity=self.capacity,
                     k=self.k, key_bits=self.key_bits, stride=self.stride, shift=self.shift)
 
-    def _rectangles(self, size: int, per_group: int, tiles: int, budget: int | None):
+    def _rectangles(self, size: int, per_group: int, tiles: int, lanes=lambda n: n):
         """(query fields, tile base, tiles, cost) of dispatches over `tiles` tiles x the batch's
-        queries in groups of `per_group` (`cut`)."""
+        queries in groups of `per_group` (`cut`); `lanes(queries)`: what they cost as."""
         groups = math.ceil(size / per_group)
-        item = self.rows_per_tile * min(size, per_group) * self.words
-        for group, n_groups, base, n in cut(groups, tiles, item, budget):
+        item = self.rows_per_tile * lanes(min(size, per_group)) * self.words
+        for group, n_groups, base, n in cut(groups, tiles, item, _dispatch(self.budget)):
             query_base, query_end = group * per_group, min(size, (group + n_groups) * per_group)
             yield (dict(query_base=query_base, query_end=query_end), base, n,
-                   n * self.rows_per_tile * (query_end - query_base) * self.words)
+                   n * self.rows_per_tile * lanes(query_end - query_base) * self.words)
 
-    def histogram_dispatches(self, size: int, budget: int | None = None):
+    def histogram_dispatches(self, size: int):
         """(piece index, fields, cost) of the sample histogram's dispatches (SEARCH_HIST; then one
         SEARCH_BOUND with the batch's fields)."""
         for i, ((_, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
             blocks = math.ceil(tiles / self.stride)
-            for queries, base, n, cost in self._rectangles(size, kernels.SEARCH_HIST_QUERIES, blocks, budget):
+            for queries, base, n, cost in self._rectangles(size, kernels.SEARCH_HIST_QUERIES, blocks):
                 yield i, dict(queries, rows=rows, tiles=n, tile_base=base), cost
 
-    def gather_dispatches(self, size: int, budget: int | None = None):
+    def gather_dispatches(self, size: int):
         """(piece index, fields, cost) of the gather's dispatches (SEARCH_GATHER)."""
         tile_index_base = 0
         for i, ((first, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
-            for queries, base, n, cost in self._rectangles(size, _GROUP, tiles, budget):
+            for queries, base, n, cost in self._rectangles(size, _GROUP, tiles, _lanes):
                 yield i, dict(queries, rows=rows, row_base=first, tiles=n, tile_base=base,
                               tile_index_base=tile_index_base), cost
             tile_index_base += tiles
 
-    def select_dispatches(self, size: int, candidates: int, budget: int | None = None):
+    def select_dispatches(self, size: int, candidates: int):
         """(fields, cost) of the selection's dispatches (SEARCH_SELECT) over `candidates` in all."""
         digits = math.ceil(self.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(self.key_bits / kernels.SEARCH_SORT_BITS)
         per_query = max(1, candidates // max(1, size)) * self.entry * digits + self.tiles_total
+        budget = _dispatch(self.budget)
         step = size if budget is None else max(1, min(size, budget // per_query))
         for base in range(0, size, step):
             n = min(step, size - base)
@@ -364,8 +386,8 @@ def _histogram_shift(bits: int, metric: int) -> int:
 
 def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: int, metric: int,
                    mode: str | None = None, budget: int | None = None) -> SelectionPlan:
-    """The plan of a selection-path search (see `SelectionPlan`), to be cut into dispatches of
-    `budget` row-words (`tile_rows`); mode None picks "sampled" where a sample of at least
+    """The plan of a selection-path search (see `SelectionPlan`), for submits of `budget`
+    row-words (`tile_rows`; None: a dispatch per piece); mode None picks "sampled" where a sample of at least
     SAMPLE_FACTOR * k rows in every other block exists, else "full"."""
     rows_of = [rows for _, rows in pieces]
     rows = sum(rows_of)
@@ -387,4 +409,4 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     per_query = max(total * capacity * entry, 2 * max(k, 1) * entry, 1)
     batch = max(1, min(count, 32768, partial // per_query))
     return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride,
-                         capacity, _histogram_shift(bits, metric))
+                         capacity, _histogram_shift(bits, metric), budget)

@@ -35,7 +35,7 @@ from ..kernels.search_programs import HAMMING, TANIMOTO
 from ..runtime import devices as list_devices
 from . import index_file
 from .codes import code_bytes, ids_array, words_of
-from .pacing import Cancelled, Pacer
+from .pacing import Cancelled, Pacer, planned_budget
 from .shard import Shard, device_tensors, tanimoto_bound, tensor_places
 
 __all__ = ["HammingIndex", "hamming_knn"]
@@ -274,7 +274,7 @@ class HammingIndex:
         the first shard, before its searches have measured the device's rate)."""
         shard = self._shards[0]
         return programs.tile_rows(shard.device, [r for _, r in shard.piece_rows()], shard.words, k, count,
-                                  Pacer(shard.device).budget)
+                                  planned_budget(shard.device))
 
     def __repr__(self):
         where = ", ".join(d.label for d in self._devices_list)
@@ -438,7 +438,7 @@ class HammingIndex:
     def _shard_search(self, shard: Shard, words, place, count: int, k: int, cancel):
         """(keys, global ids, cu or None) of one shard's k' = min(k, rows) nearest, numpy."""
         k = min(k, shard.rows)
-        pacer = Pacer(shard.device, cancel)
+        pacer = Pacer(shard.device, cancel, shard.metric)
         try:
             entries = self._shard_entries(shard, words, place, count, k, pacer)
         except BaseException:
@@ -479,7 +479,7 @@ class HammingIndex:
         on the device (values and int64 ids Tensors, no copy through the host)."""
         shard = self._shards[0]
         values, ids = device_tensors(shard.device, count, k, self._metric)
-        pacer = Pacer(shard.device)
+        pacer = Pacer(shard.device, kind=shard.metric)
         try:
             queries = shard.queries(None, place)
             if self._metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
@@ -548,7 +548,7 @@ class HammingIndex:
         if not shard.rows:
             empty = (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.uint32))
             return [empty] * count
-        pacer = Pacer(shard.device, cancel)
+        pacer = Pacer(shard.device, cancel, shard.metric)
         entry = programs.ENTRY_WORDS[self._metric]
         found = [None] * count
         try:

@@ -22,7 +22,7 @@ from ..kernels.search_programs import HAMMING, TANIMOTO
 from ..layout.pieces import Pieces
 from ..table.dtypes import DataType
 from .codes import words_of
-from .pacing import Pacer
+from .pacing import Pacer, planned_budget
 
 __all__ = ["Shard", "tanimoto_bound", "tensor_places"]
 
@@ -258,11 +258,11 @@ class Shard:
         """The k nearest (Hamming, k <= kernels.HAMMING_REGISTER_K): the answer's (distance,
         row) pairs, (count, k, 2) uint32 in a device buffer per batch: [(first, size, buffer)]."""
         plan = programs.plan_search(self.device, self.piece_rows(), self.words, k, count, operator=self.name,
-                                    budget=pacer.budget)
+                                    budget=planned_budget(self.device))
         scan, merge = programs.search_programs(self.words, k)
         answers = []
         for start, size in plan.batches():
-            steps, sizes, result = plan.steps_for(size, pacer.budget)
+            steps, sizes, result = plan.steps_for(size)
             lists = [None] * len(sizes)
             buffers = None
             for step in steps:
@@ -285,7 +285,7 @@ class Shard:
                 for name, value in push.items():
                     words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
                 self._launch(program, bound, words, reads, [out])
-                pacer.queued(step.cost)
+                pacer.queued(step.cost, program.name)
             answers.append((start, size, lists[result]))
             pacer.submit()
         return answers
@@ -297,7 +297,8 @@ class Shard:
         status: per query 0, or 1 where its regions overflowed (search it again in "full" mode);
         for a range search the lims (size + 1 entries) instead."""
         plan = programs.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
-                                       self.metric, "range" if bound is not None else mode, pacer.budget)
+                                       self.metric, "range" if bound is not None else mode,
+                                       planned_budget(self.device))
         found = []
         for start, size in plan.batches():
             found.append(self._selection_batch(plan, queries, start, size, pacer, bound))
@@ -346,33 +347,33 @@ class Shard:
 
     def _histogram(self, plan, buffers, queries, size, aux, fields, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_HIST, self.words, self.metric)
-        for i, part, cost in plan.histogram_dispatches(size, pacer.budget):
+        for i, part, cost in plan.histogram_dispatches(size):
             piece, memory = buffers[i]
             push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory)})
             self._launch(program, [memory, queries.buffer, aux], push, [memory, queries.buffer], [aux])
-            pacer.queued(cost)
+            pacer.queued(cost, program.name)
         program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
         self._launch(program, [aux], programs.push_words(fields), [aux], [aux])
 
     def _gather(self, plan, buffers, queries, size, aux, candidates, fields, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
         out = candidates if candidates is not None else aux  # (counting only: nothing is written there)
-        for i, part, cost in plan.gather_dispatches(size, pacer.budget):
+        for i, part, cost in plan.gather_dispatches(size):
             piece, memory = buffers[i]
             push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory),
                                         "out_offset": out.arena_offset // 4})
             self._launch(program, [memory, queries.buffer, aux, out], push, [memory, queries.buffer, aux],
                          [aux] if out is aux else [aux, out])
-            pacer.queued(cost)
+            pacer.queued(cost, program.name)
 
     def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
         offsets = dict(aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
                        scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4)
-        for part, cost in plan.select_dispatches(size, candidates_total, pacer.budget):
+        for part, cost in plan.select_dispatches(size, candidates_total):
             push = programs.push_words({**fields, **offsets, **part})
             self._launch(program, [aux, candidates, scratch, out], push, [aux, candidates], [aux, scratch, out])
-            pacer.queued(cost)
+            pacer.queued(cost, program.name)
 
     # -- answers that stay on the device -----------------------------------------------------
     def finish(self, entries, count: int, entry: int, values, ids, first: int) -> None:
