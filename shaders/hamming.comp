@@ -199,7 +199,7 @@ void merge(uint q, uint lane) {
         for (uint i = 0u; i < K; ++i)
             if (!fold(in_w[at + 2u * i], in_w[at + 2u * i + 1u])) break;
     }
-    for (uint span = SELECTION_WORKGROUP_SIZE / 2u; span > 0u; span /= 2u) {
+    [[dont_unroll]] for (uint span = SELECTION_WORKGROUP_SIZE / 2u; span > 0u; span /= 2u) {
         if (lane >= span && lane < 2u * span) {
             [[unroll]] for (uint i = 0u; i < K; ++i) {
                 shared_d[(lane - span) * K + i] = bd[i];
