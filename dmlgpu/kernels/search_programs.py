@@ -157,10 +157,12 @@ def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
 
 
 def _partial(device) -> int:
-    """Bytes of one batch's scratch buffer at most: PARTIAL_BYTES, one storage buffer, and half
-    an arena of the device's pool (a larger buffer is a dedicated allocation: new memory, and
-    pipelines made again for it, in every search)."""
-    return min(PARTIAL_BYTES, device.max_buffer_size, device.memory_stats()["arena_bytes"] // 2)
+    """Bytes of one batch's scratch buffer at most: PARTIAL_BYTES and one storage buffer; on a
+    CPU driver also half an arena of the device's pool (a larger buffer is a dedicated
+    allocation, and the pipelines that bind it are made again in every search: lavapipe's take
+    tens of milliseconds each, a GPU driver's come from its cache)."""
+    partial = min(PARTIAL_BYTES, device.max_buffer_size)
+    return min(partial, device.memory_stats()["arena_bytes"] // 2) if device.is_cpu else partial
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from ..front.tensor import Tensor
 from ..kernels import search_programs as programs, variants as kernels
 from ..kernels.search_programs import HAMMING, TANIMOTO
 from ..layout.pieces import Pieces
-from ..table.dtypes import DataType
 from .codes import words_of
 from .pacing import Pacer, planned_budget
 
@@ -80,17 +79,28 @@ def tanimoto_bound(threshold: float, bits: int) -> int:
 
 
 class _Queries:
-    """A batch of queries on the shard's device: a buffer and the word offset of the first."""
+    """A batch of queries on the shard's device: a buffer and the word offset of the first, and
+    their words on the host where they came from there."""
 
-    def __init__(self, device, words: np.ndarray | None, place=None):
-        self.device = device
+    def __init__(self, device, code_words: int, words: np.ndarray | None, place=None):
+        self.code_words = code_words
+        self.host = words
         if place is not None:
             self.buffer, self.word_offset = place
         else:
             self.buffer, self.word_offset = device.upload(words), 0
 
-    def at(self, first: int, words: int) -> int:
-        return self.buffer.arena_offset // 4 + self.word_offset + first * words
+    def at(self, first: int) -> int:
+        """The word offset in its arena of query `first`."""
+        return self.buffer.arena_offset // 4 + self.word_offset + first * self.code_words
+
+    def rows(self, picked: np.ndarray) -> np.ndarray:
+        """The words of queries `picked` on the host (read back for queries searched where they lie)."""
+        if self.host is not None:
+            return self.host[picked]
+        count = int(picked.max()) + 1
+        words = self.buffer.read(self.word_offset * 4, count * self.code_words * 4).view(np.uint32)
+        return words.reshape(count, self.code_words)[picked]
 
 
 class Shard:
@@ -251,7 +261,28 @@ class Shard:
             yield piece, (self.device.upload(piece.memory[:piece.rows]) if self.streamed else piece.memory)
 
     def queries(self, words: np.ndarray | None, place=None) -> _Queries:
-        return _Queries(self.device, words, place)
+        """Queries on this shard's device: host words uploaded, or a (buffer, word offset) place."""
+        return _Queries(self.device, self.words, words, place)
+
+    def search(self, queries: _Queries, count: int, k: int, pacer: Pacer) -> list:
+        """The k nearest of each query, exactly: [(first, size, buffer)], each buffer the answer
+        entries (size, k, ENTRY_WORDS) uint32 of a batch of queries, nearest first (the register
+        path where it serves, else the selection path; a query whose sampled regions overflowed
+        is searched again with every row a candidate, its entries written over)."""
+        if self.metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
+            return self.search_registers(queries, count, k, pacer)
+        entry = programs.ENTRY_WORDS[self.metric]
+        found = []
+        for start, size, buffer, status in self.search_selection(queries, count, k, pacer):
+            failed = np.flatnonzero(status)
+            if failed.size:
+                again = self.queries(queries.rows(start + failed))
+                for first, n, fixed, _ in self.search_selection(again, failed.size, k, pacer, mode="full"):
+                    entries = fixed.read(0, n * k * entry * 4).view(np.uint32).reshape(n, k, entry)
+                    for row, answer in zip(failed[first:first + n], entries):
+                        buffer.write(answer, int(row) * k * entry * 4)
+            found.append((start, size, buffer))
+        return found
 
     # -- the register path -----------------------------------------------------------------
     def search_registers(self, queries: _Queries, count: int, k: int, pacer: Pacer):
@@ -275,7 +306,7 @@ class Shard:
                     if buffers is None:
                         buffers = list(self._piece_buffers())
                     piece, memory = buffers[step.piece]
-                    push.update(in_offset=self._db_offset(piece, memory), query_offset=queries.at(start, self.words))
+                    push.update(in_offset=self._db_offset(piece, memory), query_offset=queries.at(start))
                     bound, reads = [memory, queries.buffer, out], [memory, queries.buffer]
                     program = scan
                 else:
@@ -312,7 +343,7 @@ class Shard:
             initial[at["bounds_at"]:at["bounds_at"] + size] = bound
         aux = device.upload(initial)
         buffers = list(self._piece_buffers())
-        fields = dict(plan.fields(size), aux_offset=aux.arena_offset // 4, query_offset=queries.at(start, self.words))
+        fields = dict(plan.fields(size), aux_offset=aux.arena_offset // 4, query_offset=queries.at(start))
         if plan.mode == "sampled":
             self._histogram(plan, buffers, queries, size, aux, fields, pacer)
         if bound is not None:  # range search: count first, then regions at their offsets
@@ -394,5 +425,3 @@ def device_tensors(device, count: int, k: int, metric: int):
     ids = Tensor.empty((count, k), np.int64, device)
     return values, ids
 
-
-_ = DataType  # (the Tensor dtypes above are numpy's names)
