@@ -248,13 +248,15 @@ def test_every_k_beyond_the_register_path(k, rng):
     check(database, queries, k)
 
 
-def test_large_k_many_queries_under_a_second(rng):
-    """k = n = 20,000 with 64 queries (issue 32's case: 25-41 s before): a counting sort's time."""
-    import time
-    database = rng.integers(0, 256, size=(20000, 8), dtype=np.uint8)
-    queries = rng.integers(0, 256, size=(64, 8), dtype=np.uint8)
-    index = dmlgpu.HammingIndex(database)
-    index.search(queries[:2], 20000)  # (the pipelines made once)
-    start = time.perf_counter()
-    check(database, queries, 20000, index)
-    assert time.perf_counter() - start < 10  # (numpy's reference inside; the search alone: < 1 s)
+@pytest.mark.parametrize("width", [64, 128, 256])  # keys of 10, 11 and 12 bits: one and two radix digits
+@pytest.mark.parametrize("k", [40, 299, 600])  # sampled bounds, every row a candidate, k = n
+def test_wide_codes_beyond_the_register_path(monkeypatch, width, k, rng):
+    """Codes of 512 to 2,048 random bits (keys past one radix digit), in both selection modes: the
+    selection hands runs of entries between the lanes of a workgroup (the k least in row order,
+    then every pass of the sort)."""
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 16)  # 38 tiles: a sample exists for k = 40
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
+    database = rng.integers(0, 256, size=(600, width), dtype=np.uint8)
+    database[100:110] = database[200:210]  # ties
+    check(database, np.concatenate([rng.integers(0, 256, size=(2, width), dtype=np.uint8), database[[200]]]), k)

@@ -159,6 +159,7 @@ def abi_glsl() -> str:
         "SEARCH_HIST_BINS": SEARCH_HIST_BINS,
         "SEARCH_HIST_QUERIES": SEARCH_HIST_QUERIES,
         "SEARCH_DIGIT_BITS": SEARCH_DIGIT_BITS,
+        "SEARCH_SORT_BITS": SEARCH_SORT_BITS,
         "SPEC_WORKGROUP_SIZE": SPEC_WORKGROUP_SIZE,
         "SPEC_SIZES": SPEC_SIZES,
         "SPEC_STRIDES_IN0": SPEC_STRIDES_IN0,
@@ -205,7 +206,8 @@ class Module:
 HAMMING_REGISTER_SCAN, HAMMING_REGISTER_MERGE = "hamming-register-scan", "hamming-register-merge"
 HAMMING_REGISTER_K = 32
 HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
-                       "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries", "tile_base", "tiles")
+                       "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries", "tile_base", "tiles",
+                       "query_base", "query_end")
 #: The selection kernels of shaders/search.comp (dmlgpu/kernels/search_programs.py plans them):
 #: a sampled histogram of keys, the bound it gives, the gather of rows within the bound, the
 #: selection per query, a copy of rows, and the answer split into values and int64 ids.
@@ -215,12 +217,16 @@ SEARCH_KERNELS = (SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER, SEARCH_SELECT, SEARC
 SEARCH_PUSH_FIELDS = ("db_offset", "query_offset", "aux_offset", "out_offset", "cand_offset", "scratch_offset",
                       "words", "rows", "row_base", "rows_per_tile", "tiles", "tile_base", "tile_index_base",
                       "tiles_total", "queries", "query_base", "k", "capacity", "stride", "shift", "key_bits",
-                      "hist_at", "bounds_at", "counts_at", "regions_at", "status_at", "lims_at")
+                      "hist_at", "bounds_at", "counts_at", "regions_at", "status_at", "lims_at", "query_end")
 #: The sample histogram: bins per query, queries per workgroup (8 KiB of shared memory).
 SEARCH_HIST_BINS, SEARCH_HIST_QUERIES = 512, 4
 #: The selection's radix digits: 10 bits (a 4 KiB histogram): a 1,023-bit Hamming key in one
 #: pass, a Tanimoto key (28 bits) in three.
 SEARCH_DIGIT_BITS = 10
+#: The sort of the k selected entries: stable LSD passes of 5-bit digits over key - least key,
+#: each lane counting its own run of entries (32 digits x 64 lanes: an 8 KiB table): a 256-bit
+#: Hamming top-k in one or two passes.
+SEARCH_SORT_BITS = 5
 #: The register scan's specialization constants: the code's 32-bit words, the queries a lane
 #: serves (one: the lanes of a workgroup already share each database load), k, rows at once,
 #: carry-save bit counts.
