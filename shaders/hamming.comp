@@ -15,6 +15,12 @@
 //     network with constant indices) as packed keys (distance << SHIFT) | row_in_tile, and writes
 //     them once at the end as k (distance, row) pairs: its slot of the partial buffer. A dispatch
 //     covers tiles [tile_base, +tiles) of a piece, so a long search is cut into short submits.
+//     With a bound (bound_at): the query's k-th distance over a sample of real rows (the same
+//     scan and merge run first over a prefix of the database), so no row farther than it can be
+//     in the answer: the lane's list starts full of keys just past the bound, and a row is
+//     considered only if it beats them. Without it, the first rows of every tile are inserted in
+//     turn (about 32 k rows of a tile for a warp of 32 lanes), and the unrolled insertion costs
+//     the scan more than its distances do (k = 32: 2x).
 //   HAMMING_MERGE: item = one query, a workgroup: each lane folds a strided share of the query's lists
 //     into its register list (a list is sorted: it stops at the first entry that does not get
 //     in), then a shared-memory tree halves the lanes' lists to one: the answer.
@@ -29,7 +35,9 @@ layout(local_size_x = SELECTION_WORKGROUP_SIZE) in;
 // k; slices (scan: slices of the piece; merge: output lists per query); slice_base (the piece's
 // first slice in the partial layout); slices_total (slices per query in that layout); queries;
 // tile_base and tiles, query_base and query_end (scan: the dispatch's tiles of the piece and
-// queries of the batch).
+// queries of the batch); in_at, out_at (words added to in_offset and out_offset: regions of one
+// list buffer); bound_at (scan: ALL, or the word, from out_offset, of the lists whose k-th
+// distance bounds each query's answer).
 
 layout(std430, binding = 0) readonly buffer InWords { uint in_w[]; };
 #ifdef HAMMING_SCAN
@@ -140,7 +148,14 @@ void scan(uint q, uint tile) {
     if (WORDS <= UNROLL_WORDS) {
         [[unroll]] for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[qbase + w];
     }
-    [[unroll]] for (uint i = 0u; i < K; ++i) best[i] = EMPTY;
+    // Keys from `cap` up cannot be in the answer: (bound + 1) << shift, the least key of a
+    // distance past the bound (bound <= WORDS * 32 < 2^(32 - shift) - 1: no overflow).
+    uint cap = EMPTY;
+    if (hp.bound_at != EMPTY) {
+        uint bound = out_w[hp.out_offset + hp.bound_at + 2u * K * q + 2u * (K - 1u)];
+        if (bound != EMPTY) cap = (bound + 1u) << shift;
+    }
+    [[unroll]] for (uint i = 0u; i < K; ++i) best[i] = cap;
     uint first = tile * hp.rows_per_slice, count = min(hp.rows_per_slice, hp.rows - first);
     uint at = hp.in_offset + first * WORDS, t = 0u;
     for (; t + ROWS_AT_ONCE <= count; t += ROWS_AT_ONCE, at += ROWS_AT_ONCE * WORDS) {
@@ -149,10 +164,10 @@ void scan(uint q, uint tile) {
         [[unroll]] for (uint u = 0u; u < ROWS_AT_ONCE; ++u) consider((d[u] << shift) | (t + u));
     }
     for (; t < count; ++t, at += WORDS) consider((distance(at) << shift) | t);
-    uint list = hp.out_offset + 2u * K * (q * hp.slices_total + hp.slice_base + tile);
+    uint list = hp.out_offset + hp.out_at + 2u * K * (q * hp.slices_total + hp.slice_base + tile);
     uint mask = (1u << shift) - 1u, row0 = hp.row_base + first;
     [[unroll]] for (uint i = 0u; i < K; ++i) {
-        bool empty = best[i] == EMPTY;
+        bool empty = best[i] >= cap;
         out_w[list + 2u * i] = empty ? EMPTY : best[i] >> shift;
         out_w[list + 2u * i + 1u] = empty ? EMPTY : row0 + (best[i] & mask);
     }
@@ -190,12 +205,13 @@ bool fold(uint d, uint r) {
     return true;
 }
 
-// Query q, a workgroup: its hp.rows lists of K pairs at in_offset + 2K * (q * rows + j); the
-// answer goes to out_offset + 2K * q.
+// Query q, a workgroup: its hp.rows lists of K pairs at in_offset + in_at + 2K * (q * rows + j);
+// the answer goes to out_offset + out_at + 2K * q (the same buffer may be bound to both: the
+// regions are apart).
 void merge(uint q, uint lane) {
     [[unroll]] for (uint i = 0u; i < K; ++i) { bd[i] = EMPTY; br[i] = EMPTY; }
     for (uint j = lane; j < hp.rows; j += SELECTION_WORKGROUP_SIZE) {
-        uint at = hp.in_offset + 2u * K * (q * hp.rows + j);
+        uint at = hp.in_offset + hp.in_at + 2u * K * (q * hp.rows + j);
         for (uint i = 0u; i < K; ++i)
             if (!fold(in_w[at + 2u * i], in_w[at + 2u * i + 1u])) break;
     }
@@ -214,7 +230,7 @@ void merge(uint q, uint lane) {
         barrier();
     }
     if (lane == 0u) {
-        uint dest = hp.out_offset + 2u * K * q;
+        uint dest = hp.out_offset + hp.out_at + 2u * K * q;
         [[unroll]] for (uint i = 0u; i < K; ++i) { out_w[dest + 2u * i] = bd[i]; out_w[dest + 2u * i + 1u] = br[i]; }
     }
 }

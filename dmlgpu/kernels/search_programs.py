@@ -56,6 +56,13 @@ ITEMS_PER_SUBMIT, DISPATCHES_PER_SUBMIT = 8, 2
 LANES_AT_ONCE = 8
 #: Row tiles per piece at most (longer tiles beyond).
 MAX_SLICES_PER_PIECE = 1 << 15
+#: The register path's bound (shaders/hamming.comp): the scan and merge run first over the
+#: database's first k x BOUND_SAMPLE_TILES tiles' rows, and each query's k-th distance there
+#: bounds its answer, so a lane then considers about BOUND_SAMPLE_TILES^-1 rows per tile instead
+#: of inserting the first ~32 k rows of every tile (a warp inserts when any of its 32 lanes
+#: does). Only where that sample is at most 1 / BOUND_SAMPLE_SHARE of the rows (its own scan
+#: costs that share, and pays the insertions the bound saves the rest).
+BOUND_SAMPLE_TILES, BOUND_SAMPLE_SHARE = 1, 8
 #: Every search kernel (both families) is dispatched over one grid per device, its workgroups
 #: looping over the dispatch's items, so that a pipeline is made once per kernel and
 #: specialization, never per size of search (a first search on lavapipe compiled one for every
@@ -197,30 +204,48 @@ class SearchPlan:
     pieces: tuple  # (first row, rows) per piece
     grid: tuple  # (`grid(device)`)
     budget: int | None  # row-words of a submit the plan was made for (None: one dispatch per piece)
+    sample_rows: int = 0  # rows of piece 0 whose k-th distance bounds the answer (0: no bound)
+
+    def _scans(self, count: int, piece: int, first: int, rows: int, slices: int, slice_base: int,
+               slices_total: int, **fields):
+        """The scan steps of `count` queries over `rows` rows of piece `piece` (tiles `cut`)."""
+        groups = math.ceil(count / _GROUP)
+        item = self.per_slice * _lanes(min(count, _GROUP)) * self.words
+        for group, n_groups, tile_base, tiles in cut(groups, slices, item, _dispatch(self.budget)):
+            query_base, query_end = group * _GROUP, min(count, (group + n_groups) * _GROUP)
+            push = dict(words=self.words, rows=rows, row_base=first, rows_per_slice=self.per_slice, k=self.k,
+                        slices=slices, slice_base=slice_base, slices_total=slices_total, queries=count,
+                        tile_base=tile_base, tiles=tiles, query_base=query_base, query_end=query_end, in_at=0,
+                        out_at=0, bound_at=ALL)
+            yield SearchStep("scan", self.grid, {**push, **fields}, piece, None, 0,
+                             tiles * self.per_slice * _lanes(query_end - query_base) * self.words)
 
     def steps_for(self, count: int) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each
-        piece's scan cut into dispatches of a share of the plan's budget (`cut`)."""
+        piece's scan cut into dispatches of a share of the plan's budget (`cut`). With a sample
+        (`sample_rows`), list buffer 0 holds after the partial lists the sample's lists and
+        then its answer (merged in place), which bounds the scans that follow."""
         k, total = self.k, sum(self.slices)
-        steps, sizes = [], [count * total * k * 8]
+        main = count * total * k * 2  # words of the partial lists
+        steps, bound_at = [], ALL
+        if self.sample_rows:
+            sample_slices = math.ceil(self.sample_rows / self.per_slice)
+            answer_at = main + count * sample_slices * k * 2
+            steps += self._scans(count, 0, self.pieces[0][0], self.sample_rows, sample_slices, 0, sample_slices,
+                                 out_at=main)
+            steps.append(SearchStep("merge", self.grid, dict(rows=sample_slices, k=k, queries=count, in_at=main,
+                                                             out_at=answer_at, bound_at=ALL), None, 0, 0,
+                                    count * sample_slices * k))
+            main, bound_at = answer_at + count * k * 2, answer_at
+        sizes = [main * 4]
         base = 0
-        groups = math.ceil(count / _GROUP)
-        item = self.per_slice * _lanes(min(count, _GROUP)) * self.words
         for i, ((first, rows), piece_slices) in enumerate(zip(self.pieces, self.slices)):
-            for group, n_groups, tile_base, tiles in cut(groups, piece_slices, item, _dispatch(self.budget)):
-                query_base = group * _GROUP
-                query_end = min(count, (group + n_groups) * _GROUP)
-                steps.append(SearchStep("scan", self.grid,
-                                        dict(words=self.words, rows=rows, row_base=first, rows_per_slice=self.per_slice,
-                                             k=k, slices=piece_slices, slice_base=base, slices_total=total,
-                                             queries=count, tile_base=tile_base, tiles=tiles, query_base=query_base,
-                                             query_end=query_end), i, None, 0,
-                                        tiles * self.per_slice * _lanes(query_end - query_base) * self.words))
+            steps += self._scans(count, i, first, rows, piece_slices, base, total, bound_at=bound_at)
             base += piece_slices
         if total > 1:  # a workgroup per query folds its lists into one
             sizes.append(count * k * 8)
-            steps.append(SearchStep("merge", self.grid, dict(rows=total, k=k, queries=count), None, 0, 1,
-                                    count * total * k))
+            steps.append(SearchStep("merge", self.grid, dict(rows=total, k=k, queries=count, in_at=0, out_at=0,
+                                                             bound_at=ALL), None, 0, 1, count * total * k))
         return steps, sizes, len(sizes) - 1
 
     def batches(self) -> list[tuple[int, int]]:
@@ -253,8 +278,14 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
             raise ValidationError(operator, tensor, "shape", (sum(rows_of), words * 4),
                                   "allowed: partial top-k lists that fit one buffer")
         per_slice *= 2
-    batch = max(1, min(count, 32768, partial // (total * k * 8)))
-    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget)
+    sample = BOUND_SAMPLE_TILES * k * per_slice
+    if total < 2 or sample * BOUND_SAMPLE_SHARE > sum(rows_of) or sample > rows_of[0]:
+        sample = 0
+    per_query = (total + math.ceil(sample / per_slice) + 1) * k * 8
+    if per_query > partial:
+        sample, per_query = 0, total * k * 8
+    batch = max(1, min(count, 32768, partial // per_query))
+    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget, sample)
 
 
 @dataclass(frozen=True)

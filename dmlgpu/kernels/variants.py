@@ -207,7 +207,7 @@ HAMMING_REGISTER_SCAN, HAMMING_REGISTER_MERGE = "hamming-register-scan", "hammin
 HAMMING_REGISTER_K = 32
 HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
                        "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries", "tile_base", "tiles",
-                       "query_base", "query_end")
+                       "query_base", "query_end", "in_at", "out_at", "bound_at")
 #: The selection kernels of shaders/search.comp (dmlgpu/kernels/search_programs.py plans them):
 #: a sampled histogram of keys, the bound it gives, the gather of rows within the bound, the
 #: selection per query, a copy of rows, and the answer split into values and int64 ids.
