@@ -26,6 +26,24 @@
 //     order (ties at the threshold: the lowest rows) -> a stable LSD radix sort by key, each lane
 //     owning a run of the entries (per-lane digit counts: no atomics, no per-entry barriers) ->
 //     the answer. k = 0: every candidate, sorted (range search), written at the query's `lims`.
+//   Hamming k-NN by counting (any k; two passes over the rows whatever k): a distance has only
+//   bits + 1 values, so each query's exact histogram gives its threshold distance and, with the
+//   histograms of every tile, the final place of every row of the answer (a counting sort by
+//   distance, stable in row order). A window of SEARCH_COUNT_BINS bins per query: bin 0 counts
+//   distances below lo, bin d - lo + 1 distance d in [lo, hi], hi = min(bound, WORDS * 32) (the
+//   sample's bound, or the code's bits) and lo = hi - (SEARCH_COUNT_BINS - 2) or 0: a query with
+//   rows below lo (its answer spans more distances than the window; rare but for near-duplicates
+//   in wide codes) is reported (status 1) and searched again by the selection kernels.
+//   SEARCH_COUNT: item = (64 queries, one tile walked in order), lane = query: the tile's
+//     histogram of the lane's window in shared memory (a column of 16-bit counts per lane: no
+//     atomics, no bank conflicts), written as 32-bit counts per (query, tile, bin).
+//   SEARCH_OFFSETS: item = query, a workgroup (lane = two bins): the totals over tiles, the
+//     threshold bin where the running total reaches k, and each (tile, bin) count up to it
+//     replaced by where the tile's first row of that distance goes: the rows of lower bins, then
+//     those of the same bin in earlier tiles.
+//   SEARCH_PLACE: item and lanes as SEARCH_COUNT: each row up to the threshold goes to its
+//     (query, tile, bin) place, which then moves on; places past k (ties at the threshold with
+//     higher rows) are dropped. The answer is (distance, row) pairs in order, no sort.
 //   SEARCH_ROWS: copies rows of codes (by an index list, or a run), for add/remove/re-sorting.
 //   SEARCH_FINISH: answer entries -> values (uint32 distance or float32 similarity, rounded
 //     exactly from the integers) and int64 ids, for answers that stay on the device.
@@ -52,7 +70,7 @@ uint tanimoto_key(uint c, uint u) {
 
 uint entry_key(uvec2 counts) { return METRIC == 0u ? counts.x : tanimoto_key(counts.x, counts.y); }
 
-#if defined(SEARCH_HIST) || defined(SEARCH_GATHER)
+#if defined(SEARCH_HIST) || defined(SEARCH_GATHER) || defined(SEARCH_COUNT) || defined(SEARCH_PLACE)
 layout(std430, binding = 0) readonly buffer DbWords { uint db_w[]; };
 // The same memory as uvec4 (db_offset and rows are 16-byte aligned when WORDS % 4 == 0).
 layout(std430, binding = 0) readonly buffer DbVec4 { uvec4 db_v[]; };
@@ -211,6 +229,152 @@ void main() {
         uint q = sp.query_base + (item % groups) * GROUP + gl_LocalInvocationID.x;
         if (q < sp.query_end) gather(q, sp.tile_base + item / groups);
     }
+}
+#elif defined(SEARCH_COUNT) || defined(SEARCH_PLACE)
+// The counts (SEARCH_COUNT), then places (SEARCH_PLACE) of (query, tile, bin): cand_offset +
+// (q * tiles_total + tile) * NB + bin. The threshold bin of each query: aux word counts_at + q.
+layout(std430, binding = 3) buffer CountWords { uint count_w[]; };
+#define Q(i) (WORDS <= UNROLL_WORDS ? qw[(i)] : query_w[qbase + (i)])
+DEFINE_ROW_COUNTS(UNROLL_WORDS)
+const uint NB = SEARCH_COUNT_BINS;
+// Rows whose distances are computed before any is counted: their loads in flight together (as
+// the register scan's kernels.HAMMING_WORDS_AT_ONCE).
+const uint AT_ONCE = WORDS >= 16u ? 1u : 16u / WORDS;
+
+// The query's window [lo, hi] (see the header); its words into registers.
+void start_query(uint q, out uint lo, out uint hi) {
+    qbase = sp.query_offset + q * WORDS;
+    if (WORDS <= UNROLL_WORDS) {
+        [[unroll]] for (uint w = 0u; w < QW_SIZE; ++w) qw[w] = query_w[qbase + w];
+    }
+    hi = min(aux_w[sp.aux_offset + sp.bounds_at + q], WORDS * 32u);
+    lo = hi > NB - 2u ? hi - (NB - 2u) : 0u;
+}
+
+uint bin_of(uint d, uint lo) { return d < lo ? 0u : d - lo + 1u; }
+
+#ifdef SEARCH_COUNT
+shared uint hist[(NB / 2u) * GROUP];  // bins 2w, 2w + 1 of lane l: word w * GROUP + l (16 KiB)
+
+void tally(uint d, uint lo, uint hi, uint lane) {
+    if (d <= hi) {
+        uint b = bin_of(d, lo);
+        hist[(b >> 1u) * GROUP + lane] += 1u << ((b & 1u) << 4u);  // (rows_per_tile < 2^16)
+    }
+}
+
+void count_tile(uint q, uint tile, uint lane) {
+    uint lo, hi;
+    start_query(q, lo, hi);
+    [[dont_unroll]] for (uint w = 0u; w < NB / 2u; ++w) hist[w * GROUP + lane] = 0u;
+    uint first = tile * sp.rows_per_tile, count = min(sp.rows_per_tile, sp.rows - first);
+    uint at = sp.db_offset + first * WORDS, t = 0u;
+    for (; t + AT_ONCE <= count; t += AT_ONCE, at += AT_ONCE * WORDS) {
+        uint d[AT_ONCE];
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) d[u] = row_counts(at + u * WORDS).x;
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) tally(d[u], lo, hi, lane);
+    }
+    for (; t < count; ++t, at += WORDS) tally(row_counts(at).x, lo, hi, lane);
+    uint base = sp.cand_offset + (q * sp.tiles_total + sp.tile_index_base + tile) * NB;
+    [[dont_unroll]] for (uint w = 0u; w < NB / 2u; ++w) {
+        uint v = hist[w * GROUP + lane];
+        count_w[base + 2u * w] = v & 0xFFFFu;
+        count_w[base + 2u * w + 1u] = v >> 16u;
+    }
+}
+#else
+layout(std430, binding = 4) buffer OutWords { uint out_w[]; };
+
+void place_row(uint d, uint row, uint lo, uint last, uint base, uint answer) {
+    if (d <= last) {  // rare: the answer's rows and the threshold's ties
+        uint at = base + bin_of(d, lo), to = count_w[at];
+        count_w[at] = to + 1u;
+        if (to < sp.k) {
+            out_w[answer + 2u * to] = d;
+            out_w[answer + 2u * to + 1u] = row;
+        }
+    }
+}
+
+void place_tile(uint q, uint tile) {
+    if (aux_w[sp.aux_offset + sp.status_at + q] != 0u) return;  // searched again by the host
+    uint lo, hi;
+    start_query(q, lo, hi);
+    uint last = lo + aux_w[sp.aux_offset + sp.counts_at + q] - 1u;  // the threshold distance
+    uint base = sp.cand_offset + (q * sp.tiles_total + sp.tile_index_base + tile) * NB;
+    uint answer = sp.out_offset + 2u * sp.k * q;
+    uint first = tile * sp.rows_per_tile, count = min(sp.rows_per_tile, sp.rows - first);
+    uint at = sp.db_offset + first * WORDS, t = 0u, row = sp.row_base + first;
+    for (; t + AT_ONCE <= count; t += AT_ONCE, at += AT_ONCE * WORDS) {
+        uint d[AT_ONCE];
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) d[u] = row_counts(at + u * WORDS).x;
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) place_row(d[u], row + t + u, lo, last, base, answer);
+    }
+    for (; t < count; ++t, at += WORDS) place_row(row_counts(at).x, row + t, lo, last, base, answer);
+}
+#endif
+
+// Item (x, y): lane l serves query query_base + x * 64 + l (below query_end) over tile
+// tile_base + y (y < tiles); items of one tile consecutive (workgroups running together read the
+// same rows). A lane touches only its own column of shared memory: no barriers.
+void main() {
+    uint groups = (sp.query_end - sp.query_base + GROUP - 1u) / GROUP, items = groups * sp.tiles;
+    for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
+        uint q = sp.query_base + (item % groups) * GROUP + gl_LocalInvocationID.x;
+#ifdef SEARCH_COUNT
+        if (q < sp.query_end) count_tile(q, sp.tile_base + item / groups, gl_LocalInvocationID.x);
+#else
+        if (q < sp.query_end) place_tile(q, sp.tile_base + item / groups);
+#endif
+    }
+}
+#elif defined(SEARCH_OFFSETS)
+layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };
+layout(std430, binding = 1) buffer CountWords { uint count_w[]; };
+const uint NB = SEARCH_COUNT_BINS;
+shared uint totals[GROUP];
+shared uint threshold_bin;
+
+// Query q, a workgroup; lane l owns bins 2l and 2l + 1 (NB = 2 * GROUP).
+void offsets(uint q, uint lane) {
+    uint base = sp.cand_offset + q * sp.tiles_total * NB + 2u * lane;
+    uint c0 = 0u, c1 = 0u;
+    for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
+        c0 += count_w[at];
+        c1 += count_w[at + 1u];
+    }
+    totals[lane] = c0 + c1;
+    if (lane == 0u) threshold_bin = NB;  // (no bin reaches k)
+    barrier();
+    uint below = 0u;  // rows of the lower bins
+    [[dont_unroll]] for (uint j = 0u; j < lane; ++j) below += totals[j];
+    if (below < sp.k && below + c0 >= sp.k) threshold_bin = 2u * lane;  // (one lane at most)
+    else if (below + c0 < sp.k && below + c0 + c1 >= sp.k) threshold_bin = 2u * lane + 1u;
+    barrier();
+    uint tb = threshold_bin;
+    if (lane == 0u) {
+        // Rows below the window (c0: bin 0) or no threshold within it: searched again.
+        aux_w[sp.aux_offset + sp.status_at + q] = tb == NB || c0 != 0u ? 1u : 0u;
+        aux_w[sp.aux_offset + sp.counts_at + q] = tb;
+    }
+    bool w0 = 2u * lane <= tb, w1 = 2u * lane + 1u <= tb;
+    if (w0 || w1) {
+        uint o0 = below, o1 = below + c0;
+        for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
+            uint a = count_w[at], b = count_w[at + 1u];
+            if (w0) count_w[at] = o0;
+            if (w1) count_w[at + 1u] = o1;
+            o0 += a;
+            o1 += b;
+        }
+    }
+    barrier();  // (the next query reuses `totals`)
+}
+
+// Item = query, [query_base, query_end) of the batch.
+void main() {
+    for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x)
+        offsets(q, gl_LocalInvocationID.x);
 }
 #elif defined(SEARCH_SELECT)
 layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };

@@ -80,6 +80,9 @@ SAMPLE_FACTOR, MAX_STRIDE = 4, 16
 #: Candidates a query's regions hold beyond the expected stride * k (per region: twice the
 #: expectation plus REGION_SLACK).
 REGION_SLACK = 16
+#: The counting search (Hamming, any k): tiles at most this long (a tile's count of one distance
+#: is 16 bits in shared memory), and long enough that this many queries' counts fit one batch.
+COUNT_MAX_TILE_ROWS, COUNT_BATCH = (1 << 16) - 1, 1024
 
 
 def _pow2(n: int) -> int:
@@ -295,8 +298,10 @@ class SelectionPlan:
 
     mode: "sampled" (a histogram of every `stride`-th block of `rows_per_tile` rows bounds the
     k-th key; regions of `capacity` entries) or "full" (every row a candidate; regions of a
-    tile's rows) or "range" (regions at offsets counted first). Queries run in batches of
-    `batch`; `tiles` per piece, `shift` the histogram's bin width (bits)."""
+    tile's rows) or "range" (regions at offsets counted first) or "counting" (Hamming: exact
+    per-tile histograms of distances within a window give every row of the answer its place;
+    the window's top is the sampled bound where `stride` >= 2, else the code's bits). Queries run
+    in batches of `batch`; `tiles` per piece, `shift` the histogram's bin width (bits)."""
 
     mode: str
     metric: int
@@ -325,8 +330,16 @@ class SelectionPlan:
     def key_bits(self) -> int:
         return key_bits(self.bits, self.metric)
 
+    @property
+    def sampled(self) -> bool:
+        """Whether a sample histogram bounds each query's k-th key first (SEARCH_HIST, SEARCH_BOUND)."""
+        return self.mode == "sampled" or (self.mode == "counting" and self.stride >= 2)
+
     def candidate_words(self, count: int) -> int:
-        """Words of the candidate regions of a batch of `count` queries (fixed capacities)."""
+        """Words of the candidate regions of a batch of `count` queries (fixed capacities); in
+        counting mode, of the counts per (query, tile, bin)."""
+        if self.mode == "counting":
+            return count * self.tiles_total * kernels.SEARCH_COUNT_BINS
         return count * self.tiles_total * self.capacity * self.entry
 
     def batches(self) -> list[tuple[int, int]]:
@@ -339,7 +352,7 @@ class SelectionPlan:
     def layout(self, size: int) -> dict:
         """Word offsets in the aux buffer of a batch: the sample histograms (hist_at), bounds,
         region counts, statuses, region offsets and lims (range search); its size ("words")."""
-        at = {"hist_at": 0, "bounds_at": size * kernels.SEARCH_HIST_BINS if self.mode == "sampled" else 0}
+        at = {"hist_at": 0, "bounds_at": size * kernels.SEARCH_HIST_BINS if self.sampled else 0}
         at["counts_at"] = at["bounds_at"] + size
         at["status_at"] = at["counts_at"] + size * self.tiles_total
         at["regions_at"] = at["status_at"] + size
@@ -386,6 +399,15 @@ class SelectionPlan:
                               tile_index_base=tile_index_base), cost
             tile_index_base += tiles
 
+    def offsets_dispatches(self, size: int):
+        """(fields, cost) of the counting search's SEARCH_OFFSETS dispatches (a query each item)."""
+        per_query = self.tiles_total * kernels.SEARCH_COUNT_BINS
+        budget = _dispatch(self.budget)
+        step = size if budget is None else max(1, min(size, budget // per_query))
+        for base in range(0, size, step):
+            n = min(step, size - base)
+            yield dict(query_base=base, query_end=base + n), n * per_query
+
     def select_dispatches(self, size: int, candidates: int):
         """(fields, cost) of the selection's dispatches (SEARCH_SELECT) over `candidates` in all."""
         digits = math.ceil(self.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(self.key_bits / kernels.SEARCH_SORT_BITS)
@@ -425,8 +447,25 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     rows_of = [rows for _, rows in pieces]
     rows = sum(rows_of)
     per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count, budget)
+    partial = _partial(device) // 4  # words
+    if mode in (None, "counting") and metric == HAMMING and k > 0:
+        # Tiles long enough that one batch's counts fit (the database read once), within the
+        # 16-bit counts of shared memory.
+        room = max(1, partial // min(count, COUNT_BATCH) - 2 * k)
+        wanted = math.ceil(rows * kernels.SEARCH_COUNT_BINS / room)
+        counting_tile = min(COUNT_MAX_TILE_ROWS, max(per_tile, wanted))
+        counting_total = sum(math.ceil(r / counting_tile) for r in rows_of)
+        stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), counting_total // 2 if counting_total >= 2 else 1)
+        if mode == "counting" or stride >= 2 or bits <= kernels.SEARCH_COUNT_BINS - 2:
+            per_tile, mode = counting_tile, "counting"
     tiles = tuple(math.ceil(r / per_tile) for r in rows_of)
     total = sum(tiles)
+    if mode == "counting":
+        stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
+        per_query = total * kernels.SEARCH_COUNT_BINS + 2 * k
+        batch = max(1, min(count, 32768, partial // per_query))
+        return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride, 0,
+                             _histogram_shift(bits, metric), budget)
     stride = 1
     if mode is None:
         stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
@@ -438,7 +477,6 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
         capacity = per_tile
     else:
         capacity = 0
-    partial = _partial(device) // 4  # words
     per_query = max(total * capacity * entry, 2 * max(k, 1) * entry, 1)
     batch = max(1, min(count, 32768, partial // per_query))
     return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride,

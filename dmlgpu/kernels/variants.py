@@ -160,6 +160,7 @@ def abi_glsl() -> str:
         "SEARCH_HIST_QUERIES": SEARCH_HIST_QUERIES,
         "SEARCH_DIGIT_BITS": SEARCH_DIGIT_BITS,
         "SEARCH_SORT_BITS": SEARCH_SORT_BITS,
+        "SEARCH_COUNT_BINS": SEARCH_COUNT_BINS,
         "SPEC_WORKGROUP_SIZE": SPEC_WORKGROUP_SIZE,
         "SPEC_SIZES": SPEC_SIZES,
         "SPEC_STRIDES_IN0": SPEC_STRIDES_IN0,
@@ -213,7 +214,11 @@ HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows
 #: selection per query, a copy of rows, and the answer split into values and int64 ids.
 SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER = "search-hist", "search-bound", "search-gather"
 SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH = "search-select", "search-rows", "search-finish"
-SEARCH_KERNELS = (SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER, SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH)
+#: Hamming k-NN by counting (any k, two passes over the rows): per (query, tile) histograms of
+#: distances, the places they give, the rows put there.
+SEARCH_COUNT, SEARCH_OFFSETS, SEARCH_PLACE = "search-count", "search-offsets", "search-place"
+SEARCH_KERNELS = (SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER, SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH,
+                  SEARCH_COUNT, SEARCH_OFFSETS, SEARCH_PLACE)
 SEARCH_PUSH_FIELDS = ("db_offset", "query_offset", "aux_offset", "out_offset", "cand_offset", "scratch_offset",
                       "words", "rows", "row_base", "rows_per_tile", "tiles", "tile_base", "tile_index_base",
                       "tiles_total", "queries", "query_base", "k", "capacity", "stride", "shift", "key_bits",
@@ -227,6 +232,10 @@ SEARCH_DIGIT_BITS = 10
 #: each lane counting its own run of entries (32 digits x 64 lanes: an 8 KiB table): a 256-bit
 #: Hamming top-k in one or two passes.
 SEARCH_SORT_BITS = 5
+#: The counting search's window of distances per query: bin 0 (below the window), then one bin
+#: per distance; two 16-bit counts a word, a column per lane of a workgroup: 16 KiB of shared
+#: memory, the least Vulkan guarantees. Two bins per lane in SEARCH_OFFSETS.
+SEARCH_COUNT_BINS = 2 * SELECTION_WORKGROUP_SIZE
 #: The register scan's specialization constants: the code's 32-bit words, the queries a lane
 #: serves (one: the lanes of a workgroup already share each database load), k, rows at once,
 #: carry-save bit counts.

@@ -339,13 +339,18 @@ class Shard:
         device, entry, k, tiles_total = self.device, plan.entry, plan.k, plan.tiles_total
         at = plan.layout(size)
         initial = np.zeros(at["words"], np.uint32)
-        if bound is not None:
-            initial[at["bounds_at"]:at["bounds_at"] + size] = bound
+        if bound is not None or (plan.mode == "counting" and not plan.sampled):  # (counting: the window's top)
+            initial[at["bounds_at"]:at["bounds_at"] + size] = bound if bound is not None else plan.bits
         aux = device.upload(initial)
         buffers = list(self._piece_buffers())
         fields = dict(plan.fields(size), aux_offset=aux.arena_offset // 4, query_offset=queries.at(start))
-        if plan.mode == "sampled":
+        if plan.sampled:
             self._histogram(plan, buffers, queries, size, aux, fields, pacer)
+        if plan.mode == "counting":
+            counts = device.allocate(plan.candidate_words(size) * 4, zero_fill=False)
+            out = device.allocate(size * k * entry * 4, zero_fill=False)
+            self._count(plan, buffers, queries, size, aux, counts, out, fields, pacer)
+            return start, size, out, aux.read(at["status_at"] * 4, size * 4).view(np.uint32).copy()
         if bound is not None:  # range search: count first, then regions at their offsets
             self._gather(plan, buffers, queries, size, aux, None, fields, pacer)
             counts = aux.read(at["counts_at"] * 4, size * tiles_total * 4).view(np.uint32)
@@ -396,6 +401,27 @@ class Shard:
             self._launch(program, [memory, queries.buffer, aux, out], push, [memory, queries.buffer, aux],
                          [aux] if out is aux else [aux, out])
             pacer.queued(cost, program.name)
+
+    def _count(self, plan, buffers, queries, size, aux, counts, out, fields, pacer) -> None:
+        """The counting search's dispatches (Hamming): per-tile counts, places, rows put there."""
+        count, offsets, place = (programs.selection_program(name, self.words, self.metric)
+                                 for name in (kernels.SEARCH_COUNT, kernels.SEARCH_OFFSETS, kernels.SEARCH_PLACE))
+        at = dict(cand_offset=counts.arena_offset // 4, out_offset=out.arena_offset // 4)
+        for i, part, cost in plan.gather_dispatches(size):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
+            self._launch(count, [memory, queries.buffer, aux, counts], push, [memory, queries.buffer, aux], [counts])
+            pacer.queued(cost, count.name)
+        for part, cost in plan.offsets_dispatches(size):
+            self._launch(offsets, [aux, counts], programs.push_words({**fields, **part, **at}), [aux, counts],
+                         [aux, counts])
+            pacer.queued(cost, offsets.name)
+        for i, part, cost in plan.gather_dispatches(size):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
+            self._launch(place, [memory, queries.buffer, aux, counts, out], push, [memory, queries.buffer, aux, counts],
+                         [counts, out])
+            pacer.queued(cost, place.name)
 
     def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
