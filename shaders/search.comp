@@ -32,8 +32,10 @@
 //   distance, stable in row order). A window of SEARCH_COUNT_BINS bins per query: bin 0 counts
 //   distances below lo, bin d - lo + 1 distance d in [lo, hi], hi = min(bound, WORDS * 32) (the
 //   sample's bound, or the code's bits) and lo = hi - (SEARCH_COUNT_BINS - 2) or 0: a query with
-//   rows below lo (its answer spans more distances than the window; rare but for near-duplicates
-//   in wide codes) is reported (status 1) and searched again by the selection kernels.
+//   rows below lo (its answer spans more distances than the window: near-duplicates in wide
+//   codes) gets them first, in row order, and SEARCH_BELOW sorts them (status 2); a query whose
+//   window holds no threshold (k rows below lo, or fewer than k within the bound) is reported
+//   (status 1) and searched again by the selection kernels.
 //   SEARCH_COUNT: item = (64 queries, one tile walked in order), lane = query: the tile's
 //     histogram of the lane's window in shared memory (a column of 16-bit counts per lane: no
 //     atomics, no bank conflicts), written as 32-bit counts per (query, tile, bin).
@@ -44,6 +46,9 @@
 //   SEARCH_PLACE: item and lanes as SEARCH_COUNT: each row up to the threshold goes to its
 //     (query, tile, bin) place, which then moves on; places past k (ties at the threshold with
 //     higher rows) are dropped. The answer is (distance, row) pairs in order, no sort.
+//   SEARCH_BELOW: item = query of status 2, a workgroup: its first entries (the rows below its
+//     window, in row order) by a stable LSD radix sort of the distances (SEARCH_SORT_BITS digits,
+//     each lane owning a run: per-lane digit counts), through scratch.
 //   SEARCH_ROWS: copies rows of codes (by an index list, or a run), for add/remove/re-sorting.
 //   SEARCH_FINISH: answer entries -> values (uint32 distance or float32 similarity, rounded
 //     exactly from the integers) and int64 ids, for answers that stay on the device.
@@ -297,7 +302,7 @@ void place_row(uint d, uint row, uint lo, uint last, uint base, uint answer) {
 }
 
 void place_tile(uint q, uint tile) {
-    if (aux_w[sp.aux_offset + sp.status_at + q] != 0u) return;  // searched again by the host
+    if (aux_w[sp.aux_offset + sp.status_at + q] == 1u) return;  // searched again by the host
     uint lo, hi;
     start_query(q, lo, hi);
     uint last = lo + aux_w[sp.aux_offset + sp.counts_at + q] - 1u;  // the threshold distance
@@ -353,9 +358,11 @@ void offsets(uint q, uint lane) {
     barrier();
     uint tb = threshold_bin;
     if (lane == 0u) {
-        // Rows below the window (c0: bin 0) or no threshold within it: searched again.
-        aux_w[sp.aux_offset + sp.status_at + q] = tb == NB || c0 != 0u ? 1u : 0u;
+        // No threshold within the window (or at bin 0: k rows below it): searched again; rows
+        // below it (bin 0, all in the answer): sorted by SEARCH_BELOW.
+        aux_w[sp.aux_offset + sp.status_at + q] = tb == NB || tb == 0u ? 1u : (c0 != 0u ? 2u : 0u);
         aux_w[sp.aux_offset + sp.counts_at + q] = tb;
+        aux_w[sp.aux_offset + sp.regions_at + q] = c0;
     }
     bool w0 = 2u * lane <= tb, w1 = 2u * lane + 1u <= tb;
     if (w0 || w1) {
@@ -375,6 +382,65 @@ void offsets(uint q, uint lane) {
 void main() {
     for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x)
         offsets(q, gl_LocalInvocationID.x);
+}
+#elif defined(SEARCH_BELOW)
+layout(std430, binding = 0) readonly buffer AuxWords { uint aux_w[]; };
+// Written and read back by other lanes of the workgroup: coherent, behind memoryBarrierBuffer().
+layout(std430, binding = 1) coherent buffer OutWords { uint out_w[]; };
+layout(std430, binding = 2) coherent buffer Scratch { uint scratch_w[]; };
+const uint NB = SEARCH_COUNT_BINS;
+const uint SORT_BITS = SEARCH_SORT_BITS;
+const uint SORT_DIGITS = 1u << SORT_BITS;
+shared uint table[SORT_DIGITS * GROUP];  // the count, then the next place, of (digit, lane): digit-major
+shared uint lane_sums[GROUP];
+
+uint entry_word(bool in_out, uint at) { return in_out ? out_w[at] : scratch_w[at]; }
+
+// Query q's first n entries (distances below lo), stably by distance.
+void sort_below(uint q, uint lane) {
+    uint n = aux_w[sp.aux_offset + sp.regions_at + q];
+    uint hi = min(aux_w[sp.aux_offset + sp.bounds_at + q], WORDS * 32u), lo = hi - (NB - 2u);
+    uint answer = sp.out_offset + 2u * sp.k * q, scratch = sp.scratch_offset + 2u * sp.k * q;
+    uint per = (n + GROUP - 1u) / GROUP, begin = min(lane * per, n), end = min(begin + per, n);
+    // (Below lo = 1 every distance is 0: the run is in order already.)
+    uint passes = lo > 1u ? (uint(findMSB(lo - 1u)) + SORT_BITS) / SORT_BITS : 0u;
+    for (uint pass = 0u; pass < passes; ++pass) {
+        bool from_out = pass % 2u == 0u;
+        uint from = from_out ? answer : scratch, to = from_out ? scratch : answer, shift = pass * SORT_BITS;
+        [[dont_unroll]] for (uint d = 0u; d < SORT_DIGITS; ++d) table[d * GROUP + lane] = 0u;
+        for (uint i = begin; i < end; ++i) ++table[((entry_word(from_out, from + 2u * i) >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane];
+        barrier();
+        // Exclusive sums over the table in digit-major order: lane l sums its share of it.
+        uint own = 0u, share = lane * SORT_DIGITS;
+        [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) own += table[share + j];
+        lane_sums[lane] = own;
+        barrier();
+        uint run = 0u;
+        [[dont_unroll]] for (uint j = 0u; j < lane; ++j) run += lane_sums[j];
+        [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) { uint c = table[share + j]; table[share + j] = run; run += c; }
+        barrier();
+        for (uint i = begin; i < end; ++i) {
+            uint d = entry_word(from_out, from + 2u * i), row = entry_word(from_out, from + 2u * i + 1u);
+            uint slot = ((d >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane, at = to + 2u * table[slot];
+            table[slot] += 1u;
+            if (from_out) { scratch_w[at] = d; scratch_w[at + 1u] = row; }
+            else { out_w[at] = d; out_w[at + 1u] = row; }
+        }
+        memoryBarrierBuffer();
+        barrier();
+    }
+    if (passes % 2u == 1u) {  // the last pass wrote scratch: back to the answer
+        for (uint i = lane; i < 2u * n; i += GROUP) out_w[answer + i] = scratch_w[scratch + i];
+    }
+}
+
+// Item = query of status 2, [query_base, query_end) of the batch.
+void main() {
+    for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x) {
+        if (aux_w[sp.aux_offset + sp.status_at + q] != 2u) continue;  // (uniform over the workgroup)
+        sort_below(q, gl_LocalInvocationID.x);
+        barrier();  // (the next query reuses the table)
+    }
 }
 #elif defined(SEARCH_SELECT)
 layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };

@@ -300,8 +300,9 @@ class SelectionPlan:
     k-th key; regions of `capacity` entries) or "full" (every row a candidate; regions of a
     tile's rows) or "range" (regions at offsets counted first) or "counting" (Hamming: exact
     per-tile histograms of distances within a window give every row of the answer its place;
-    the window's top is the sampled bound where `stride` >= 2, else the code's bits). Queries run
-    in batches of `batch`; `tiles` per piece, `shift` the histogram's bin width (bits)."""
+    the window's top is the bound of a histogram of every `stride`-th block, or the code's bits
+    for stride 0). Queries run in batches of `batch`; `tiles` per piece, `shift` the histogram's
+    bin width (bits)."""
 
     mode: str
     metric: int
@@ -332,8 +333,9 @@ class SelectionPlan:
 
     @property
     def sampled(self) -> bool:
-        """Whether a sample histogram bounds each query's k-th key first (SEARCH_HIST, SEARCH_BOUND)."""
-        return self.mode == "sampled" or (self.mode == "counting" and self.stride >= 2)
+        """Whether a sample histogram bounds each query's k-th key first (SEARCH_HIST, SEARCH_BOUND;
+        in counting mode stride 1 is every row's histogram, stride 0 none)."""
+        return self.mode == "sampled" or (self.mode == "counting" and self.stride >= 1)
 
     def candidate_words(self, count: int) -> int:
         """Words of the candidate regions of a batch of `count` queries (fixed capacities); in
@@ -369,7 +371,8 @@ class SelectionPlan:
                     rows_per_tile=self.rows_per_tile,
                     hist_at=at["hist_at"], counts_at=at["counts_at"], status_at=at["status_at"],
                     bounds_at=ALL if self.mode == "full" else at["bounds_at"],
-                    regions_at=at["regions_at"] if ranged else ALL, lims_at=at["lims_at"], capacity=self.capacity,
+                    regions_at=at["regions_at"] if ranged or self.mode == "counting" else ALL,
+                    lims_at=at["lims_at"], capacity=self.capacity,
                     k=self.k, key_bits=self.key_bits, stride=self.stride, shift=self.shift)
 
     def _rectangles(self, size: int, per_group: int, tiles: int, lanes=lambda n: n):
@@ -442,27 +445,33 @@ def _histogram_shift(bits: int, metric: int) -> int:
 def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: int, metric: int,
                    mode: str | None = None, budget: int | None = None) -> SelectionPlan:
     """The plan of a selection-path search (see `SelectionPlan`), for submits of `budget`
-    row-words (`tile_rows`; None: a dispatch per piece); mode None picks "sampled" where a sample of at least
-    SAMPLE_FACTOR * k rows in every other block exists, else "full"."""
+    row-words (`tile_rows`; None: a dispatch per piece); mode None picks "counting" for Hamming
+    (a query is searched again only where its sampled bound lies over a window's width above
+    its threshold), and for Tanimoto "sampled" where a sample of at least SAMPLE_FACTOR * k rows
+    in every other block exists, else "full". Mode "counting" asked for never searches a query
+    again (the bound from every row's histogram; codes of up to 2^16 bits)."""
     rows_of = [rows for _, rows in pieces]
     rows = sum(rows_of)
     per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count, budget)
     partial = _partial(device) // 4  # words
+    exact = False
     if mode in (None, "counting") and metric == HAMMING and k > 0:
         # Tiles long enough that one batch's counts fit (the database read once), within the
         # 16-bit counts of shared memory.
-        room = max(1, partial // min(count, COUNT_BATCH) - 2 * k)
+        room = max(1, partial // min(count, COUNT_BATCH) - 4 * k)
         wanted = math.ceil(rows * kernels.SEARCH_COUNT_BINS / room)
-        counting_tile = min(COUNT_MAX_TILE_ROWS, max(per_tile, wanted))
-        counting_total = sum(math.ceil(r / counting_tile) for r in rows_of)
-        stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), counting_total // 2 if counting_total >= 2 else 1)
-        if mode == "counting" or stride >= 2 or bits <= kernels.SEARCH_COUNT_BINS - 2:
-            per_tile, mode = counting_tile, "counting"
+        per_tile, exact = min(COUNT_MAX_TILE_ROWS, max(per_tile, wanted)), mode == "counting"
+        mode = "counting"
     tiles = tuple(math.ceil(r / per_tile) for r in rows_of)
     total = sum(tiles)
     if mode == "counting":
+        # The window's top: the code's bits where the window holds every distance (stride 0: no
+        # sample); else a sample's bound, every row's where no sample of SAMPLE_FACTOR * k rows
+        # in every other block exists or where the plan must never search a query again
+        # (`exact`: the bound is then the threshold's own bin, and the window holds it).
         stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
-        per_query = total * kernels.SEARCH_COUNT_BINS + 2 * k
+        stride = 0 if bits <= kernels.SEARCH_COUNT_BINS - 2 else (1 if exact else max(1, stride))
+        per_query = total * kernels.SEARCH_COUNT_BINS + 4 * k
         batch = max(1, min(count, 32768, partial // per_query))
         return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride, 0,
                              _histogram_shift(bits, metric), budget)

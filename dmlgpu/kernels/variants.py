@@ -215,10 +215,12 @@ HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows
 SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER = "search-hist", "search-bound", "search-gather"
 SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH = "search-select", "search-rows", "search-finish"
 #: Hamming k-NN by counting (any k, two passes over the rows): per (query, tile) histograms of
-#: distances, the places they give, the rows put there.
+#: distances, the places they give, the rows put there, and (near-duplicates in wide codes)
+#: the rows below a query's window of distances sorted.
 SEARCH_COUNT, SEARCH_OFFSETS, SEARCH_PLACE = "search-count", "search-offsets", "search-place"
+SEARCH_BELOW = "search-below"
 SEARCH_KERNELS = (SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER, SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH,
-                  SEARCH_COUNT, SEARCH_OFFSETS, SEARCH_PLACE)
+                  SEARCH_COUNT, SEARCH_OFFSETS, SEARCH_PLACE, SEARCH_BELOW)
 SEARCH_PUSH_FIELDS = ("db_offset", "query_offset", "aux_offset", "out_offset", "cand_offset", "scratch_offset",
                       "words", "rows", "row_base", "rows_per_tile", "tiles", "tile_base", "tile_index_base",
                       "tiles_total", "queries", "query_base", "k", "capacity", "stride", "shift", "key_bits",

@@ -349,8 +349,10 @@ class Shard:
         if plan.mode == "counting":
             counts = device.allocate(plan.candidate_words(size) * 4, zero_fill=False)
             out = device.allocate(size * k * entry * 4, zero_fill=False)
-            self._count(plan, buffers, queries, size, aux, counts, out, fields, pacer)
-            return start, size, out, aux.read(at["status_at"] * 4, size * 4).view(np.uint32).copy()
+            scratch = device.allocate(size * k * entry * 4, zero_fill=False)
+            self._count(plan, buffers, queries, size, aux, counts, out, scratch, fields, pacer)
+            status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32)
+            return start, size, out, (status == 1).astype(np.uint32)  # (2: rows below the window, sorted)
         if bound is not None:  # range search: count first, then regions at their offsets
             self._gather(plan, buffers, queries, size, aux, None, fields, pacer)
             counts = aux.read(at["counts_at"] * 4, size * tiles_total * 4).view(np.uint32)
@@ -402,11 +404,14 @@ class Shard:
                          [aux] if out is aux else [aux, out])
             pacer.queued(cost, program.name)
 
-    def _count(self, plan, buffers, queries, size, aux, counts, out, fields, pacer) -> None:
-        """The counting search's dispatches (Hamming): per-tile counts, places, rows put there."""
-        count, offsets, place = (programs.selection_program(name, self.words, self.metric)
-                                 for name in (kernels.SEARCH_COUNT, kernels.SEARCH_OFFSETS, kernels.SEARCH_PLACE))
-        at = dict(cand_offset=counts.arena_offset // 4, out_offset=out.arena_offset // 4)
+    def _count(self, plan, buffers, queries, size, aux, counts, out, scratch, fields, pacer) -> None:
+        """The counting search's dispatches (Hamming): per-tile counts, places, rows put there,
+        rows below a query's window sorted."""
+        count, offsets, place, below = (
+            programs.selection_program(name, self.words, self.metric)
+            for name in (kernels.SEARCH_COUNT, kernels.SEARCH_OFFSETS, kernels.SEARCH_PLACE, kernels.SEARCH_BELOW))
+        at = dict(cand_offset=counts.arena_offset // 4, out_offset=out.arena_offset // 4,
+                  scratch_offset=scratch.arena_offset // 4)
         for i, part, cost in plan.gather_dispatches(size):
             piece, memory = buffers[i]
             push = programs.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
@@ -422,6 +427,10 @@ class Shard:
             self._launch(place, [memory, queries.buffer, aux, counts, out], push, [memory, queries.buffer, aux, counts],
                          [counts, out])
             pacer.queued(cost, place.name)
+        for part, cost in plan.offsets_dispatches(size):  # (a query each item, as the offsets)
+            self._launch(below, [aux, out, scratch], programs.push_words({**fields, **part, **at}), [aux, out, scratch],
+                         [out, scratch])
+            pacer.queued(cost, below.name)
 
     def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
