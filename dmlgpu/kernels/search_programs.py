@@ -208,20 +208,21 @@ class SearchPlan:
     grid: tuple  # (`grid(device)`)
     budget: int | None  # row-words of a submit the plan was made for (None: one dispatch per piece)
     sample_rows: int = 0  # rows of piece 0 whose k-th distance bounds the answer (0: no bound)
+    sample_slice: int = 0  # rows per tile of the sample's scan (shorter: it runs alone)
 
-    def _scans(self, count: int, piece: int, first: int, rows: int, slices: int, slice_base: int,
+    def _scans(self, count: int, piece: int, first: int, rows: int, per_slice: int, slices: int, slice_base: int,
                slices_total: int, **fields):
         """The scan steps of `count` queries over `rows` rows of piece `piece` (tiles `cut`)."""
         groups = math.ceil(count / _GROUP)
-        item = self.per_slice * _lanes(min(count, _GROUP)) * self.words
+        item = per_slice * _lanes(min(count, _GROUP)) * self.words
         for group, n_groups, tile_base, tiles in cut(groups, slices, item, _dispatch(self.budget)):
             query_base, query_end = group * _GROUP, min(count, (group + n_groups) * _GROUP)
-            push = dict(words=self.words, rows=rows, row_base=first, rows_per_slice=self.per_slice, k=self.k,
+            push = dict(words=self.words, rows=rows, row_base=first, rows_per_slice=per_slice, k=self.k,
                         slices=slices, slice_base=slice_base, slices_total=slices_total, queries=count,
                         tile_base=tile_base, tiles=tiles, query_base=query_base, query_end=query_end, in_at=0,
                         out_at=0, bound_at=ALL)
             yield SearchStep("scan", self.grid, {**push, **fields}, piece, None, 0,
-                             tiles * self.per_slice * _lanes(query_end - query_base) * self.words)
+                             tiles * per_slice * _lanes(query_end - query_base) * self.words)
 
     def steps_for(self, count: int) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each
@@ -232,10 +233,10 @@ class SearchPlan:
         main = count * total * k * 2  # words of the partial lists
         steps, bound_at = [], ALL
         if self.sample_rows:
-            sample_slices = math.ceil(self.sample_rows / self.per_slice)
+            sample_slices = math.ceil(self.sample_rows / self.sample_slice)
             answer_at = main + count * sample_slices * k * 2
-            steps += self._scans(count, 0, self.pieces[0][0], self.sample_rows, sample_slices, 0, sample_slices,
-                                 out_at=main)
+            steps += self._scans(count, 0, self.pieces[0][0], self.sample_rows, self.sample_slice, sample_slices, 0,
+                                 sample_slices, out_at=main)
             steps.append(SearchStep("merge", self.grid, dict(rows=sample_slices, k=k, queries=count, in_at=main,
                                                              out_at=answer_at, bound_at=ALL), None, 0, 0,
                                     count * sample_slices * k))
@@ -243,7 +244,7 @@ class SearchPlan:
         sizes = [main * 4]
         base = 0
         for i, ((first, rows), piece_slices) in enumerate(zip(self.pieces, self.slices)):
-            steps += self._scans(count, i, first, rows, piece_slices, base, total, bound_at=bound_at)
+            steps += self._scans(count, i, first, rows, self.per_slice, piece_slices, base, total, bound_at=bound_at)
             base += piece_slices
         if total > 1:  # a workgroup per query folds its lists into one
             sizes.append(count * k * 8)
@@ -284,11 +285,14 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
     sample = BOUND_SAMPLE_TILES * k * per_slice
     if total < 2 or sample * BOUND_SAMPLE_SHARE > sum(rows_of) or sample > rows_of[0]:
         sample = 0
-    per_query = (total + math.ceil(sample / per_slice) + 1) * k * 8
+    # The sample's scan runs alone (before the bound it gives): tiles as short as fill the device.
+    sample_slice = min(per_slice, tile_rows(device, [sample], words, k, count, budget)) if sample else 0
+    per_query = (total + (math.ceil(sample / sample_slice) + 1 if sample else 0)) * k * 8
     if per_query > partial:
-        sample, per_query = 0, total * k * 8
+        sample, sample_slice, per_query = 0, 0, total * k * 8
     batch = max(1, min(count, 32768, partial // per_query))
-    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget, sample)
+    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget, sample,
+                      sample_slice)
 
 
 @dataclass(frozen=True)
@@ -456,10 +460,9 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     partial = _partial(device) // 4  # words
     exact = False
     if mode in (None, "counting") and metric == HAMMING and k > 0:
-        # Tiles long enough that one batch's counts fit (the database read once), within the
-        # 16-bit counts of shared memory.
-        room = max(1, partial // min(count, COUNT_BATCH) - 4 * k)
-        wanted = math.ceil(rows * kernels.SEARCH_COUNT_BINS / room)
+        # Tiles long enough that the counts of COUNT_BATCH queries fit one buffer (the database
+        # read once per batch), within the 16-bit counts of shared memory.
+        wanted = math.ceil(rows * kernels.SEARCH_COUNT_BINS * min(count, COUNT_BATCH) / partial)
         per_tile, exact = min(COUNT_MAX_TILE_ROWS, max(per_tile, wanted)), mode == "counting"
         mode = "counting"
     tiles = tuple(math.ceil(r / per_tile) for r in rows_of)
@@ -471,8 +474,8 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
         # (`exact`: the bound is then the threshold's own bin, and the window holds it).
         stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
         stride = 0 if bits <= kernels.SEARCH_COUNT_BINS - 2 else (1 if exact else max(1, stride))
-        per_query = total * kernels.SEARCH_COUNT_BINS + 4 * k
-        batch = max(1, min(count, 32768, partial // per_query))
+        # (Counts, answer and scratch are buffers of their own.)
+        batch = max(1, min(count, 32768, partial // (total * kernels.SEARCH_COUNT_BINS), partial // (2 * k)))
         return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride, 0,
                              _histogram_shift(bits, metric), budget)
     stride = 1
