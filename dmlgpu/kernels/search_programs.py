@@ -5,12 +5,16 @@ dispatches, for `dmlgpu.HammingIndex` and for a compiled graph routed to the sam
 Two families of kernels:
 - the register path (shaders/hamming.comp; Hamming, k up to kernels.HAMMING_REGISTER_K): each
   lane keeps its query's k nearest of a tile of rows in registers, one workgroup per query merges
-  the tiles' lists (`plan_search`, `SearchPlan`);
-- the selection path (shaders/search.comp; any k, range search, Tanimoto): a bound on the k-th
-  key from a histogram of a sample of the rows, one pass appending the rows within the bound to
-  per-(query, tile) regions in row order, and a selection per query (radix select, then a stable
-  radix sort): `plan_selection`, `SelectionPlan`. A query whose regions overflow (rows far from
-  uniform) is searched again with every row a candidate ("full" mode), which cannot overflow.
+  the tiles' lists (`plan_search`, `SearchPlan`); where the database is large enough, the same
+  scan and merge over a sample of it first bound each query's answer;
+- shaders/search.comp (`plan_selection`, `SelectionPlan`): for Hamming and any k, counting
+  ("counting" mode: per-tile histograms of distances within a window under a bound give the
+  threshold and every row's place in the answer; a second pass puts the rows there); for range
+  search and Tanimoto, selection: a bound on the k-th key from a histogram of a sample of the
+  rows, one pass appending the rows within the bound to per-(query, tile) regions in row order,
+  and a selection per query (radix select, then a stable radix sort). A query whose regions
+  overflow (rows far from uniform), or whose counting window holds no threshold, is searched
+  again with every row a candidate ("full" mode), which cannot overflow.
 """
 from __future__ import annotations
 
