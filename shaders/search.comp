@@ -39,7 +39,7 @@
 //   SEARCH_COUNT: item = (64 queries, one tile walked in order), lane = query: the tile's
 //     histogram of the lane's window in shared memory (a column of 16-bit counts per lane: no
 //     atomics, no bank conflicts), written as 32-bit counts per (query, tile, bin).
-//   SEARCH_OFFSETS: item = query, a workgroup (lane = two bins): the totals over tiles, the
+//   SEARCH_OFFSETS: item = query, a workgroup (a lane per bin): the totals over tiles, the
 //     threshold bin where the running total reaches k, and each (tile, bin) count up to it
 //     replaced by where the tile's first row of that distance goes: the rows of lower bins, then
 //     those of the same bin in earlier tiles.
@@ -259,7 +259,7 @@ void start_query(uint q, out uint lo, out uint hi) {
 uint bin_of(uint d, uint lo) { return d < lo ? 0u : d - lo + 1u; }
 
 #ifdef SEARCH_COUNT
-shared uint hist[(NB / 2u) * GROUP];  // bins 2w, 2w + 1 of lane l: word w * GROUP + l (16 KiB)
+shared uint hist[(NB / 2u) * GROUP];  // bins 2w, 2w + 1 of lane l: word w * GROUP + l (8 KiB)
 
 void tally(uint d, uint lo, uint hi, uint lane) {
     if (d <= hi) {
@@ -337,42 +337,46 @@ void main() {
 layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };
 layout(std430, binding = 1) buffer CountWords { uint count_w[]; };
 const uint NB = SEARCH_COUNT_BINS;
+const uint PER_LANE = NB / GROUP;  // bins a lane owns: PER_LANE * lane + [0, PER_LANE)
 shared uint totals[GROUP];
 shared uint threshold_bin;
 
-// Query q, a workgroup; lane l owns bins 2l and 2l + 1 (NB = 2 * GROUP).
+// Query q, a workgroup.
 void offsets(uint q, uint lane) {
-    uint base = sp.cand_offset + q * sp.tiles_total * NB + 2u * lane;
-    uint c0 = 0u, c1 = 0u;
+    uint base = sp.cand_offset + q * sp.tiles_total * NB + PER_LANE * lane;
+    uint c[PER_LANE], own = 0u;
+    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) c[j] = 0u;
     for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
-        c0 += count_w[at];
-        c1 += count_w[at + 1u];
+        [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) c[j] += count_w[at + j];
     }
-    totals[lane] = c0 + c1;
+    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) own += c[j];
+    totals[lane] = own;
     if (lane == 0u) threshold_bin = NB;  // (no bin reaches k)
     barrier();
     uint below = 0u;  // rows of the lower bins
     [[dont_unroll]] for (uint j = 0u; j < lane; ++j) below += totals[j];
-    if (below < sp.k && below + c0 >= sp.k) threshold_bin = 2u * lane;  // (one lane at most)
-    else if (below + c0 < sp.k && below + c0 + c1 >= sp.k) threshold_bin = 2u * lane + 1u;
+    uint start[PER_LANE], run = below;
+    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) {
+        start[j] = run;
+        if (run < sp.k && run + c[j] >= sp.k) threshold_bin = PER_LANE * lane + j;  // (one bin at most)
+        run += c[j];
+    }
     barrier();
     uint tb = threshold_bin;
     if (lane == 0u) {
         // No threshold within the window (or at bin 0: k rows below it): searched again; rows
         // below it (bin 0, all in the answer): sorted by SEARCH_BELOW.
-        aux_w[sp.aux_offset + sp.status_at + q] = tb == NB || tb == 0u ? 1u : (c0 != 0u ? 2u : 0u);
+        aux_w[sp.aux_offset + sp.status_at + q] = tb == NB || tb == 0u ? 1u : (c[0] != 0u ? 2u : 0u);
         aux_w[sp.aux_offset + sp.counts_at + q] = tb;
-        aux_w[sp.aux_offset + sp.regions_at + q] = c0;
+        aux_w[sp.aux_offset + sp.regions_at + q] = c[0];
     }
-    bool w0 = 2u * lane <= tb, w1 = 2u * lane + 1u <= tb;
-    if (w0 || w1) {
-        uint o0 = below, o1 = below + c0;
+    if (PER_LANE * lane <= tb) {  // the places of bins up to the threshold's
         for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
-            uint a = count_w[at], b = count_w[at + 1u];
-            if (w0) count_w[at] = o0;
-            if (w1) count_w[at + 1u] = o1;
-            o0 += a;
-            o1 += b;
+            [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) {
+                uint n = count_w[at + j];
+                count_w[at + j] = start[j];
+                start[j] += n;
+            }
         }
     }
     barrier();  // (the next query reuses `totals`)

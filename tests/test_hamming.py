@@ -283,7 +283,7 @@ def test_counting_search(monkeypatch, rng, case):
     searched again."""
     again = _searched_again(monkeypatch)
     monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 16)  # (tiles of a few hundred rows)
-    width, n, k = {"window holds every distance": (12, 3000, 3000), "sampled bound": (32, 6000, 100),
+    width, n, k = {"window holds every distance": (7, 3000, 3000), "sampled bound": (32, 6000, 100),
                    "every row's histogram": (32, 3000, 900), "pieces, tiles and batches": (32, 5000, 333)}[case]
     if case == "pieces, tiles and batches":
         monkeypatch.setattr(hamming, "PIECE_BYTES", 700 * width)
@@ -339,7 +339,7 @@ def test_counting_asked_for_never_searches_again(device):
     bounds the window (its threshold bin's edge), or no bound for codes of few bits."""
     plan = hamming_plan.plan_selection(device, [(0, 10 ** 6)], 8, 256, 100, 64, hamming_plan.HAMMING, mode="counting")
     assert (plan.mode, plan.stride) == ("counting", 1)
-    plan = hamming_plan.plan_selection(device, [(0, 10 ** 6)], 2, 64, 100, 64, hamming_plan.HAMMING, mode="counting")
+    plan = hamming_plan.plan_selection(device, [(0, 10 ** 6)], 1, 32, 100, 64, hamming_plan.HAMMING, mode="counting")
     assert (plan.mode, plan.stride) == ("counting", 0)
 
 

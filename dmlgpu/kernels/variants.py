@@ -235,9 +235,12 @@ SEARCH_DIGIT_BITS = 10
 #: Hamming top-k in one or two passes.
 SEARCH_SORT_BITS = 5
 #: The counting search's window of distances per query: bin 0 (below the window), then one bin
-#: per distance; two 16-bit counts a word, a column per lane of a workgroup: 16 KiB of shared
-#: memory, the least Vulkan guarantees. Two bins per lane in SEARCH_OFFSETS.
-SEARCH_COUNT_BINS = 2 * SELECTION_WORKGROUP_SIZE
+#: per distance (62: a few standard deviations of a random code's distances, and the rows of a
+#: query's answer below the window are sorted apart); two 16-bit counts a word, a column per lane
+#: of a workgroup: 8 KiB of shared memory (16 KiB, the least Vulkan guarantees, would halve the
+#: workgroups an H100's SM holds). A multiple of the workgroup: SEARCH_OFFSETS gives each lane
+#: as many bins.
+SEARCH_COUNT_BINS = SELECTION_WORKGROUP_SIZE
 #: The register scan's specialization constants: the code's 32-bit words, the queries a lane
 #: serves (one: the lanes of a workgroup already share each database load), k, rows at once,
 #: carry-save bit counts.
