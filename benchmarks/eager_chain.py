@@ -21,17 +21,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-
 import dmlgpu  # noqa: E402
-from common import median_of  # noqa: E402
+
+
+def median_of(fn, repeats) -> float:
+    """Median wall seconds of `fn()` over `repeats` runs (this script also runs against older
+    dmlgpu builds for before/after figures, so it imports nothing of benchmarks/common.py)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 def _clock() -> str | None:

@@ -3,8 +3,8 @@ buffers (`views.View`; users hold them as `dmlgpu.Tensor`), planned, validated a
 
 This layer sits below both callers: Tensor's Python operators and methods (`t ^ u`, `~t`,
 `t.copy()`, numpy ufuncs on Tensors) and the numpy front end's functions when an operand is a
-Tensor. It also holds the operand rules both share (`operands`: NEP 50 scalars, byte orders,
-subclasses; `data_type`, `broadcast_shape`, `broadcast_strides`, `fit_dimensions`).
+Tensor. The operand rules both share are `dmlgpu.layout.operands` (NEP 50 scalars, byte orders,
+subclasses); the shape rules, `dmlgpu.describe.shapes`.
 
 A call runs as one dispatch over the views' own layouts: inputs are bound where they lie,
 broadcast through zero strides; results are new views of the class of the operands. A call
@@ -16,6 +16,7 @@ chunk per band and buffer), else pieces of single rows; an output chunk off a 16
 is written from its element offset by the strided kernel.
 """
 from __future__ import annotations
+from ..describe.shapes import broadcast_shape, broadcast_strides, coalesce, fit_dimensions  # noqa: F401 (re-exported)
 
 import math
 
@@ -23,7 +24,6 @@ import numpy as np
 
 from ..layout import pieces
 from ..describe.bindings import Binding
-from ..kernels.compiled_operator import coalesce
 from ..describe.operator_descs import DESC_CLASSES
 from ..table.dtypes import DataType
 from ..errors import DataTypeError, ValidationError
@@ -33,7 +33,6 @@ from ..api import span_plan
 from ..table.operators import BIT_XOR, Operator
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from ..layout.pieces import Pieces
-from ..api.span_plan import fit_dimensions
 from ..describe.validation import resolve_feature_level, support_row
 from ..layout.views import View
 
@@ -76,28 +75,8 @@ def operands(op, row, arrays) -> list:
                                  "numpy.ndarray, dmlgpu.Tensor or a Python scalar", "numpy.ndarray or dmlgpu.Tensor")
 
 
-def broadcast_shape(op, shapes) -> tuple[int, ...]:
-    """numpy's broadcasting of operand shapes (any number of dimensions; numpy's own helper
-    stops at 32), or ValidationError naming the operand that does not fit."""
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    result = []
-    for sizes in zip(*padded):
-        sized = {n for n in sizes if n != 1}
-        if len(sized) > 1:
-            fail(op, op.inputs[1], "shape", shapes[1], f"must broadcast with {op.inputs[0]}'s shape {shapes[0]}")
-        result.append(sized.pop() if sized else 1)
-    return tuple(result)
 
 
-def broadcast_strides(shape, target, strides=None):
-    """Element strides of an array of `shape` (packed unless `strides` are given) seen with
-    numpy broadcasting as `target`."""
-    if strides is None:
-        strides = packed_strides(shape)
-    lead = len(target) - len(shape)
-    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else strides[d - lead]
-            for d in range(len(target))]
 
 
 def _layouts(arrays) -> tuple:
@@ -125,7 +104,8 @@ class _Plan:
         buffers, starts = [], []
         for x, scalar, size in zip(arrays, self.scalars, self.sizes):
             if scalar is None:
-                buffer, offset = x.buffer, x.offset
+                buffer = x.buffer
+                offset = x.offset
                 start = offset - offset % 16
                 if start + size > buffer.size_in_bytes:
                     return None
@@ -137,21 +117,19 @@ class _Plan:
         if out is None:
             buffers.append(None)
             starts.append(0)
-        else:
-            buffer, start = out.buffer, out.offset
-            if start + self.sizes[-1] > buffer.size_in_bytes:
+            made = self.rebound(buffers, starts)
+            if made is None:
                 return None
-            for x, s in zip(buffers, starts):
-                if x is buffer and s != start:
-                    return None
-            buffers.append(buffer)
-            starts.append(start)
-        made = self.rebound(buffers, starts)
-        if made is None:
+            return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides)
+        buffer, start = out.buffer, out.offset
+        if start + self.sizes[-1] > buffer.size_in_bytes:
             return None
-        if out is not None:
-            return out
-        return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides)
+        for x, s in zip(buffers, starts):
+            if x is buffer and s != start:
+                return None
+        buffers.append(buffer)
+        starts.append(start)
+        return out if self.rebound(buffers, starts) is not None else None
 
 
 def _scalar_buffer(device, value: np.ndarray):
@@ -176,10 +154,10 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
     call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
     try:  # a call of a layout planned before, whichever views it names
         if out is None:
-            plan = _PLANS.get((*call, _layouts(arrays), None, None))
+            plan = _PLANS.get((call, _layouts(arrays)))
         else:
             target = out.buffer
-            plan = _PLANS.get((*call, _layouts(arrays), out.layout,
+            plan = _PLANS.get((call, _layouts(arrays), out.layout,
                                tuple([isinstance(x, View) and x.buffer is target for x in arrays])))
     except (AttributeError, TypeError):
         plan = None
@@ -290,10 +268,10 @@ def _remember_plan(compiled, ranges, call, given, tensors, out, given_out, make,
     """Keep the call just queued as a plan of its layouts (`_PLANS`)."""
     try:
         if given_out:
-            key = (*call, _layouts(given), out.layout, tuple([isinstance(x, View) and x.buffer is out.buffer
-                                                              for x in given]))
+            key = (call, _layouts(given), out.layout, tuple([isinstance(x, View) and x.buffer is out.buffer
+                                                             for x in given]))
         else:
-            key = (*call, _layouts(given), None, None)
+            key = (call, _layouts(given))
     except (AttributeError, TypeError):
         return
     scalars = [None if x is t else t.buffer for x, t in zip(given, tensors)]

@@ -14,6 +14,7 @@ Sizes and strides are fixed as specialization constants after merging dimensions
 index arithmetic.
 """
 from __future__ import annotations
+from ..describe.shapes import coalesce  # noqa: F401 (re-exported)
 
 import math
 
@@ -34,23 +35,6 @@ _PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 _MEMO = 64
 
 
-def coalesce(sizes, strides_per_tensor):
-    """Drop size-1 dimensions and merge neighbours that every tensor walks contiguously.
-
-    Returns (sizes, [strides per tensor]) with at least one dimension.
-    """
-    dims = [(s, [st[d] for st in strides_per_tensor]) for d, s in enumerate(sizes) if s != 1]
-    merged: list = []
-    for size, strides in dims:
-        if merged:
-            outer_size, outer = merged[-1]
-            if all(o == i * size for o, i in zip(outer, strides)):
-                merged[-1] = (outer_size * size, strides)
-                continue
-        merged.append((size, strides))
-    if not merged:
-        merged = [(1, [0] * len(strides_per_tensor))]
-    return [s for s, _ in merged], [[st[k] for _, st in merged] for k in range(len(strides_per_tensor))]
 
 
 def binding_key(inputs, outputs):
