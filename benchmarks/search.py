@@ -76,7 +76,7 @@ CUDA_FLOOR = r"""
 #define VEC (W % 4 == 0)
 extern "C" __global__ void __launch_bounds__(256) distances(const unsigned int* __restrict__ db,
         const unsigned int* __restrict__ q, unsigned short* __restrict__ out, int rows, int queries) {
-    __shared__ unsigned int qs[QB * W];
+    __shared__ __align__(16) unsigned int qs[QB * W];
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned int code[W];
     if (row < rows) {
