@@ -8,12 +8,20 @@
 // then row, so ties go to the lower row; empty entries are (0xFFFFFFFF, 0xFFFFFFFF).
 //
 // For k up to kernels.HAMMING_REGISTER_K (larger k, range search and Tanimoto: search.comp):
-//   HAMMING_SCAN: lane = query, workgroup (x, y) = 64 queries x one long row tile; each lane keeps
+//   (Both run over a grid fixed per device, dmlgpu/kernels/search_programs.py `grid`: their
+//   workgroups loop over the dispatch's items, so one pipeline serves every size of search.)
+//   HAMMING_SCAN: lane = query, item (x, y) = 64 queries x one long row tile; each lane keeps
 //     its k best in a register array (K, a specialization constant: an unrolled insertion
 //     network with constant indices) as packed keys (distance << SHIFT) | row_in_tile, and writes
 //     them once at the end as k (distance, row) pairs: its slot of the partial buffer. A dispatch
 //     covers tiles [tile_base, +tiles) of a piece, so a long search is cut into short submits.
-//   HAMMING_MERGE: workgroup = one query: each lane folds a strided share of the query's lists
+//     With a bound (bound_at): the query's k-th distance over a sample of real rows (the same
+//     scan and merge run first over a prefix of the database), so no row farther than it can be
+//     in the answer: the lane's list starts full of keys just past the bound, and a row is
+//     considered only if it beats them. Without it, the first rows of every tile are inserted in
+//     turn (about 32 k rows of a tile for a warp of 32 lanes), and the unrolled insertion costs
+//     the scan more than its distances do (k = 32: 2x).
+//   HAMMING_MERGE: item = one query, a workgroup: each lane folds a strided share of the query's lists
 //     into its register list (a list is sorted: it stops at the first entry that does not get
 //     in), then a shared-memory tree halves the lanes' lists to one: the answer.
 #include "abi.glsl"
@@ -25,8 +33,11 @@ layout(local_size_x = SELECTION_WORKGROUP_SIZE) in;
 // words per code); rows (scan: rows in the piece; merge: input lists per query); row_base (the
 // piece's first row); rows_per_slice (scan: rows per invocation; merge: lists per invocation);
 // k; slices (scan: slices of the piece; merge: output lists per query); slice_base (the piece's
-// first slice in the partial layout); slices_total (slices per query in that layout); queries
-// (the grid's y is rounded up to a power of two, so that few pipelines serve every call).
+// first slice in the partial layout); slices_total (slices per query in that layout); queries;
+// tile_base and tiles, query_base and query_end (scan: the dispatch's tiles of the piece and
+// queries of the batch); in_at, out_at (words added to in_offset and out_offset: regions of one
+// list buffer); bound_at (scan: ALL, or the word, from out_offset, of the lists whose k-th
+// distance bounds each query's answer).
 
 layout(std430, binding = 0) readonly buffer InWords { uint in_w[]; };
 #ifdef HAMMING_SCAN
@@ -48,7 +59,7 @@ layout(constant_id = 0) const uint WORDS = 8u;
 layout(constant_id = 1) const uint QUERIES = 1u;  // (one query per lane on this path)
 layout(constant_id = 2) const uint K = 10u;
 
-// Workgroup (x, y): lane l serves query x * 64 + l over tile y, rows [y * rows_per_slice,
+// Lane l of item (x, y) serves query x * 64 + l over tile y, rows [y * rows_per_slice,
 // +rows_per_slice) of the piece. Every lane walks the tile's rows in order, so the lanes read the
 // same database words at the same time (one broadcast load serves the workgroup).
 // A key is (distance << SHIFT) | row_in_tile: distance <= WORDS * 32 < 2^(32 - SHIFT), and
@@ -130,15 +141,21 @@ void consider(uint key) {
     }
 }
 
-void main() {
-    uint tile = hp.tile_base + gl_WorkGroupID.y, q = gl_GlobalInvocationID.x;
-    if (gl_WorkGroupID.y >= hp.tiles || tile >= hp.slices || q >= hp.queries) return;
+// Query q over tile `tile` of the piece: its k best into its slot of the partial buffer.
+void scan(uint q, uint tile) {
     uint shift = 31u - uint(findMSB(WORDS * 32u));
     qbase = hp.query_offset + q * WORDS;
     if (WORDS <= UNROLL_WORDS) {
         [[unroll]] for (uint w = 0u; w < WORDS; ++w) qw[w] = query_w[qbase + w];
     }
-    [[unroll]] for (uint i = 0u; i < K; ++i) best[i] = EMPTY;
+    // Keys from `cap` up cannot be in the answer: (bound + 1) << shift, the least key of a
+    // distance past the bound (bound <= WORDS * 32 < 2^(32 - shift) - 1: no overflow).
+    uint cap = EMPTY;
+    if (hp.bound_at != EMPTY) {
+        uint bound = out_w[hp.out_offset + hp.bound_at + 2u * K * q + 2u * (K - 1u)];
+        if (bound != EMPTY) cap = (bound + 1u) << shift;
+    }
+    [[unroll]] for (uint i = 0u; i < K; ++i) best[i] = cap;
     uint first = tile * hp.rows_per_slice, count = min(hp.rows_per_slice, hp.rows - first);
     uint at = hp.in_offset + first * WORDS, t = 0u;
     for (; t + ROWS_AT_ONCE <= count; t += ROWS_AT_ONCE, at += ROWS_AT_ONCE * WORDS) {
@@ -147,12 +164,25 @@ void main() {
         [[unroll]] for (uint u = 0u; u < ROWS_AT_ONCE; ++u) consider((d[u] << shift) | (t + u));
     }
     for (; t < count; ++t, at += WORDS) consider((distance(at) << shift) | t);
-    uint list = hp.out_offset + 2u * K * (q * hp.slices_total + hp.slice_base + tile);
+    uint list = hp.out_offset + hp.out_at + 2u * K * (q * hp.slices_total + hp.slice_base + tile);
     uint mask = (1u << shift) - 1u, row0 = hp.row_base + first;
     [[unroll]] for (uint i = 0u; i < K; ++i) {
-        bool empty = best[i] == EMPTY;
+        bool empty = best[i] >= cap;
         out_w[list + 2u * i] = empty ? EMPTY : best[i] >> shift;
         out_w[list + 2u * i + 1u] = empty ? EMPTY : row0 + (best[i] & mask);
+    }
+}
+
+// Item (x, y): lane l serves query query_base + x * 64 + l (below query_end) over tile
+// tile_base + y (y < tiles), the items of one tile consecutive (workgroups running together read
+// the same rows); the grid is fixed per device and its workgroups loop over the items.
+void main() {
+    uint groups = (hp.query_end - hp.query_base + SELECTION_WORKGROUP_SIZE - 1u) / SELECTION_WORKGROUP_SIZE;
+    uint items = groups * hp.tiles;
+    for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
+        uint q = hp.query_base + (item % groups) * SELECTION_WORKGROUP_SIZE + gl_LocalInvocationID.x;
+        uint tile = hp.tile_base + item / groups;
+        if (q < hp.query_end && tile < hp.slices) scan(q, tile);
     }
 }
 #elif defined(HAMMING_REGISTERS)
@@ -175,18 +205,17 @@ bool fold(uint d, uint r) {
     return true;
 }
 
-// Workgroup y = query q: its hp.rows lists of K pairs at in_offset + 2K * (q * rows + j); the
-// answer goes to out_offset + 2K * q.
-void main() {
-    uint q = gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
-    if (q >= hp.queries) return;  // (uniform over the workgroup: no barrier is skipped by some)
+// Query q, a workgroup: its hp.rows lists of K pairs at in_offset + in_at + 2K * (q * rows + j);
+// the answer goes to out_offset + out_at + 2K * q (the same buffer may be bound to both: the
+// regions are apart).
+void merge(uint q, uint lane) {
     [[unroll]] for (uint i = 0u; i < K; ++i) { bd[i] = EMPTY; br[i] = EMPTY; }
     for (uint j = lane; j < hp.rows; j += SELECTION_WORKGROUP_SIZE) {
-        uint at = hp.in_offset + 2u * K * (q * hp.rows + j);
+        uint at = hp.in_offset + hp.in_at + 2u * K * (q * hp.rows + j);
         for (uint i = 0u; i < K; ++i)
             if (!fold(in_w[at + 2u * i], in_w[at + 2u * i + 1u])) break;
     }
-    for (uint span = SELECTION_WORKGROUP_SIZE / 2u; span > 0u; span /= 2u) {
+    [[dont_unroll]] for (uint span = SELECTION_WORKGROUP_SIZE / 2u; span > 0u; span /= 2u) {
         if (lane >= span && lane < 2u * span) {
             [[unroll]] for (uint i = 0u; i < K; ++i) {
                 shared_d[(lane - span) * K + i] = bd[i];
@@ -201,8 +230,16 @@ void main() {
         barrier();
     }
     if (lane == 0u) {
-        uint dest = hp.out_offset + 2u * K * q;
+        uint dest = hp.out_offset + hp.out_at + 2u * K * q;
         [[unroll]] for (uint i = 0u; i < K; ++i) { out_w[dest + 2u * i] = bd[i]; out_w[dest + 2u * i + 1u] = br[i]; }
+    }
+}
+
+// Item = query (the grid is fixed per device; its workgroups loop over the queries).
+void main() {
+    for (uint q = gl_WorkGroupID.x; q < hp.queries; q += gl_NumWorkGroups.x) {
+        merge(q, gl_LocalInvocationID.x);
+        barrier();  // (the next query reuses the shared lists)
     }
 }
 #endif

@@ -9,20 +9,46 @@
 //     2^27, 0/0 counted as 1 (RDKit's rule). Distinct fractions with denominators up to 8,192 lie
 //     more than 2^-26 apart, so the floor is exact and keeps their order: equal keys are equal
 //     fractions. The bound tests compare fractions by cross-multiplication.
-// The kernels (one define each):
-//   SEARCH_HIST: lane = row of a sampled block of rows, SEARCH_HIST_QUERIES queries per
-//     workgroup: a histogram of key >> shift per query in shared memory, added to the global one.
+// The kernels (one define each). Every kernel runs over a grid fixed per device
+// (dmlgpu/kernels/search_programs.py `grid`): its workgroups (or invocations) loop over the
+// dispatch's work items, so one pipeline serves every size of search.
+//   SEARCH_HIST: item = (sampled block of rows, SEARCH_HIST_QUERIES queries); lane = row: a
+//     histogram of key >> shift per query in shared memory, added to the global one.
 //   SEARCH_BOUND: lane = query: the bound key below which the query's k nearest surely lie (the
 //     upper edge of the bin where the histogram's running sum reaches k; sampled rows are real
 //     rows, so k of them lie within it).
-//   SEARCH_GATHER: lane = query, workgroup (x, y) = 64 queries x one tile of rows walked in
-//     order (every lane reads the same row: one load serves the workgroup): each row whose key
-//     is within the query's bound is appended to the (query, tile) region, in row order; the
-//     region's count is written even past its capacity (the selection then reports overflow).
-//   SEARCH_SELECT: workgroup = query: its candidates (the regions in tile order: row order) ->
-//     the k-th least key by radix select over the key's digits -> the k least in row order
-//     (ties at the threshold: the lowest rows) -> a stable LSD radix sort by key -> the answer.
-//     k = 0: every candidate, sorted (range search), written at the query's `lims` entry.
+//   SEARCH_GATHER: item = (64 queries, one tile of rows walked in order; every lane reads the
+//     same row: one load serves the workgroup); lane = query: each row whose key is within the
+//     query's bound is appended to the (query, tile) region, in row order; the region's count is
+//     written even past its capacity (the selection then reports overflow).
+//   SEARCH_SELECT: item = query, a workgroup each: its candidates (the regions in tile order: row
+//     order) -> the k-th least key by radix select over the key's digits -> the k least in row
+//     order (ties at the threshold: the lowest rows) -> a stable LSD radix sort by key, each lane
+//     owning a run of the entries (per-lane digit counts: no atomics, no per-entry barriers) ->
+//     the answer. k = 0: every candidate, sorted (range search), written at the query's `lims`.
+//   Hamming k-NN by counting (any k; two passes over the rows whatever k): a distance has only
+//   bits + 1 values, so each query's exact histogram gives its threshold distance and, with the
+//   histograms of every tile, the final place of every row of the answer (a counting sort by
+//   distance, stable in row order). A window of SEARCH_COUNT_BINS bins per query: bin 0 counts
+//   distances below lo, bin d - lo + 1 distance d in [lo, hi], hi = min(bound, WORDS * 32) (the
+//   sample's bound, or the code's bits) and lo = hi - (SEARCH_COUNT_BINS - 2) or 0: a query with
+//   rows below lo (its answer spans more distances than the window: near-duplicates in wide
+//   codes) gets them first, in row order, and SEARCH_BELOW sorts them (status 2); a query whose
+//   window holds no threshold (k rows below lo, or fewer than k within the bound) is reported
+//   (status 1) and searched again by the selection kernels.
+//   SEARCH_COUNT: item = (64 queries, one tile walked in order), lane = query: the tile's
+//     histogram of the lane's window in shared memory (a column of 16-bit counts per lane: no
+//     atomics, no bank conflicts), written as 32-bit counts per (query, tile, bin).
+//   SEARCH_OFFSETS: item = query, a workgroup (a lane per bin): the totals over tiles, the
+//     threshold bin where the running total reaches k, and each (tile, bin) count up to it
+//     replaced by where the tile's first row of that distance goes: the rows of lower bins, then
+//     those of the same bin in earlier tiles.
+//   SEARCH_PLACE: item and lanes as SEARCH_COUNT: each row up to the threshold goes to its
+//     (query, tile, bin) place, which then moves on; places past k (ties at the threshold with
+//     higher rows) are dropped. The answer is (distance, row) pairs in order, no sort.
+//   SEARCH_BELOW: item = query of status 2, a workgroup: its first entries (the rows below its
+//     window, in row order) by a stable LSD radix sort of the distances (SEARCH_SORT_BITS digits,
+//     each lane owning a run: per-lane digit counts), through scratch.
 //   SEARCH_ROWS: copies rows of codes (by an index list, or a run), for add/remove/re-sorting.
 //   SEARCH_FINISH: answer entries -> values (uint32 distance or float32 similarity, rounded
 //     exactly from the integers) and int64 ids, for answers that stay on the device.
@@ -49,7 +75,7 @@ uint tanimoto_key(uint c, uint u) {
 
 uint entry_key(uvec2 counts) { return METRIC == 0u ? counts.x : tanimoto_key(counts.x, counts.y); }
 
-#if defined(SEARCH_HIST) || defined(SEARCH_GATHER)
+#if defined(SEARCH_HIST) || defined(SEARCH_GATHER) || defined(SEARCH_COUNT) || defined(SEARCH_PLACE)
 layout(std430, binding = 0) readonly buffer DbWords { uint db_w[]; };
 // The same memory as uvec4 (db_offset and rows are 16-byte aligned when WORDS % 4 == 0).
 layout(std430, binding = 0) readonly buffer DbVec4 { uvec4 db_v[]; };
@@ -80,10 +106,11 @@ uint qbase;
         } \
     }
 
-#define DEFINE_ROW_COUNTS \
+// Unrolled for codes of up to LIMIT words (rolled, wider codes compile in a fraction of the time).
+#define DEFINE_ROW_COUNTS(LIMIT) \
 uvec2 row_counts(uint at) { \
     uint a = 0u, b = 0u; \
-    if (WORDS <= UNROLL_WORDS) { \
+    if (WORDS <= LIMIT) { \
         COUNT_WORDS([[unroll]]) \
     } else { \
         COUNT_WORDS([[dont_unroll]]) \
@@ -98,32 +125,40 @@ const uint BINS = SEARCH_HIST_BINS;
 const uint HQ = SEARCH_HIST_QUERIES;
 shared uint hist[HQ * BINS];
 #define Q(i) query_w[qbase + (i)]
-DEFINE_ROW_COUNTS
+// (Rolled past 8 words: the query is read from its buffer, nothing needs constant indices, and
+// lavapipe compiled a 2,048-bit Tanimoto histogram in 5 s unrolled.)
+DEFINE_ROW_COUNTS(8u)
 
-// Workgroup (x, y): sampled block (tile_base + x) * stride of the piece (rows_per_tile rows),
-// queries [y * HQ, +HQ). The global histogram: aux words hist_at + q * BINS.
+// Item (x, y): sampled block (tile_base + x) * stride of the piece (rows_per_tile rows), x <
+// tiles; queries query_base + [y * HQ, +HQ), below query_end. The global histogram: aux words
+// hist_at + q * BINS.
 void main() {
     uint lane = gl_LocalInvocationID.x;
-    for (uint i = lane; i < HQ * BINS; i += GROUP) hist[i] = 0u;
-    barrier();
-    uint block = (sp.tile_base + gl_WorkGroupID.x) * sp.stride;
-    uint q0 = gl_WorkGroupID.y * HQ;
-    uint first = block * sp.rows_per_tile;
-    uint last = gl_WorkGroupID.x < sp.tiles ? min(first + sp.rows_per_tile, sp.rows) : 0u;
-    for (uint row = first + lane; row < last; row += GROUP) {
-        uint at = sp.db_offset + row * WORDS;
-        for (uint j = 0u; j < HQ; ++j) {
-            uint q = q0 + j;
-            if (q >= sp.queries) break;
-            qbase = sp.query_offset + q * WORDS;
-            uint key = entry_key(row_counts(at));
-            atomicAdd(hist[j * BINS + min(key >> sp.shift, BINS - 1u)], 1u);
+    uint groups = (sp.query_end - sp.query_base + HQ - 1u) / HQ, items = sp.tiles * groups;
+    for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
+        for (uint i = lane; i < HQ * BINS; i += GROUP) hist[i] = 0u;
+        barrier();
+        uint block = (sp.tile_base + item / groups) * sp.stride;
+        uint q0 = sp.query_base + (item % groups) * HQ;
+        uint first = block * sp.rows_per_tile;
+        uint last = min(first + sp.rows_per_tile, sp.rows);
+        for (uint row = first + lane; row < last; row += GROUP) {
+            uint at = sp.db_offset + row * WORDS;
+            [[dont_unroll]] for (uint j = 0u; j < HQ; ++j) {
+                uint q = q0 + j;
+                if (q >= sp.query_end) break;
+                qbase = sp.query_offset + q * WORDS;
+                uint key = entry_key(row_counts(at));
+                atomicAdd(hist[j * BINS + min(key >> sp.shift, BINS - 1u)], 1u);
+            }
         }
-    }
-    barrier();
-    for (uint i = lane; i < HQ * BINS; i += GROUP) {
-        uint q = q0 + i / BINS;
-        if (hist[i] != 0u && q < sp.queries) atomicAdd(aux_w[sp.aux_offset + sp.hist_at + q * BINS + i % BINS], hist[i]);
+        barrier();
+        for (uint i = lane; i < HQ * BINS; i += GROUP) {
+            uint q = q0 + i / BINS;
+            if (hist[i] != 0u && q < sp.query_end)
+                atomicAdd(aux_w[sp.aux_offset + sp.hist_at + q * BINS + i % BINS], hist[i]);
+        }
+        barrier();  // (the next item clears hist)
     }
 }
 #elif defined(SEARCH_BOUND)
@@ -133,19 +168,19 @@ const uint BINS = SEARCH_HIST_BINS;
 // Lane = query: bounds[q] = the upper edge of the first bin where the running sum reaches k
 // (the last bin holds every key past it: no edge).
 void main() {
-    uint q = gl_GlobalInvocationID.x;
-    if (q >= sp.queries) return;
-    uint sum = 0u, bound = ALL;
-    for (uint b = 0u; b + 1u < BINS; ++b) {
-        sum += aux_w[sp.aux_offset + sp.hist_at + q * BINS + b];
-        if (sum >= sp.k) { bound = ((b + 1u) << sp.shift) - 1u; break; }
+    for (uint q = gl_GlobalInvocationID.x; q < sp.queries; q += gl_NumWorkGroups.x * GROUP) {
+        uint sum = 0u, bound = ALL;
+        for (uint b = 0u; b + 1u < BINS; ++b) {
+            sum += aux_w[sp.aux_offset + sp.hist_at + q * BINS + b];
+            if (sum >= sp.k) { bound = ((b + 1u) << sp.shift) - 1u; break; }
+        }
+        aux_w[sp.aux_offset + sp.bounds_at + q] = bound;
     }
-    aux_w[sp.aux_offset + sp.bounds_at + q] = bound;
 }
 #elif defined(SEARCH_GATHER)
 layout(std430, binding = 3) buffer OutWords { uint out_w[]; };
 #define Q(i) (WORDS <= UNROLL_WORDS ? qw[(i)] : query_w[qbase + (i)])
-DEFINE_ROW_COUNTS
+DEFINE_ROW_COUNTS(UNROLL_WORDS)
 
 // Whether a row's counts are within the bound key: Hamming d <= bound; Tanimoto
 // key <= bound <=> c / u >= f / 2^27 (f = 2^27 - bound) <=> c * 2^27 >= f * u.
@@ -157,12 +192,10 @@ bool within(uvec2 counts, uint bound, uint f) {
     return c_high > high || (c_high == high && c_low >= low);
 }
 
-// Workgroup (x, y): lane l serves query x * 64 + l over tile tile_base + y of the piece. The
-// region of (query, tile): capacity > 0: `capacity` entries at region * capacity; else its
-// start and end are aux words regions_at + region and the next.
-void main() {
-    uint q = gl_GlobalInvocationID.x, tile = sp.tile_base + gl_WorkGroupID.y;
-    if (q >= sp.queries || gl_WorkGroupID.y >= sp.tiles) return;
+// Query q over tile `tile` of the piece. The region of (query, tile): capacity > 0:
+// `capacity` entries at region * capacity; else its start and end are aux words regions_at +
+// region and the next.
+void gather(uint q, uint tile) {
     qbase = sp.query_offset + q * WORDS;
     if (WORDS <= UNROLL_WORDS) {
         [[unroll]] for (uint w = 0u; w < QW_SIZE; ++w) qw[w] = query_w[qbase + w];
@@ -191,17 +224,253 @@ void main() {
     }
     aux_w[sp.aux_offset + sp.counts_at + region] = n;
 }
+
+// Item (x, y): lane l serves query query_base + x * 64 + l (below query_end) over tile
+// tile_base + y (y < tiles); items of one tile are consecutive (workgroups running together read
+// the same rows).
+void main() {
+    uint groups = (sp.query_end - sp.query_base + GROUP - 1u) / GROUP, items = groups * sp.tiles;
+    for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
+        uint q = sp.query_base + (item % groups) * GROUP + gl_LocalInvocationID.x;
+        if (q < sp.query_end) gather(q, sp.tile_base + item / groups);
+    }
+}
+#elif defined(SEARCH_COUNT) || defined(SEARCH_PLACE)
+// The counts (SEARCH_COUNT), then places (SEARCH_PLACE) of (query, tile, bin): cand_offset +
+// (q * tiles_total + tile) * NB + bin. The threshold bin of each query: aux word counts_at + q.
+layout(std430, binding = 3) buffer CountWords { uint count_w[]; };
+#define Q(i) (WORDS <= UNROLL_WORDS ? qw[(i)] : query_w[qbase + (i)])
+DEFINE_ROW_COUNTS(UNROLL_WORDS)
+const uint NB = SEARCH_COUNT_BINS;
+// Rows whose distances are computed before any is counted: their loads in flight together (as
+// the register scan's kernels.HAMMING_WORDS_AT_ONCE).
+const uint AT_ONCE = WORDS >= 16u ? 1u : 16u / WORDS;
+
+// The query's window [lo, hi] (see the header); its words into registers.
+void start_query(uint q, out uint lo, out uint hi) {
+    qbase = sp.query_offset + q * WORDS;
+    if (WORDS <= UNROLL_WORDS) {
+        [[unroll]] for (uint w = 0u; w < QW_SIZE; ++w) qw[w] = query_w[qbase + w];
+    }
+    hi = min(aux_w[sp.aux_offset + sp.bounds_at + q], WORDS * 32u);
+    lo = hi > NB - 2u ? hi - (NB - 2u) : 0u;
+}
+
+uint bin_of(uint d, uint lo) { return d < lo ? 0u : d - lo + 1u; }
+
+#ifdef SEARCH_COUNT
+shared uint hist[(NB / 2u) * GROUP];  // bins 2w, 2w + 1 of lane l: word w * GROUP + l (8 KiB)
+
+void tally(uint d, uint lo, uint hi, uint lane) {
+    if (d <= hi) {
+        uint b = bin_of(d, lo);
+        hist[(b >> 1u) * GROUP + lane] += 1u << ((b & 1u) << 4u);  // (rows_per_tile < 2^16)
+    }
+}
+
+void count_tile(uint q, uint tile, uint lane) {
+    uint lo, hi;
+    start_query(q, lo, hi);
+    [[dont_unroll]] for (uint w = 0u; w < NB / 2u; ++w) hist[w * GROUP + lane] = 0u;
+    uint first = tile * sp.rows_per_tile, count = min(sp.rows_per_tile, sp.rows - first);
+    uint at = sp.db_offset + first * WORDS, t = 0u;
+    for (; t + AT_ONCE <= count; t += AT_ONCE, at += AT_ONCE * WORDS) {
+        uint d[AT_ONCE];
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) d[u] = row_counts(at + u * WORDS).x;
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) tally(d[u], lo, hi, lane);
+    }
+    for (; t < count; ++t, at += WORDS) tally(row_counts(at).x, lo, hi, lane);
+    uint base = sp.cand_offset + (q * sp.tiles_total + sp.tile_index_base + tile) * NB;
+    [[dont_unroll]] for (uint w = 0u; w < NB / 2u; ++w) {
+        uint v = hist[w * GROUP + lane];
+        count_w[base + 2u * w] = v & 0xFFFFu;
+        count_w[base + 2u * w + 1u] = v >> 16u;
+    }
+}
+#else
+layout(std430, binding = 4) buffer OutWords { uint out_w[]; };
+
+void place_row(uint d, uint row, uint lo, uint last, uint base, uint answer) {
+    if (d <= last) {  // rare: the answer's rows and the threshold's ties
+        uint at = base + bin_of(d, lo), to = count_w[at];
+        count_w[at] = to + 1u;
+        if (to < sp.k) {
+            out_w[answer + 2u * to] = d;
+            out_w[answer + 2u * to + 1u] = row;
+        }
+    }
+}
+
+void place_tile(uint q, uint tile) {
+    if (aux_w[sp.aux_offset + sp.status_at + q] == 1u) return;  // searched again by the host
+    uint lo, hi;
+    start_query(q, lo, hi);
+    uint last = lo + aux_w[sp.aux_offset + sp.counts_at + q] - 1u;  // the threshold distance
+    uint base = sp.cand_offset + (q * sp.tiles_total + sp.tile_index_base + tile) * NB;
+    uint answer = sp.out_offset + 2u * sp.k * q;
+    uint first = tile * sp.rows_per_tile, count = min(sp.rows_per_tile, sp.rows - first);
+    uint at = sp.db_offset + first * WORDS, t = 0u, row = sp.row_base + first;
+    for (; t + AT_ONCE <= count; t += AT_ONCE, at += AT_ONCE * WORDS) {
+        uint d[AT_ONCE];
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) d[u] = row_counts(at + u * WORDS).x;
+        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) place_row(d[u], row + t + u, lo, last, base, answer);
+    }
+    for (; t < count; ++t, at += WORDS) place_row(row_counts(at).x, row + t, lo, last, base, answer);
+}
+#endif
+
+// Item (x, y): lane l serves query query_base + x * 64 + l (below query_end) over tile
+// tile_base + y (y < tiles); items of one tile consecutive (workgroups running together read the
+// same rows). A lane touches only its own column of shared memory: no barriers.
+void main() {
+    uint groups = (sp.query_end - sp.query_base + GROUP - 1u) / GROUP, items = groups * sp.tiles;
+    for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
+        uint q = sp.query_base + (item % groups) * GROUP + gl_LocalInvocationID.x;
+#ifdef SEARCH_COUNT
+        if (q < sp.query_end) count_tile(q, sp.tile_base + item / groups, gl_LocalInvocationID.x);
+#else
+        if (q < sp.query_end) place_tile(q, sp.tile_base + item / groups);
+#endif
+    }
+}
+#elif defined(SEARCH_OFFSETS)
+layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };
+layout(std430, binding = 1) buffer CountWords { uint count_w[]; };
+const uint NB = SEARCH_COUNT_BINS;
+const uint PER_LANE = NB / GROUP;  // bins a lane owns: PER_LANE * lane + [0, PER_LANE)
+shared uint totals[GROUP];
+shared uint threshold_bin;
+
+// Query q, a workgroup.
+void offsets(uint q, uint lane) {
+    uint base = sp.cand_offset + q * sp.tiles_total * NB + PER_LANE * lane;
+    uint c[PER_LANE], own = 0u;
+    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) c[j] = 0u;
+    for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
+        [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) c[j] += count_w[at + j];
+    }
+    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) own += c[j];
+    totals[lane] = own;
+    if (lane == 0u) threshold_bin = NB;  // (no bin reaches k)
+    barrier();
+    uint below = 0u;  // rows of the lower bins
+    [[dont_unroll]] for (uint j = 0u; j < lane; ++j) below += totals[j];
+    uint start[PER_LANE], run = below;
+    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) {
+        start[j] = run;
+        if (run < sp.k && run + c[j] >= sp.k) threshold_bin = PER_LANE * lane + j;  // (one bin at most)
+        run += c[j];
+    }
+    barrier();
+    uint tb = threshold_bin;
+    if (lane == 0u) {
+        // No threshold within the window (or at bin 0: k rows below it): searched again; rows
+        // below it (bin 0, all in the answer): sorted by SEARCH_BELOW.
+        aux_w[sp.aux_offset + sp.status_at + q] = tb == NB || tb == 0u ? 1u : (c[0] != 0u ? 2u : 0u);
+        aux_w[sp.aux_offset + sp.counts_at + q] = tb;
+        aux_w[sp.aux_offset + sp.regions_at + q] = c[0];
+    }
+    if (PER_LANE * lane <= tb) {  // the places of bins up to the threshold's
+        for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
+            [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) {
+                uint n = count_w[at + j];
+                count_w[at + j] = start[j];
+                start[j] += n;
+            }
+        }
+    }
+    barrier();  // (the next query reuses `totals`)
+}
+
+// Item = query, [query_base, query_end) of the batch.
+void main() {
+    for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x)
+        offsets(q, gl_LocalInvocationID.x);
+}
+#elif defined(SEARCH_BELOW)
+layout(std430, binding = 0) readonly buffer AuxWords { uint aux_w[]; };
+// Written and read back by other lanes of the workgroup: coherent, behind memoryBarrierBuffer().
+layout(std430, binding = 1) coherent buffer OutWords { uint out_w[]; };
+layout(std430, binding = 2) coherent buffer Scratch { uint scratch_w[]; };
+const uint NB = SEARCH_COUNT_BINS;
+const uint SORT_BITS = SEARCH_SORT_BITS;
+const uint SORT_DIGITS = 1u << SORT_BITS;
+shared uint table[SORT_DIGITS * GROUP];  // the count, then the next place, of (digit, lane): digit-major
+shared uint lane_sums[GROUP];
+
+uint entry_word(bool in_out, uint at) { return in_out ? out_w[at] : scratch_w[at]; }
+
+// Query q's first n entries (distances below lo), stably by distance.
+void sort_below(uint q, uint lane) {
+    uint n = aux_w[sp.aux_offset + sp.regions_at + q];
+    uint hi = min(aux_w[sp.aux_offset + sp.bounds_at + q], WORDS * 32u), lo = hi - (NB - 2u);
+    uint answer = sp.out_offset + 2u * sp.k * q, scratch = sp.scratch_offset + 2u * sp.k * q;
+    uint per = (n + GROUP - 1u) / GROUP, begin = min(lane * per, n), end = min(begin + per, n);
+    // (Below lo = 1 every distance is 0: the run is in order already.)
+    uint passes = lo > 1u ? (uint(findMSB(lo - 1u)) + SORT_BITS) / SORT_BITS : 0u;
+    for (uint pass = 0u; pass < passes; ++pass) {
+        bool from_out = pass % 2u == 0u;
+        uint from = from_out ? answer : scratch, to = from_out ? scratch : answer, shift = pass * SORT_BITS;
+        [[dont_unroll]] for (uint d = 0u; d < SORT_DIGITS; ++d) table[d * GROUP + lane] = 0u;
+        for (uint i = begin; i < end; ++i) ++table[((entry_word(from_out, from + 2u * i) >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane];
+        barrier();
+        // Exclusive sums over the table in digit-major order: lane l sums its share of it.
+        uint own = 0u, share = lane * SORT_DIGITS;
+        [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) own += table[share + j];
+        lane_sums[lane] = own;
+        barrier();
+        uint run = 0u;
+        [[dont_unroll]] for (uint j = 0u; j < lane; ++j) run += lane_sums[j];
+        [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) { uint c = table[share + j]; table[share + j] = run; run += c; }
+        barrier();
+        for (uint i = begin; i < end; ++i) {
+            uint d = entry_word(from_out, from + 2u * i), row = entry_word(from_out, from + 2u * i + 1u);
+            uint slot = ((d >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane, at = to + 2u * table[slot];
+            table[slot] += 1u;
+            if (from_out) { scratch_w[at] = d; scratch_w[at + 1u] = row; }
+            else { out_w[at] = d; out_w[at + 1u] = row; }
+        }
+        memoryBarrierBuffer();
+        barrier();
+    }
+    if (passes % 2u == 1u) {  // the last pass wrote scratch: back to the answer
+        for (uint i = lane; i < 2u * n; i += GROUP) out_w[answer + i] = scratch_w[scratch + i];
+    }
+}
+
+// Item = query of status 2, [query_base, query_end) of the batch.
+void main() {
+    for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x) {
+        if (aux_w[sp.aux_offset + sp.status_at + q] != 2u) continue;  // (uniform over the workgroup)
+        sort_below(q, gl_LocalInvocationID.x);
+        barrier();  // (the next query reuses the table)
+    }
+}
 #elif defined(SEARCH_SELECT)
 layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };
 layout(std430, binding = 1) readonly buffer Candidates { uint cand_w[]; };
-layout(std430, binding = 2) buffer Scratch { uint scratch_w[]; };
+// Written and read back by other lanes of the workgroup: coherent, behind memoryBarrierBuffer().
+layout(std430, binding = 2) coherent buffer Scratch { uint scratch_w[]; };
 layout(std430, binding = 3) buffer OutWords { uint out_w[]; };
 
+// The radix select's digits (a histogram in `table`) and the sort's (a count per digit per
+// lane in `table`, digit-major).
 const uint DIGIT_BITS = SEARCH_DIGIT_BITS;
 const uint DIGITS = 1u << DIGIT_BITS;
-shared uint bins[DIGITS];
+const uint SORT_BITS = SEARCH_SORT_BITS;
+const uint SORT_DIGITS = 1u << SORT_BITS;
+const uint TABLE = DIGITS > SORT_DIGITS * GROUP ? DIGITS : SORT_DIGITS * GROUP;
+shared uint table[TABLE];
 shared uint lane_a[GROUP], lane_b[GROUP];
-shared uint vars[4];  // total, overflow, then the radix select's digit and the count below it
+// total, overflow, the radix select's digit and the count below it, the taken keys' least and
+// largest.
+shared uint vars[6];
+
+// Buffer writes of the workgroup so far -> its later reads (the scratch runs hand over).
+void sync_buffers() {
+    memoryBarrierBuffer();
+    barrier();
+}
 
 uint region_start(uint region) {
     return sp.capacity != 0u ? region * sp.capacity : aux_w[sp.aux_offset + sp.regions_at + region];
@@ -214,9 +483,10 @@ uint region_length(uint region, out bool over) {
     return min(n, capacity);
 }
 
-// Inclusive sums of lane_a and lane_b over the workgroup (Hillis-Steele in shared memory).
+// Inclusive sums of lane_a and lane_b over the workgroup (Hillis-Steele in shared memory); the
+// caller has put them behind a barrier.
 void scan_lanes(uint lane) {
-    for (uint span = 1u; span < GROUP; span *= 2u) {
+    [[dont_unroll]] for (uint span = 1u; span < GROUP; span *= 2u) {
         uint a = lane >= span ? lane_a[lane - span] : 0u, b = lane >= span ? lane_b[lane - span] : 0u;
         barrier();
         lane_a[lane] += a;
@@ -225,18 +495,40 @@ void scan_lanes(uint lane) {
     }
 }
 
-void copy_entry(uint from, uint to_base, uint to, bool to_out) {
-    for (uint i = 0u; i < ENTRY; ++i) {
-        uint v = scratch_w[from + i];
-        if (to_out) out_w[to_base + ENTRY * to + i] = v; else scratch_w[to_base + ENTRY * to + i] = v;
+// One stable counting pass of the LSD sort over entries [0, k) at `from`, by digit
+// ((key - low) >> shift) & (SORT_DIGITS - 1), to `to` (scratch) or the answer (`to_out`). Lane
+// l owns the run [begin, end): it counts its run's digits in its column of `table`, the columns'
+// exclusive sums in digit-major order give each lane's first slot per digit, and the lane
+// places its run in order: equal digits keep their order.
+void sort_pass(uint from, uint to, bool to_out, uint k, uint low, uint shift, uint lane, uint begin, uint end) {
+    [[dont_unroll]] for (uint d = 0u; d < SORT_DIGITS; ++d) table[d * GROUP + lane] = 0u;
+    for (uint i = begin; i < end; ++i) ++table[(((scratch_w[from + ENTRY * i] - low) >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane];
+    barrier();
+    uint own = 0u, base = lane * SORT_DIGITS;  // this lane's share of the table to sum
+    [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) own += table[base + j];
+    lane_a[lane] = own;
+    lane_b[lane] = 0u;
+    barrier();
+    scan_lanes(lane);
+    uint run = lane_a[lane] - own;
+    [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) { uint c = table[base + j]; table[base + j] = run; run += c; }
+    barrier();
+    for (uint i = begin; i < end; ++i) {
+        uint e = from + ENTRY * i;
+        uint slot = (((scratch_w[e] - low) >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane;
+        uint at = ENTRY * table[slot];
+        table[slot] += 1u;
+        for (uint w = 0u; w < ENTRY; ++w) {
+            uint v = scratch_w[e + w];
+            if (to_out) out_w[to + at + w] = v; else scratch_w[to + at + w] = v;
+        }
     }
+    sync_buffers();
 }
 
-void main() {
-    uint q = sp.query_base + gl_WorkGroupID.x, lane = gl_LocalInvocationID.x;
-    if (q >= sp.queries) return;  // (uniform over the workgroup)
+void select_query(uint q, uint lane) {
     uint regions = sp.tiles_total, first_region = q * regions;
-    if (lane < 4u) vars[lane] = 0u;
+    if (lane < 6u) vars[lane] = lane == 4u ? ALL : 0u;
     barrier();
     for (uint t = lane; t < regions; t += GROUP) {
         bool over;
@@ -249,19 +541,18 @@ void main() {
     uint out_at = sp.k == 0u ? aux_w[sp.aux_offset + sp.lims_at + q] : q * sp.k;  // in entries
     if (vars[1] != 0u || total < k) {  // a region overflowed: the host searches the query again
         if (lane == 0u) aux_w[sp.aux_offset + sp.status_at + q] = 1u;
-        return;
+        return;  // (uniform over the workgroup)
     }
     // The k-th least key by radix select, most significant digit first: `threshold`, and
     // `need`, how many entries with that key are taken (the lowest rows).
     uint levels = (sp.key_bits + DIGIT_BITS - 1u) / DIGIT_BITS;
-    uint threshold = 0u, need = k;
-    if (k == total) {
-        threshold = ALL;  // every candidate: all keys lie below
-        need = 0u;
-    } else {
+    uint threshold = ALL, need = 0u;  // k == total: every candidate, all keys below
+    if (k < total) {
+        threshold = 0u;
+        need = k;
         for (uint level = levels; level > 0u; --level) {
             uint shift = (level - 1u) * DIGIT_BITS;
-            for (uint d = lane; d < DIGITS; d += GROUP) bins[d] = 0u;
+            for (uint d = lane; d < DIGITS; d += GROUP) table[d] = 0u;
             barrier();
             for (uint t = lane; t < regions; t += GROUP) {
                 bool over;
@@ -269,13 +560,13 @@ void main() {
                 for (uint i = 0u; i < n; ++i, e += ENTRY) {
                     uint key = cand_w[sp.cand_offset + e];
                     bool matches = level == levels || (key >> (shift + DIGIT_BITS)) == (threshold >> (shift + DIGIT_BITS));
-                    if (matches) atomicAdd(bins[(key >> shift) & (DIGITS - 1u)], 1u);
+                    if (matches) atomicAdd(table[(key >> shift) & (DIGITS - 1u)], 1u);
                 }
             }
             barrier();
             if (lane == 0u) {
                 uint below = 0u, d = 0u;
-                for (; d + 1u < DIGITS && below + bins[d] < need; ++d) below += bins[d];
+                for (; d + 1u < DIGITS && below + table[d] < need; ++d) below += table[d];
                 vars[2] = d;
                 vars[3] = below;
             }
@@ -286,9 +577,10 @@ void main() {
         }
     }
     // The k least in row order into scratch A: regions in groups of 64 (lane = region), each
-    // walked in order by its lane; positions from the groups' running sums.
+    // walked in order by its lane; positions from the groups' running sums. The taken keys'
+    // least and largest bound the digits the sort needs.
     uint a_base = sp.scratch_offset + ENTRY * 2u * out_at, b_base = a_base + ENTRY * k;
-    uint below_before = 0u, ties_before = 0u;
+    uint below_before = 0u, ties_before = 0u, low = ALL, high = 0u;
     for (uint g = 0u; g < regions; g += GROUP) {
         uint t = g + lane, n = 0u, e = 0u, nb = 0u, nt = 0u;
         if (t < regions) {
@@ -312,6 +604,8 @@ void main() {
             if (take) {
                 uint at = a_base + ENTRY * (lb + min(lt, need));
                 for (uint w = 0u; w < ENTRY; ++w) scratch_w[at + w] = cand_w[e + ENTRY * i + w];
+                low = min(low, key);
+                high = max(high, key);
             }
             lb += key < threshold ? 1u : 0u;
             lt += key == threshold ? 1u : 0u;
@@ -320,53 +614,46 @@ void main() {
         ties_before += lane_b[GROUP - 1u];
         barrier();
     }
-    // Stable LSD radix sort of A by key, digit by digit, ping-ponging A <-> B; the last pass
-    // writes the answer.
-    for (uint level = 0u; level < levels; ++level) {
-        uint shift = level * DIGIT_BITS;
-        uint from = level % 2u == 0u ? a_base : b_base, to = level % 2u == 0u ? b_base : a_base;
-        bool last = level + 1u == levels;
-        uint to_base = last ? sp.out_offset + ENTRY * out_at : to;
-        for (uint d = lane; d < DIGITS; d += GROUP) bins[d] = 0u;
-        barrier();
-        for (uint i = lane; i < k; i += GROUP) atomicAdd(bins[(scratch_w[from + ENTRY * i] >> shift) & (DIGITS - 1u)], 1u);
-        barrier();
-        if (lane == 0u) {
-            uint sum = 0u;
-            for (uint d = 0u; d < DIGITS; ++d) { uint c = bins[d]; bins[d] = sum; sum += c; }
-        }
-        barrier();
-        for (uint c = 0u; c < k; c += GROUP) {
-            uint i = c + lane;
-            uint digit = i < k ? (scratch_w[from + ENTRY * i] >> shift) & (DIGITS - 1u) : ALL;
-            lane_a[lane] = digit;
-            barrier();
-            uint rank = 0u;
-            for (uint j = 0u; j < lane; ++j) rank += lane_a[j] == digit ? 1u : 0u;
-            uint at = i < k ? bins[digit] + rank : 0u;
-            barrier();
-            if (i < k) {
-                copy_entry(from + ENTRY * i, to_base, at, last);
-                atomicAdd(bins[digit], 1u);
-            }
-            barrier();
+    atomicMin(vars[4], low);
+    atomicMax(vars[5], high);
+    sync_buffers();
+    if (k != 0u) {
+        // Stable LSD radix sort of A by key - low, ping-ponging A <-> B; the last pass writes
+        // the answer (one pass at least: it is the copy when every key is equal).
+        low = vars[4];
+        uint bits = uint(findMSB(vars[5] - low) + 1);
+        uint passes = max(1u, (bits + SORT_BITS - 1u) / SORT_BITS);
+        uint per = (k + GROUP - 1u) / GROUP, begin = min(lane * per, k), end = min(begin + per, k);
+        for (uint pass = 0u; pass < passes; ++pass) {
+            uint from = pass % 2u == 0u ? a_base : b_base, to = pass % 2u == 0u ? b_base : a_base;
+            bool last = pass + 1u == passes;
+            sort_pass(from, last ? sp.out_offset + ENTRY * out_at : to, last, k, low, pass * SORT_BITS, lane,
+                      begin, end);
         }
     }
     if (lane == 0u) aux_w[sp.aux_offset + sp.status_at + q] = 0u;
+}
+
+// Item = query, [query_base, query_end) of the batch.
+void main() {
+    for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x) {
+        select_query(q, gl_LocalInvocationID.x);
+        barrier();  // (the next query resets the shared state)
+    }
 }
 #elif defined(SEARCH_ROWS)
 layout(std430, binding = 0) readonly buffer Source { uint src_w[]; };
 layout(std430, binding = 1) readonly buffer Index { uint index_w[]; };
 layout(std430, binding = 2) buffer Destination { uint dst_w[]; };
 
-// Invocation per word: destination row i (of `rows`) <- source row index[i] (regions_at != ALL)
+// Invocation per word (looping over the grid): destination row i (of `rows`) <- source row index[i] (regions_at != ALL)
 // or row_base + i.
 void main() {
-    uint g = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * GROUP;
-    if (g >= sp.rows * WORDS) return;
-    uint i = g / WORDS, w = g % WORDS;
-    uint from = sp.regions_at == ALL ? sp.row_base + i : index_w[sp.aux_offset + sp.regions_at + i];
-    dst_w[sp.out_offset + i * WORDS + w] = src_w[sp.db_offset + from * WORDS + w];
+    for (uint g = gl_GlobalInvocationID.x; g < sp.rows * WORDS; g += gl_NumWorkGroups.x * GROUP) {
+        uint i = g / WORDS, w = g % WORDS;
+        uint from = sp.regions_at == ALL ? sp.row_base + i : index_w[sp.aux_offset + sp.regions_at + i];
+        dst_w[sp.out_offset + i * WORDS + w] = src_w[sp.db_offset + from * WORDS + w];
+    }
 }
 #elif defined(SEARCH_FINISH)
 layout(std430, binding = 0) readonly buffer Entries { uint entry_w[]; };
@@ -396,17 +683,17 @@ uint ratio_bits(uint c, uint u) {
     return ((127u - e) << 23u) | (m & 0x7FFFFFu);
 }
 
-// Invocation per entry (`rows` of them): value and id (int64: the id table's entry for the
+// Invocation per entry (`rows` of them, looping over the grid): value and id (int64: the id table's entry for the
 // row, or the row itself when regions_at is ALL).
 void main() {
-    uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * GROUP;
-    if (i >= sp.rows) return;
-    uint e = sp.db_offset + ENTRY * i, row = entry_w[e + 1u];
-    if (METRIC == 0u) value_w[sp.out_offset + i] = entry_w[e];
-    else { uint cu = entry_w[e + 2u]; value_w[sp.out_offset + i] = ratio_bits(cu >> 16u, cu & 0xFFFFu); }
-    uint lo = row, hi = 0u;
-    if (sp.regions_at != ALL) { lo = id_w[sp.aux_offset + 2u * row]; hi = id_w[sp.aux_offset + 2u * row + 1u]; }
-    ids_out_w[sp.cand_offset + 2u * i] = lo;
-    ids_out_w[sp.cand_offset + 2u * i + 1u] = hi;
+    for (uint i = gl_GlobalInvocationID.x; i < sp.rows; i += gl_NumWorkGroups.x * GROUP) {
+        uint e = sp.db_offset + ENTRY * i, row = entry_w[e + 1u];
+        if (METRIC == 0u) value_w[sp.out_offset + i] = entry_w[e];
+        else { uint cu = entry_w[e + 2u]; value_w[sp.out_offset + i] = ratio_bits(cu >> 16u, cu & 0xFFFFu); }
+        uint lo = row, hi = 0u;
+        if (sp.regions_at != ALL) { lo = id_w[sp.aux_offset + 2u * row]; hi = id_w[sp.aux_offset + 2u * row + 1u]; }
+        ids_out_w[sp.cand_offset + 2u * i] = lo;
+        ids_out_w[sp.cand_offset + 2u * i + 1u] = hi;
+    }
 }
 #endif

@@ -89,6 +89,23 @@ def test_tanimoto_exact_with_empty_codes(k, rng):
         assert np.array_equal(t_s.numpy(), want_s) and np.array_equal(t_i.numpy(), want_i)
 
 
+@pytest.mark.parametrize("bits", [256, 2048])
+@pytest.mark.parametrize("k", [40, 400])  # sampled bounds; every row a candidate
+def test_tanimoto_dense_codes(monkeypatch, bits, k, rng):
+    """Random half-set fingerprints: similarities spread over the keys' 28 bits (three radix
+    digits, six sort passes), in both selection modes."""
+    from dmlgpu.kernels import search_programs
+    monkeypatch.setattr(search_programs, "ROWS_PER_SLICE", 16)
+    monkeypatch.setattr(search_programs, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(search_programs, "TARGET_LANES_CPU", 1 << 30)
+    database = fingerprints(rng, 400, bits, density=0.5)
+    database[7] = database[300]  # equal fractions: ties by lower id
+    queries = np.concatenate([fingerprints(rng, 2, bits, density=0.5), database[[300]]])
+    similarities, ids = dmlgpu.HammingIndex(database, metric="tanimoto").search(queries, k)
+    want_s, want_i = tanimoto_ref(database, np.arange(400), queries, k)
+    assert np.array_equal(ids, want_i) and np.array_equal(similarities, want_s)
+
+
 def test_tanimoto_against_rdkit(rng):
     DataStructs = pytest.importorskip("rdkit.DataStructs")
     bits = rng.random((60, 256)) < 0.1
@@ -117,15 +134,19 @@ def test_range_search_both_metrics(rng):
             want = np.lexsort((np.arange(500), d[q]))[:int((d[q] < radius).sum())]
             assert np.array_equal(ids[lims[q]:lims[q + 1]], want)
             assert np.array_equal(distances[lims[q]:lims[q + 1]], d[q][want])
-    prints = fingerprints(rng, 400, density=0.1)
+    prints = fingerprints(rng, 400, bits=24, density=0.3)  # few bits: many fractions equal to 1/3, 1/4
+    prints[5] = 0  # 0/0 against an empty query: 1
+    queries = np.concatenate([prints[:3], np.zeros((1, 3), np.uint8)])
     tanimoto = dmlgpu.HammingIndex(prints, metric="tanimoto")
-    for threshold in (0.0, 0.25, 1 / 3, 1.0):
-        lims, sims, ids = tanimoto.range_search(prints[:3], threshold)
-        all_s, all_i = tanimoto_ref(prints, np.arange(400), prints[:3], 400)
-        for q in range(3):
-            exact = [Fraction(float(s)) for s in all_s[q]]  # (float32 of fractions: their order)
-            n = int((all_s[q].astype(np.float64) >= threshold).sum()) if threshold != 1 / 3 else lims[q + 1] - lims[q]
-            assert np.array_equal(ids[lims[q]:lims[q + 1]], all_i[q][:n]) and len(exact) == 400
+    common = np.bitwise_count(queries[:, None, :] & prints[None]).sum(2)
+    union = np.bitwise_count(queries[:, None, :] | prints[None]).sum(2)
+    for threshold in (0.0, 0.25, 1 / 3, 0.5, 1.0):  # (similarity >= the threshold's exact double value)
+        lims, sims, ids = tanimoto.range_search(queries, threshold)
+        for q in range(len(queries)):
+            exact = [Fraction(int(c), int(u)) if u else Fraction(1) for c, u in zip(common[q], union[q])]
+            want = sorted((r for r in range(400) if exact[r] >= Fraction(threshold)), key=lambda r: (-exact[r], r))
+            assert np.array_equal(ids[lims[q]:lims[q + 1]], want), (threshold, q)
+            assert np.array_equal(sims[lims[q]:lims[q + 1]], np.array([float(exact[r]) for r in want], np.float32))
 
 
 def test_save_load_pickle_and_bad_files(tmp_path, rng):
@@ -171,6 +192,21 @@ def test_sharded_over_two_devices(device, rng):
         assert np.array_equal(ids[lims[q]:lims[q + 1]], want_i[q][:n])
 
 
+def test_sharded_with_an_emptied_shard(device, rng):
+    """Every code of one shard removed: searches and range searches take the other's."""
+    other = dmlgpu.Device(device.index, private=True)
+    database = rng.integers(0, 16, size=(100, 4), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database, devices=[device, other])
+    assert index.remove_ids(np.arange(50)) == 50  # (the first shard's rows)
+    live_ids = np.arange(50, 100)
+    for k in (1, 40, 50):
+        assert all(np.array_equal(a, b) for a, b in zip(index.search(database[:3], k),
+                                                        hamming_ref(database[50:], live_ids, database[:3], k)))
+    lims, _, ids = index.range_search(database[:3], 33)
+    assert np.array_equal(lims, [0, 50, 100, 150]) and np.array_equal(ids[:50], hamming_ref(database[50:], live_ids,
+                                                                                            database[:1], 50)[1][0])
+
+
 @pytest.mark.parametrize("call, field", [
     (lambda i: i.search(np.zeros((2, 5), np.uint8), 1), "bits"),
     (lambda i: i.search(np.zeros((2, 4), np.uint8), 0), "k"),
@@ -183,6 +219,10 @@ def test_sharded_over_two_devices(device, rng):
     (lambda i: i.range_search(np.zeros((2, 4), np.uint8), -1), "radius"),
     (lambda i: i.range_search(np.zeros((2, 4), np.uint8), 1.5), "radius"),
     (lambda i: i.reconstruct(10), "value"),
+    (lambda i: i.reconstruct_batch([3, 10]), "value"),
+    (lambda i: i.range_search(dmlgpu.Tensor.from_numpy(np.zeros((2, 4), np.uint8)), 40), "radius"),
+    (lambda i: i.search(dmlgpu.Tensor.from_numpy(np.zeros((2, 4), np.uint8)), 0), "k"),
+    (lambda i: i.search(dmlgpu.Tensor.from_numpy(np.zeros((2, 1), np.uint16)), 1), "bits"),
     (lambda i: i.reconstruct("x"), "id"),
     (lambda i: dmlgpu.HammingIndex(np.zeros((2, 4), np.uint8), metric="cosine"), "metric"),
     (lambda i: dmlgpu.HammingIndex(np.zeros((2, 4), np.uint8), devices=[7]), "devices"),

@@ -5,9 +5,13 @@ stored.
 Two routes, chosen by the graph's pattern (`ReductionPlan.route` names the one taken):
 - "hamming": XOR of a query broadcast along the database axis with a database broadcast along
   the query axis -> BIT_COUNT -> REDUCE(SUM over the code's words) -> TOP_K1(INCREASING along the
-  database axis): the Hamming search's kernels (shaders/hamming.comp, dmlgpu/hamming.py), the
-  distances in registers and never stored, then one small dispatch that writes the values and
-  indices where the graph's outputs want them.
+  database axis), any K: the Hamming search's kernels (dmlgpu/kernels/search_programs.py plans
+  them), then one small dispatch per batch of queries that writes the values and indices where
+  the graph's outputs want them. K up to kernels.HAMMING_REGISTER_K: the register path
+  (shaders/hamming.comp: the distances in registers, never stored); beyond, the selection path
+  (shaders/search.comp) with every row a candidate ("full" mode: a compiled graph runs without
+  the host, so it cannot search a query again as the index does when a sampled bound's regions
+  overflow): a gather of (distance, row) per tile, then the selection per query.
 - "reduce": any other such graph: one dispatch of the reducing fused-graph kernel
   (shaders/graph.comp) computes each output element of the REDUCE from its
   innermost input elements, running the element-wise program per element; a TOP_K1 then runs
@@ -28,7 +32,8 @@ from ..kernels.compiled_selection import CompiledSelection
 from ..table.dtypes import DataType
 from ..errors import ValidationError
 from .program import Read, Reduction, SlotProgram, TooBig, assemble
-from ..kernels.search_programs import SearchPlan, plan_search, search_programs
+from ..kernels import search_programs as programs
+from ..kernels.search_programs import HAMMING, SearchPlan, SelectionPlan, plan_search, plan_selection, search_programs
 from ..table.operators import AxisDirection, ReduceFunction
 from ..describe.tensor_desc import TensorDesc
 from ..describe.validation import GRAPH
@@ -107,6 +112,56 @@ class _HammingSearch:
         return made
 
 
+@dataclass
+class _HammingSelection:
+    """The selection path's dispatches over the bound query and database graph inputs (K above
+    the register path's): per batch of queries, the gather of every row's (distance, row) into
+    scratch regions, the selection per query into the answer (scratch), then the split of its
+    (distance, row) pairs into the TOP_K1's outputs."""
+
+    plan: SelectionPlan
+    queries: int  # graph input index
+    database: int  # graph input index
+    scratch: tuple  # scratch index of the aux words, the candidates, the sort's runs, the answer
+    batches: list  # (first query, queries, split Kernel)
+
+    @property
+    def dispatches(self) -> int:
+        plan = self.plan
+        return sum(len(list(plan.gather_dispatches(n))) + len(list(plan.select_dispatches(n, 0))) + split.dispatches
+                   for _, n, split in self.batches)
+
+    @property
+    def reads(self):
+        return [read for _, _, split in self.batches for read in split.reads]
+
+    def launches(self, device, where, name):
+        plan = self.plan
+        db, db_start, db_end = where("input", self.database)
+        qb, q_start, q_end = where("input", self.queries)
+        aux, candidates, runs, answer = (where("scratch", i) for i in self.scratch)
+        gather = programs.selection_program(kernels.SEARCH_GATHER, plan.words, HAMMING)
+        select = programs.selection_program(kernels.SEARCH_SELECT, plan.words, HAMMING)
+        grid = programs.grid(device)
+        offsets = dict(db_offset=(db.arena_offset + db_start) // 4, aux_offset=aux[0].arena_offset // 4,
+                       cand_offset=candidates[0].arena_offset // 4, scratch_offset=runs[0].arena_offset // 4)
+        made = []
+        for first, count, split in self.batches:
+            fields = dict(plan.fields(count), **offsets,
+                          query_offset=(qb.arena_offset + q_start) // 4 + first * plan.words)
+            for _, part, _ in plan.gather_dispatches(count):
+                push = programs.push_words({**fields, **part, "out_offset": candidates[0].arena_offset // 4})
+                made.append(device.launch(gather, grid, [db, qb, aux[0], candidates[0]], push,
+                                          reads=[(db, db_start, db_end), (qb, q_start, q_end), aux],
+                                          writes=[aux, candidates], name=name))
+            for part, _ in plan.select_dispatches(count, 0):
+                push = programs.push_words({**fields, **part, "out_offset": answer[0].arena_offset // 4})
+                made.append(device.launch(select, grid, [aux[0], candidates[0], runs[0], answer[0]], push,
+                                          reads=[aux, candidates], writes=[aux, runs, answer], name=name))
+            made += split.launches(device, where, name)
+        return made
+
+
 class _Places:
     """Where each node output goes: the graph outputs it feeds (the first written by the step,
     the rest copied from it), else a scratch buffer."""
@@ -150,8 +205,6 @@ def _hamming_pattern(graph, fused):
     nodes = graph.nodes
     if fused.top_k is None or len(fused.prefix) != 2 or fused.reduce in graph.outputs:
         return None
-    if nodes[fused.top_k].operator_desc.attribute_values()["K"] > kernels.HAMMING_REGISTER_K:
-        return None  # (the register path's k; a larger k takes the general route)
     xor, count = fused.prefix
     if (nodes[xor].op.short, nodes[count].op.short) != ("bit_xor", "bit_count"):
         return None
@@ -185,6 +238,28 @@ def _hamming_pattern(graph, fused):
     return None
 
 
+def _split(device, graph, top, outs, pairs_place, first: int, count: int, k: int):
+    """The dispatch writing a batch's answer pairs ((distance, row) uint32, k per query, in
+    scratch `pairs_place`) into the TOP_K1's outputs `outs` ((port, graph output or None))."""
+    pairs = TensorDesc(DataType.UINT32, (count, k, 1), (2 * k, 2, 1))
+    program = SlotProgram(graph)
+    outputs = []
+    for port, j in outs:
+        if j is None:
+            continue
+        desc = top.output_descs[port]
+        slot = program.load(Read("scratch", pairs_place, pairs, 4 * port))
+        strides = desc.effective_strides
+        outputs.append(("output", j, TensorDesc(desc.data_type, (count, k, 1), strides), slot,
+                        first * strides[0] * desc.data_type.size))
+    return assemble(device, (count, k, 1), program.reads, program.slots, outputs)
+
+
+def _scratch(places, size: int) -> int:
+    places.scratch_bytes.append(max(4, size))
+    return len(places.scratch_bytes) - 1
+
+
 def _plan_hamming(device, graph, fused, found, places) -> list:
     """The Hamming route's steps for a graph `_hamming_pattern` matched (`found`)."""
     nodes = graph.nodes
@@ -192,32 +267,26 @@ def _plan_hamming(device, graph, fused, found, places) -> list:
     top = nodes[fused.top_k]
     q, n, _ = nodes[fused.reduce].input_descs[0].sizes
     k = top.operator_desc.attribute_values()["K"]
+    outs = [(port, places.first_output(fused.top_k, port)) for port in (0, 1)]
+    if k > kernels.HAMMING_REGISTER_K:
+        plan = plan_selection(device, [(0, n)], words, words * 32, k, q, HAMMING, mode="full")
+        entry = plan.entry
+        scratch = (_scratch(places, plan.layout(plan.batch)["words"] * 4),
+                   _scratch(places, plan.candidate_words(plan.batch) * 4),
+                   _scratch(places, 2 * plan.batch * k * entry * 4), _scratch(places, plan.batch * k * entry * 4))
+        batches = [(first, count, _split(device, graph, top, outs, scratch[3], first, count, k))
+                   for first, count in plan.batches()]
+        return [_HammingSelection(plan, queries, database, scratch, batches)]
     try:
         plan = plan_search(device, [(0, n)], words, k, q)
     except ValidationError as exc:
         raise ValidationError(f"{GRAPH} {top.label}", None, exc.field, exc.value, exc.allowed) from None
     _, sizes, _ = plan.steps_for(plan.batch)
-    lists = []
-    for size in sizes:
-        places.scratch_bytes.append(size)
-        lists.append(len(places.scratch_bytes) - 1)
-    outs = [(port, places.first_output(fused.top_k, port)) for port in (0, 1)]
+    lists = [_scratch(places, size) for size in sizes]
     batches = []
     for first, count in plan.batches():
         steps, _, result = plan.steps_for(count)
-        pairs = TensorDesc(DataType.UINT32, (count, k, 1), (2 * k, 2, 1))
-        program = SlotProgram(graph)
-        outputs = []
-        for port, j in outs:
-            if j is None:
-                continue
-            desc = top.output_descs[port]
-            slot = program.load(Read("scratch", lists[result], pairs, 4 * port))
-            strides = desc.effective_strides
-            outputs.append(("output", j, TensorDesc(desc.data_type, (count, k, 1), strides), slot,
-                            first * strides[0] * desc.data_type.size))
-        split = assemble(device, (count, k, 1), program.reads, program.slots, outputs)
-        batches.append((first, steps, split))
+        batches.append((first, steps, _split(device, graph, top, outs, lists[result], first, count, k)))
     return [_HammingSearch(search_programs(words, k), plan, queries, database, lists, batches)]
 
 

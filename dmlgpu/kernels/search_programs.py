@@ -5,12 +5,16 @@ dispatches, for `dmlgpu.HammingIndex` and for a compiled graph routed to the sam
 Two families of kernels:
 - the register path (shaders/hamming.comp; Hamming, k up to kernels.HAMMING_REGISTER_K): each
   lane keeps its query's k nearest of a tile of rows in registers, one workgroup per query merges
-  the tiles' lists (`plan_search`, `SearchPlan`);
-- the selection path (shaders/search.comp; any k, range search, Tanimoto): a bound on the k-th
-  key from a histogram of a sample of the rows, one pass appending the rows within the bound to
-  per-(query, tile) regions in row order, and a selection per query (radix select, then a stable
-  radix sort): `plan_selection`, `SelectionPlan`. A query whose regions overflow (rows far from
-  uniform) is searched again with every row a candidate ("full" mode), which cannot overflow.
+  the tiles' lists (`plan_search`, `SearchPlan`); where the database is large enough, the same
+  scan and merge over a sample of it first bound each query's answer;
+- shaders/search.comp (`plan_selection`, `SelectionPlan`): for Hamming and any k, counting
+  ("counting" mode: per-tile histograms of distances within a window under a bound give the
+  threshold and every row's place in the answer; a second pass puts the rows there); for range
+  search and Tanimoto, selection: a bound on the k-th key from a histogram of a sample of the
+  rows, one pass appending the rows within the bound to per-(query, tile) regions in row order,
+  and a selection per query (radix select, then a stable radix sort). A query whose regions
+  overflow (rows far from uniform), or whose counting window holds no threshold, is searched
+  again with every row a candidate ("full" mode), which cannot overflow.
 """
 from __future__ import annotations
 
@@ -24,11 +28,14 @@ from . import variants as kernels, spirv
 from ..errors import ValidationError
 from ..runtime import Program
 
-__all__ = ["ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "key_bits",
-           "plan_search", "plan_selection", "search_programs", "selection_program", "tile_rows"]
+__all__ = ["ALL", "ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "cut", "grid",
+           "key_bits", "plan_search", "plan_selection", "push_words", "search_programs", "selection_program",
+           "tile_rows"]
 
 NAME = "dmlgpu.hamming_knn"
 HAMMING, TANIMOTO = 0, 1
+#: A push word meaning "none" (no bound: every row; no region table: fixed capacities).
+ALL = 0xFFFFFFFF
 #: Words per candidate or answer entry: (key, row), and c << 16 | u for Tanimoto.
 ENTRY_WORDS = {HAMMING: 2, TANIMOTO: 3}
 #: Tanimoto keys: 2^27 - floor(c * 2^27 / u) (shaders/search.comp), for codes of up to this many bits.
@@ -43,8 +50,33 @@ ROWS_PER_SLICE = 256
 #: 2^19 on a GPU: the fastest of 2^15..2^19 on an H100 (benchmarks/hamming.py --sweep; 2,048-row
 #: tiles for 1M rows x 1,024 queries: 355 G distances/s against 325 at 2^18).
 TARGET_LANES, TARGET_LANES_CPU = 1 << 19, 1 << 10
-#: Row tiles (scan workgroups along the grid's y, at most 65535 on any device) per piece.
+#: A submit's worth of work (a search's `budget`, at the first guess of the rate) holds at least
+#: this many items (a group of 64 queries over one tile), so that one submit is short and a CPU
+#: driver's threads share it, in this many dispatches (a submit is made of whole dispatches, and
+#: follows the rate measured as the search runs). Few, long tiles: the register path's lanes
+#: insert about k (1 + ln(rows / k)) rows into their lists per tile (lavapipe, 100k x 256-bit x 64
+#: queries, k = 32: 8 items per submit 245-320 ms, 2 items 120-140 ms, unpaced 95-125 ms), but two
+#: items per dispatch at least, for a CPU driver's two threads.
+ITEMS_PER_SUBMIT, DISPATCHES_PER_SUBMIT = 4, 2
+#: Queries a CPU driver runs as one vector (lavapipe's 256-bit vectors): fewer cost as much, so
+#: the cost of kernels whose lanes are queries counts them in eights.
+LANES_AT_ONCE = 8
+#: Row tiles per piece at most (longer tiles beyond).
 MAX_SLICES_PER_PIECE = 1 << 15
+#: The register path's bound (shaders/hamming.comp): the scan and merge run first over the
+#: database's first k x BOUND_SAMPLE_TILES tiles' rows, and each query's k-th distance there
+#: bounds its answer, so a lane then considers about BOUND_SAMPLE_TILES^-1 rows per tile instead
+#: of inserting the first ~32 k rows of every tile (a warp inserts when any of its 32 lanes
+#: does). Only where that sample is at most 1 / BOUND_SAMPLE_SHARE of the rows (its own scan
+#: costs that share, and pays the insertions the bound saves the rest).
+BOUND_SAMPLE_TILES, BOUND_SAMPLE_SHARE = 1, 8
+#: Every search kernel (both families) is dispatched over one grid per device, its workgroups
+#: looping over the dispatch's items, so that a pipeline is made once per kernel and
+#: specialization, never per size of search (a first search on lavapipe compiled one for every
+#: new power-of-two grid). A GPU: TARGET_LANES / 64 workgroups, as many as the register plan
+#: aims its items at (an H100 full); a CPU driver: TARGET_LANES_CPU / 64 = 16 (lavapipe runs each
+#: workgroup of the grid, even one with no item: 64 made searches of 16 items 1.5-2x slower).
+GRID_GROUPS, GRID_GROUPS_CPU = 1 << 13, 1 << 4
 #: The partial top-k lists (or the candidates) of one batch of queries take at most this many
 #: bytes (and at most one storage buffer).
 PARTIAL_BYTES = 256 << 20
@@ -55,10 +87,18 @@ SAMPLE_FACTOR, MAX_STRIDE = 4, 16
 #: Candidates a query's regions hold beyond the expected stride * k (per region: twice the
 #: expectation plus REGION_SLACK).
 REGION_SLACK = 16
+#: The counting search (Hamming, any k): tiles at most this long (a tile's count of one distance
+#: is 16 bits in shared memory), and long enough that this many queries' counts fit one batch.
+COUNT_MAX_TILE_ROWS, COUNT_BATCH = (1 << 16) - 1, 1024
 
 
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
+
+
+def grid(device) -> tuple:
+    """The grid of every search kernel on `device` (see GRID_GROUPS)."""
+    return (GRID_GROUPS_CPU if device.is_cpu else GRID_GROUPS, 1, 1)
 
 
 def search_programs(words: int, k: int):
@@ -86,31 +126,69 @@ def key_bits(bits: int, metric: int) -> int:
     return bits.bit_length() if metric == HAMMING else TANIMOTO_SCALE_BITS + 1
 
 
-def tile_rows(device, pieces: list, words: int, k: int, count: int) -> int:
+def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int | None = None) -> int:
     """Rows of the database each scan invocation walks (a tile) in a search of `count` queries
-    over pieces of `pieces` rows each: tiles so that lanes (queries) x tiles fill the device;
-    on the register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it."""
+    over pieces of `pieces` rows each: tiles so that lanes (queries) x tiles fill the device, and
+    (with a `budget` in row-words: a submit's worth) short enough that ITEMS_PER_SUBMIT groups of
+    64 queries over one tile fit it, so that a search can be cut into submits that short; on the
+    register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it."""
     rows, largest = sum(pieces), max(pieces)
     floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
     lanes = _pow2(math.ceil(count / _GROUP)) * _GROUP
     tiles = max(1, (TARGET_LANES_CPU if device.is_cpu else TARGET_LANES) // lanes)
+    wanted = math.ceil(rows / tiles)
+    if budget is not None:
+        wanted = min(wanted, max(1, budget // (ITEMS_PER_SUBMIT * _GROUP * words)))
     if k > kernels.HAMMING_REGISTER_K:
-        return max(floor, math.ceil(rows / tiles))
+        return max(floor, wanted)
     # A key packs (distance << shift) | row_in_tile: distance <= words * 32 < 2^(32 - shift).
     limit = 1 << (32 - (words * 32).bit_length())
-    return min(limit, max(floor, math.ceil(rows / tiles), math.ceil(rows * k * 8 / _partial(device))))
+    return min(limit, max(floor, wanted, math.ceil(rows * k * 8 / _partial(device))))
+
+
+def _dispatch(budget: int | None) -> int | None:
+    """Row-words of one dispatch of a plan made for submits of `budget` (DISPATCHES_PER_SUBMIT)."""
+    return None if budget is None else max(1, budget // DISPATCHES_PER_SUBMIT)
+
+
+def _lanes(queries: int) -> int:
+    """What `queries` lanes of a kernel whose lanes are queries cost as (LANES_AT_ONCE)."""
+    return -(-queries // LANES_AT_ONCE) * LANES_AT_ONCE
+
+
+def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
+    """(first group, groups, first tile, tiles) of dispatches covering `groups` x `tiles` items
+    (a group of queries over a tile, `item_cost` row-words each), each at most `budget`
+    row-words (but one item at least); budget None: one dispatch."""
+    if budget is None:
+        yield 0, groups, 0, tiles
+    elif groups * item_cost <= budget:  # whole tiles: every group of queries
+        step = max(1, min(tiles, budget // (groups * item_cost)))
+        for tile in range(0, tiles, step):
+            yield 0, groups, tile, min(step, tiles - tile)
+    else:
+        step = max(1, budget // item_cost)
+        for tile in range(tiles):
+            for group in range(0, groups, step):
+                yield group, min(step, groups - group), tile, 1
 
 
 def _partial(device) -> int:
-    return min(PARTIAL_BYTES, device.max_buffer_size)
+    """Bytes of one batch's scratch buffer at most: PARTIAL_BYTES and one storage buffer; on a
+    CPU driver also half an arena of the device's pool (a larger buffer is a dedicated
+    allocation, and the pipelines that bind it are made again in every search: lavapipe's take
+    tens of milliseconds each, a GPU driver's come from its cache)."""
+    partial = min(PARTIAL_BYTES, device.max_buffer_size)
+    return min(partial, device.memory_stats()["arena_bytes"] // 2) if device.is_cpu else partial
 
 
 @dataclass(frozen=True)
 class SearchStep:
     """One dispatch of a register-path search batch: `kernel` "scan" (of database piece `piece`,
-    tiles [tile_base, +tiles)) or "merge", its grid and push words by name (the buffers' word
-    offsets are added by the caller), the list buffer it reads (merge) and the one it writes;
-    `cost` is its work in row-words (for cutting a search into submits)."""
+    tiles [tile_base, +tiles), queries [query_base, query_end)) or "merge", its grid (the same for
+    every step) and push words by name (the buffers' word offsets are added by the caller), the
+    list buffer it reads (merge) and the one it writes; `cost` is its work in row-words (for
+    cutting a search into submits)."""
 
     kernel: str
     grid: tuple
@@ -134,29 +212,51 @@ class SearchPlan:
     slices: tuple
     words: int
     pieces: tuple  # (first row, rows) per piece
+    grid: tuple  # (`grid(device)`)
+    budget: int | None  # row-words of a submit the plan was made for (None: one dispatch per piece)
+    sample_rows: int = 0  # rows of piece 0 whose k-th distance bounds the answer (0: no bound)
+    sample_slice: int = 0  # rows per tile of the sample's scan (shorter: it runs alone)
 
-    def steps_for(self, count: int, tiles_per_step: int | None = None) -> tuple[list, list, int]:
+    def _scans(self, count: int, piece: int, first: int, rows: int, per_slice: int, slices: int, slice_base: int,
+               slices_total: int, **fields):
+        """The scan steps of `count` queries over `rows` rows of piece `piece` (tiles `cut`)."""
+        groups = math.ceil(count / _GROUP)
+        item = per_slice * _lanes(min(count, _GROUP)) * self.words
+        for group, n_groups, tile_base, tiles in cut(groups, slices, item, _dispatch(self.budget)):
+            query_base, query_end = group * _GROUP, min(count, (group + n_groups) * _GROUP)
+            push = dict(words=self.words, rows=rows, row_base=first, rows_per_slice=per_slice, k=self.k,
+                        slices=slices, slice_base=slice_base, slices_total=slices_total, queries=count,
+                        tile_base=tile_base, tiles=tiles, query_base=query_base, query_end=query_end, in_at=0,
+                        out_at=0, bound_at=ALL)
+            yield SearchStep("scan", self.grid, {**push, **fields}, piece, None, 0,
+                             tiles * per_slice * _lanes(query_end - query_base) * self.words)
+
+    def steps_for(self, count: int) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each
-        piece's scan cut into dispatches of at most `tiles_per_step` tiles (default: one)."""
+        piece's scan cut into dispatches of a share of the plan's budget (`cut`). With a sample
+        (`sample_rows`), list buffer 0 holds after the partial lists the sample's lists and
+        then its answer (merged in place), which bounds the scans that follow."""
         k, total = self.k, sum(self.slices)
-        grid_y = _pow2(count)
-        scan_x = _pow2(math.ceil(count / _GROUP))
-        steps, sizes = [], [count * total * k * 8]
+        main = count * total * k * 2  # words of the partial lists
+        steps, bound_at = [], ALL
+        if self.sample_rows:
+            sample_slices = math.ceil(self.sample_rows / self.sample_slice)
+            answer_at = main + count * sample_slices * k * 2
+            steps += self._scans(count, 0, self.pieces[0][0], self.sample_rows, self.sample_slice, sample_slices, 0,
+                                 sample_slices, out_at=main)
+            steps.append(SearchStep("merge", self.grid, dict(rows=sample_slices, k=k, queries=count, in_at=main,
+                                                             out_at=answer_at, bound_at=ALL), None, 0, 0,
+                                    count * sample_slices * k))
+            main, bound_at = answer_at + count * k * 2, answer_at
+        sizes = [main * 4]
         base = 0
         for i, ((first, rows), piece_slices) in enumerate(zip(self.pieces, self.slices)):
-            per_step = piece_slices if tiles_per_step is None else max(1, min(piece_slices, tiles_per_step))
-            for tile_base in range(0, piece_slices, per_step):
-                tiles = min(per_step, piece_slices - tile_base)
-                steps.append(SearchStep("scan", (scan_x, _pow2(tiles), 1),
-                                        dict(words=self.words, rows=rows, row_base=first, rows_per_slice=self.per_slice,
-                                             k=k, slices=piece_slices, slice_base=base, slices_total=total,
-                                             queries=count, tile_base=tile_base, tiles=tiles), i, None, 0,
-                                        tiles * self.per_slice * count * self.words))
+            steps += self._scans(count, i, first, rows, self.per_slice, piece_slices, base, total, bound_at=bound_at)
             base += piece_slices
         if total > 1:  # a workgroup per query folds its lists into one
             sizes.append(count * k * 8)
-            steps.append(SearchStep("merge", (1, grid_y, 1), dict(rows=total, k=k, queries=count), None, 0, 1,
-                                    count * total * k))
+            steps.append(SearchStep("merge", self.grid, dict(rows=total, k=k, queries=count, in_at=0, out_at=0,
+                                                             bound_at=ALL), None, 0, 1, count * total * k))
         return steps, sizes, len(sizes) - 1
 
     def batches(self) -> list[tuple[int, int]]:
@@ -165,10 +265,11 @@ class SearchPlan:
 
 
 def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: str = "database",
-                operator: str = NAME) -> SearchPlan:
+                operator: str = NAME, budget: int | None = None) -> SearchPlan:
     """The register-path plan of a search of `count` queries (at least 1) for the k nearest
     (k <= kernels.HAMMING_REGISTER_K) over database pieces `pieces` ((first row, rows) each) of
-    codes of `words` 32-bit words.
+    codes of `words` 32-bit words, for submits of `budget` row-words (`tile_rows`; None: a
+    dispatch per piece).
 
     Raises:
         ValidationError: the partial lists cannot fit one buffer (codes too wide for the
@@ -177,7 +278,7 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
     partial = _partial(device)
     rows_of = [rows for _, rows in pieces]
     largest = max(rows_of)
-    per_slice = tile_rows(device, rows_of, words, k, count)
+    per_slice = tile_rows(device, rows_of, words, k, count, budget)
     limit = 1 << (32 - (words * 32).bit_length())
     while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
         slices = [math.ceil(rows / per_slice) for rows in rows_of]
@@ -188,8 +289,17 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
             raise ValidationError(operator, tensor, "shape", (sum(rows_of), words * 4),
                                   "allowed: partial top-k lists that fit one buffer")
         per_slice *= 2
-    batch = max(1, min(count, 32768, partial // (total * k * 8)))
-    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces))
+    sample = BOUND_SAMPLE_TILES * k * per_slice
+    if total < 2 or sample * BOUND_SAMPLE_SHARE > sum(rows_of) or sample > rows_of[0]:
+        sample = 0
+    # The sample's scan runs alone (before the bound it gives): tiles as short as fill the device.
+    sample_slice = min(per_slice, tile_rows(device, [sample], words, k, count, budget)) if sample else 0
+    per_query = (total + (math.ceil(sample / sample_slice) + 1 if sample else 0)) * k * 8
+    if per_query > partial:
+        sample, sample_slice, per_query = 0, 0, total * k * 8
+    batch = max(1, min(count, 32768, partial // per_query))
+    return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget, sample,
+                      sample_slice)
 
 
 @dataclass(frozen=True)
@@ -199,8 +309,11 @@ class SelectionPlan:
 
     mode: "sampled" (a histogram of every `stride`-th block of `rows_per_tile` rows bounds the
     k-th key; regions of `capacity` entries) or "full" (every row a candidate; regions of a
-    tile's rows) or "range" (regions at offsets counted first). Queries run in batches of
-    `batch`; `tiles` per piece, `shift` the histogram's bin width (bits)."""
+    tile's rows) or "range" (regions at offsets counted first) or "counting" (Hamming: exact
+    per-tile histograms of distances within a window give every row of the answer its place;
+    the window's top is the bound of a histogram of every `stride`-th block, or the code's bits
+    for stride 0). Queries run in batches of `batch`; `tiles` per piece, `shift` the histogram's
+    bin width (bits)."""
 
     mode: str
     metric: int
@@ -215,6 +328,7 @@ class SelectionPlan:
     stride: int
     capacity: int
     shift: int
+    budget: int | None  # row-words of a submit the plan was made for (None: one dispatch each)
 
     @property
     def tiles_total(self) -> int:
@@ -228,12 +342,106 @@ class SelectionPlan:
     def key_bits(self) -> int:
         return key_bits(self.bits, self.metric)
 
+    @property
+    def sampled(self) -> bool:
+        """Whether a sample histogram bounds each query's k-th key first (SEARCH_HIST, SEARCH_BOUND;
+        in counting mode stride 1 is every row's histogram, stride 0 none)."""
+        return self.mode == "sampled" or (self.mode == "counting" and self.stride >= 1)
+
     def candidate_words(self, count: int) -> int:
-        """Words of the candidate regions of a batch of `count` queries (fixed capacities)."""
+        """Words of the candidate regions of a batch of `count` queries (fixed capacities); in
+        counting mode, of the counts per (query, tile, bin)."""
+        if self.mode == "counting":
+            return count * self.tiles_total * kernels.SEARCH_COUNT_BINS
         return count * self.tiles_total * self.capacity * self.entry
 
     def batches(self) -> list[tuple[int, int]]:
         return [(start, min(self.batch, self.count - start)) for start in range(0, self.count, self.batch)]
+
+    # The dispatches of a batch of `size` queries, as push fields by name (the caller adds the
+    # buffers' word offsets: db_offset, query_offset, aux_offset, out_offset, cand_offset,
+    # scratch_offset) and their cost in row-words (for cutting a search into submits), each a
+    # share of the plan's budget (None: one dispatch per piece, or for every query).
+    def layout(self, size: int) -> dict:
+        """Word offsets in the aux buffer of a batch: the sample histograms (hist_at), bounds,
+        region counts, statuses, region offsets and lims (range search); its size ("words")."""
+        at = {"hist_at": 0, "bounds_at": size * kernels.SEARCH_HIST_BINS if self.sampled else 0}
+        at["counts_at"] = at["bounds_at"] + size
+        at["status_at"] = at["counts_at"] + size * self.tiles_total
+        at["regions_at"] = at["status_at"] + size
+        at["lims_at"] = at["regions_at"] + size * self.tiles_total + 1
+        at["words"] = at["lims_at"] + size + 1
+        return at
+
+    def fields(self, size: int) -> dict:
+        """The push fields every kernel of a batch shares (a dispatch narrows [query_base,
+        query_end))."""
+        at = self.layout(size)
+        ranged = self.mode == "range"
+        return dict(words=self.words, queries=size, query_base=0, query_end=size, tiles_total=self.tiles_total,
+                    rows_per_tile=self.rows_per_tile,
+                    hist_at=at["hist_at"], counts_at=at["counts_at"], status_at=at["status_at"],
+                    bounds_at=ALL if self.mode == "full" else at["bounds_at"],
+                    regions_at=at["regions_at"] if ranged or self.mode == "counting" else ALL,
+                    lims_at=at["lims_at"], capacity=self.capacity,
+                    k=self.k, key_bits=self.key_bits, stride=self.stride, shift=self.shift)
+
+    def _rectangles(self, size: int, per_group: int, tiles: int, lanes=lambda n: n):
+        """(query fields, tile base, tiles, cost) of dispatches over `tiles` tiles x the batch's
+        queries in groups of `per_group` (`cut`); `lanes(queries)`: what they cost as."""
+        groups = math.ceil(size / per_group)
+        item = self.rows_per_tile * lanes(min(size, per_group)) * self.words
+        for group, n_groups, base, n in cut(groups, tiles, item, _dispatch(self.budget)):
+            query_base, query_end = group * per_group, min(size, (group + n_groups) * per_group)
+            yield (dict(query_base=query_base, query_end=query_end), base, n,
+                   n * self.rows_per_tile * lanes(query_end - query_base) * self.words)
+
+    def histogram_dispatches(self, size: int):
+        """(piece index, fields, cost) of the sample histogram's dispatches (SEARCH_HIST; then one
+        SEARCH_BOUND with the batch's fields)."""
+        for i, ((_, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
+            blocks = math.ceil(tiles / self.stride)
+            for queries, base, n, cost in self._rectangles(size, kernels.SEARCH_HIST_QUERIES, blocks):
+                yield i, dict(queries, rows=rows, tiles=n, tile_base=base), cost
+
+    def gather_dispatches(self, size: int):
+        """(piece index, fields, cost) of the gather's dispatches (SEARCH_GATHER)."""
+        tile_index_base = 0
+        for i, ((first, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
+            for queries, base, n, cost in self._rectangles(size, _GROUP, tiles, _lanes):
+                yield i, dict(queries, rows=rows, row_base=first, tiles=n, tile_base=base,
+                              tile_index_base=tile_index_base), cost
+            tile_index_base += tiles
+
+    def offsets_dispatches(self, size: int):
+        """(fields, cost) of the counting search's SEARCH_OFFSETS dispatches (a query each item)."""
+        per_query = self.tiles_total * kernels.SEARCH_COUNT_BINS
+        budget = _dispatch(self.budget)
+        step = size if budget is None else max(1, min(size, budget // per_query))
+        for base in range(0, size, step):
+            n = min(step, size - base)
+            yield dict(query_base=base, query_end=base + n), n * per_query
+
+    def select_dispatches(self, size: int, candidates: int):
+        """(fields, cost) of the selection's dispatches (SEARCH_SELECT) over `candidates` in all."""
+        digits = math.ceil(self.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(self.key_bits / kernels.SEARCH_SORT_BITS)
+        per_query = max(1, candidates // max(1, size)) * self.entry * digits + self.tiles_total
+        budget = _dispatch(self.budget)
+        step = size if budget is None else max(1, min(size, budget // per_query))
+        for base in range(0, size, step):
+            n = min(step, size - base)
+            yield dict(query_base=base, query_end=base + n), n * per_query
+
+
+def push_words(fields: dict) -> np.ndarray:
+    """The push words (kernels.SEARCH_PUSH_FIELDS) of a selection-path kernel from its fields by
+    name; bounds_at and regions_at are ALL unless given."""
+    words = np.zeros(len(kernels.SEARCH_PUSH_FIELDS), np.uint32)
+    words[kernels.SEARCH_PUSH_FIELDS.index("bounds_at")] = ALL
+    words[kernels.SEARCH_PUSH_FIELDS.index("regions_at")] = ALL
+    for name, value in fields.items():
+        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = value
+    return words
 
 
 def _histogram_shift(bits: int, metric: int) -> int:
@@ -246,14 +454,37 @@ def _histogram_shift(bits: int, metric: int) -> int:
 
 
 def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: int, metric: int,
-                   mode: str | None = None) -> SelectionPlan:
-    """The plan of a selection-path search (see `SelectionPlan`); mode None picks "sampled"
-    where a sample of at least SAMPLE_FACTOR * k rows in every other block exists, else "full"."""
+                   mode: str | None = None, budget: int | None = None) -> SelectionPlan:
+    """The plan of a selection-path search (see `SelectionPlan`), for submits of `budget`
+    row-words (`tile_rows`; None: a dispatch per piece); mode None picks "counting" for Hamming
+    (a query is searched again only where its sampled bound lies over a window's width above
+    its threshold), and for Tanimoto "sampled" where a sample of at least SAMPLE_FACTOR * k rows
+    in every other block exists, else "full". Mode "counting" asked for never searches a query
+    again (the bound from every row's histogram; codes of up to 2^16 bits)."""
     rows_of = [rows for _, rows in pieces]
     rows = sum(rows_of)
-    per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count)
+    per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count, budget)
+    partial = _partial(device) // 4  # words
+    exact = False
+    if mode in (None, "counting") and metric == HAMMING and k > 0:
+        # Tiles long enough that the counts of COUNT_BATCH queries fit one buffer (the database
+        # read once per batch), within the 16-bit counts of shared memory.
+        wanted = math.ceil(rows * kernels.SEARCH_COUNT_BINS * min(count, COUNT_BATCH) / partial)
+        per_tile, exact = min(COUNT_MAX_TILE_ROWS, max(per_tile, wanted)), mode == "counting"
+        mode = "counting"
     tiles = tuple(math.ceil(r / per_tile) for r in rows_of)
     total = sum(tiles)
+    if mode == "counting":
+        # The window's top: the code's bits where the window holds every distance (stride 0: no
+        # sample); else a sample's bound, every row's where no sample of SAMPLE_FACTOR * k rows
+        # in every other block exists or where the plan must never search a query again
+        # (`exact`: the bound is then the threshold's own bin, and the window holds it).
+        stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
+        stride = 0 if bits <= kernels.SEARCH_COUNT_BINS - 2 else (1 if exact else max(1, stride))
+        # (Counts, answer and scratch are buffers of their own.)
+        batch = max(1, min(count, 32768, partial // (total * kernels.SEARCH_COUNT_BINS), partial // (2 * k)))
+        return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride, 0,
+                             _histogram_shift(bits, metric), budget)
     stride = 1
     if mode is None:
         stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
@@ -265,8 +496,7 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
         capacity = per_tile
     else:
         capacity = 0
-    partial = _partial(device) // 4  # words
     per_query = max(total * capacity * entry, 2 * max(k, 1) * entry, 1)
     batch = max(1, min(count, 32768, partial // per_query))
     return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride,
-                         capacity, _histogram_shift(bits, metric))
+                         capacity, _histogram_shift(bits, metric), budget)

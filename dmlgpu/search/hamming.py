@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..api.device import Device, default_device
+from ..describe.validation import is_int
 from ..errors import ValidationError
 from ..front.tensor import Tensor
 from ..kernels import search_programs as programs, variants as kernels
@@ -35,7 +36,7 @@ from ..kernels.search_programs import HAMMING, TANIMOTO
 from ..runtime import devices as list_devices
 from . import index_file
 from .codes import code_bytes, ids_array, words_of
-from .pacing import Cancelled, Pacer
+from .pacing import Cancelled, Pacer, planned_budget
 from .shard import Shard, device_tensors, tanimoto_bound, tensor_places
 
 __all__ = ["HammingIndex", "hamming_knn"]
@@ -44,10 +45,6 @@ INDEX = "dmlgpu.HammingIndex"
 KNN = programs.NAME
 METRICS = {"hamming": HAMMING, "tanimoto": TANIMOTO, "jaccard": TANIMOTO}
 _METRIC_NAMES = {HAMMING: "hamming", TANIMOTO: "tanimoto"}
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 class HammingIndex:
@@ -76,11 +73,11 @@ class HammingIndex:
     def __init__(self, codes=None, *, ids=None, metric: str = "hamming", device=None, devices=None,
                  stream: bool = False):
         self._name = INDEX
+        if codes is None and ids is not None:
+            raise ValidationError(self._name, "ids", "value", "ids without codes", "allowed: ids together with codes")
         self._setup(metric, device, devices, stream, codes)
         if codes is not None:
             self._add(codes, ids, first=True)
-        elif ids is not None:
-            raise ValidationError(self._name, "ids", "value", "ids without codes", "allowed: ids together with codes")
 
     # -- construction ------------------------------------------------------------------------
     def _setup(self, metric, device, devices, stream, codes) -> None:
@@ -120,7 +117,7 @@ class HammingIndex:
         for item in items:
             if isinstance(item, Device):
                 found.append(item)
-            elif _is_int(item) and 0 <= item < len(list_devices()):
+            elif is_int(item) and 0 <= item < len(list_devices()):
                 found.append(Device(int(item)))
             else:
                 raise ValidationError(name, None, "devices", item,
@@ -130,16 +127,19 @@ class HammingIndex:
         return found
 
     def _codes(self, codes, tensor: str):
-        """(uint8 code bytes, dtype) of codes; checks their width against the index's."""
+        """The uint8 code bytes of codes (numpy or Tensor), their width checked."""
         as_bytes = code_bytes(codes, self._name, tensor)
-        bits = as_bytes.shape[1] * 8
+        self._check_bits(as_bytes.shape[1] * 8, tensor)
+        return as_bytes
+
+    def _check_bits(self, bits: int, tensor: str) -> None:
+        """Codes of `bits` bits fit this index: its width (once it has one), the metric's limit."""
         if self._bits is not None and bits != self._bits:
             raise ValidationError(self._name, tensor, "bits", bits,
                                   f"allowed: {self._bits} bits per code, as the index's (d)")
         if self._metric == TANIMOTO and bits > programs.TANIMOTO_MAX_BITS:
             raise ValidationError(self._name, tensor, "bits", bits,
                                   f"allowed: Tanimoto codes of up to {programs.TANIMOTO_MAX_BITS} bits")
-        return as_bytes
 
     def add(self, codes, ids=None) -> None:
         """Append codes; `ids` default to the ones after the largest so far (FAISS's `add` /
@@ -167,9 +167,7 @@ class HammingIndex:
                 raise ValidationError(name, "ids", "value", "ids already in the index", "allowed: new ids")
         if places is not None:
             bits = int(codes.shape[1]) * codes.itemsize * 8
-            if self._metric == TANIMOTO and bits > programs.TANIMOTO_MAX_BITS:
-                raise ValidationError(name, "codes", "bits", bits,
-                                      f"allowed: Tanimoto codes of up to {programs.TANIMOTO_MAX_BITS} bits")
+            self._check_bits(bits, "codes")
             self._bits, self._dtype = bits, np.dtype(codes.dtype.name)
             shard = Shard(self._devices_list[0], bits // 8, self._metric, False, name)
             shard.add_places(places, new_ids)
@@ -270,9 +268,11 @@ class HammingIndex:
         return sum(len(s.pieces) for s in self._shards)
 
     def tile_rows(self, k: int, count: int) -> int:
-        """Rows each scan invocation walks in a search of `count` queries for the k nearest."""
+        """Rows each scan invocation walks in a search of `count` queries for the k nearest (on
+        the first shard, before its searches have measured the device's rate)."""
         shard = self._shards[0]
-        return programs.tile_rows(shard.device, [r for _, r in shard.piece_rows()], shard.words, k, count)
+        return programs.tile_rows(shard.device, [r for _, r in shard.piece_rows()], shard.words, k, count,
+                                  planned_budget(shard.device))
 
     def __repr__(self):
         where = ", ".join(d.label for d in self._devices_list)
@@ -282,7 +282,7 @@ class HammingIndex:
     # -- reading codes back ----------------------------------------------------------------
     def reconstruct(self, id) -> np.ndarray:
         """The code of `id`, in the dtype it was first added as (FAISS's `reconstruct`)."""
-        if not _is_int(id):
+        if not is_int(id):
             raise ValidationError(self._name, None, "id", id, "allowed: an integer id of the index")
         return self.reconstruct_batch([id])[0]
 
@@ -292,19 +292,20 @@ class HammingIndex:
         if wanted.dtype == object or wanted.dtype.kind not in "iu" or wanted.ndim != 1:
             raise ValidationError(self._name, "ids", "type", type(ids).__name__, "allowed: a 1-D array of integer ids")
         wanted = wanted.astype(np.int64)
-        width = self.d // 8
-        found = np.zeros((wanted.size, width), np.uint8)
-        seen = np.zeros(wanted.size, bool)
+        hits, seen = [], np.zeros(wanted.size, bool)  # (where each shard holds them) found first
         for shard in self._shards:
             at = np.searchsorted(shard.ids, wanted)
             hit = (at < shard.ids.size) & (shard.ids[np.minimum(at, shard.ids.size - 1)] == wanted) \
                 if shard.ids.size else np.zeros(wanted.size, bool)
-            if hit.any():
-                words = shard.read_words(at[hit])
-                found[hit] = words.view(np.uint8)[:, :width]
-                seen |= hit
+            hits.append((shard, at, hit))
+            seen |= hit
         if not seen.all():
             raise ValidationError(self._name, "ids", "value", int(wanted[~seen][0]), "allowed: ids in the index")
+        width = self.d // 8
+        found = np.zeros((wanted.size, width), np.uint8)
+        for shard, at, hit in hits:
+            if hit.any():
+                found[hit] = shard.read_words(at[hit]).view(np.uint8)[:, :width]
         dtype = self._dtype or np.dtype(np.uint8)
         return found.view(dtype).reshape(wanted.size, width // dtype.itemsize)
 
@@ -370,10 +371,7 @@ class HammingIndex:
         if isinstance(queries, Tensor) and len(self._shards) == 1:
             found = tensor_places(queries, self._shards[0].device)
             if found is not None and len(found) == 1:
-                bits = queries.shape[1] * queries.itemsize * 8
-                if bits != self._bits:
-                    raise ValidationError(self._name, "queries", "bits", bits,
-                                          f"allowed: {self._bits} bits per code, as the index's (d)")
+                self._check_bits(queries.shape[1] * queries.itemsize * 8, "queries")
                 place = (found[0][0], found[0][1])
                 return None, place, int(queries.shape[0])
         as_bytes = self._codes(queries, "queries")
@@ -381,7 +379,7 @@ class HammingIndex:
 
     def _check_k(self, k) -> int:
         live = self.ntotal
-        if not _is_int(k) or not 1 <= k <= live:
+        if not is_int(k) or not 1 <= k <= live:
             raise ValidationError(self._name, None, "k", k, f"allowed: an integer from 1 to {live} (ntotal)")
         return int(k)
 
@@ -395,8 +393,8 @@ class HammingIndex:
             ValidationError: codes of another width or not integers, k of 0 or above ntotal;
                 before any work.
         """
-        words, place, count = self._queries(queries)
         k = self._check_k(k)
+        words, place, count = self._queries(queries)
         if place is not None:
             return self._search_on_device(place, count, k)
         parts = self._run(lambda shard, cancel: self._shard_search(shard, words, None, count, k, cancel))
@@ -436,64 +434,28 @@ class HammingIndex:
     def _shard_search(self, shard: Shard, words, place, count: int, k: int, cancel):
         """(keys, global ids, cu or None) of one shard's k' = min(k, rows) nearest, numpy."""
         k = min(k, shard.rows)
-        pacer = Pacer(shard.device, cancel)
-        try:
-            entries = self._shard_entries(shard, words, place, count, k, pacer)
-        except BaseException:
-            pacer.drain()  # nothing left writing into buffers about to be dropped
-            raise
-        keys, rows = entries[..., 0], entries[..., 1].astype(np.int64)
-        return keys, shard.ids[rows], (entries[..., 2] if entries.shape[-1] == 3 else None)
-
-    def _shard_entries(self, shard: Shard, words, place, count: int, k: int, pacer) -> np.ndarray:
-        """The answer entries (count, k, 2 or 3) uint32 of one shard, on the host."""
-        queries = shard.queries(words, place)
-        if self._metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
-            found = np.empty((count, k, 2), np.uint32)
-            for start, size, buffer in shard.search_registers(queries, count, k, pacer):
-                found[start:start + size] = buffer.read(0, size * k * 8).view(np.uint32).reshape(size, k, 2)
-            return found
         entry = programs.ENTRY_WORDS[self._metric]
         found = np.empty((count, k, entry), np.uint32)
-        failed = []
-        for start, size, buffer, status in shard.search_selection(queries, count, k, pacer):
-            found[start:start + size] = buffer.read(0, size * k * entry * 4).view(np.uint32).reshape(size, k, entry)
-            failed.extend(start + np.flatnonzero(status))
-        if failed:  # regions that overflowed: every row a candidate for those queries
-            failed = np.array(failed)
-            again_words = words[failed] if words is not None else self._download_queries(shard, place, count)[failed]
-            again = shard.queries(again_words)
-            for start, size, buffer, status in shard.search_selection(again, failed.size, k, pacer, mode="full"):
-                found[failed[start:start + size]] = \
-                    buffer.read(0, size * k * entry * 4).view(np.uint32).reshape(size, k, entry)
-        return found
-
-    def _download_queries(self, shard, place, count):
-        buffer, word_offset = place
-        return buffer.read(word_offset * 4, count * shard.words * 4).view(np.uint32).reshape(count, shard.words)
+        if k:
+            pacer = Pacer(shard.device, cancel, shard.metric)
+            try:
+                for start, size, buffer in shard.search(shard.queries(words, place), count, k, pacer):
+                    found[start:start + size] = buffer.read(0, size * k * entry * 4).view(np.uint32).reshape(size, k, entry)
+            except BaseException:
+                pacer.drain()  # nothing left writing into buffers about to be dropped
+                raise
+        keys, rows = found[..., 0], found[..., 1].astype(np.int64)
+        return keys, shard.ids[rows], (found[..., 2] if entry == 3 else None)
 
     def _search_on_device(self, place, count: int, k: int):
         """A single-device search of a Tensor of queries bound where it lies; the answer left
         on the device (values and int64 ids Tensors, no copy through the host)."""
         shard = self._shards[0]
         values, ids = device_tensors(shard.device, count, k, self._metric)
-        pacer = Pacer(shard.device)
+        entry = programs.ENTRY_WORDS[self._metric]
+        pacer = Pacer(shard.device, kind=shard.metric)
         try:
-            queries = shard.queries(None, place)
-            if self._metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
-                for start, size, buffer in shard.search_registers(queries, count, k, pacer):
-                    shard.finish(buffer, size * k, 2, values.buffer, ids.buffer, start * k)
-                return values, ids
-            entry = programs.ENTRY_WORDS[self._metric]
-            for start, size, buffer, status in shard.search_selection(queries, count, k, pacer):
-                failed = np.flatnonzero(status)
-                if failed.size:  # searched again with every row a candidate
-                    again = shard.queries(self._download_queries(shard, place, count)[start + failed])
-                    fixed = np.empty((failed.size, k, entry), np.uint32)
-                    for s2, n2, b2, _ in shard.search_selection(again, failed.size, k, pacer, mode="full"):
-                        fixed[s2:s2 + n2] = b2.read(0, n2 * k * entry * 4).view(np.uint32).reshape(n2, k, entry)
-                    for row, entries in zip(failed, fixed):
-                        buffer.write(entries, int(row) * k * entry * 4)
+            for start, size, buffer in shard.search(shard.queries(None, place), count, k, pacer):
                 shard.finish(buffer, size * k, entry, values.buffer, ids.buffer, start * k)
             return values, ids
         except BaseException:
@@ -510,10 +472,8 @@ class HammingIndex:
             ValidationError: bad queries or a radius out of range; before any work.
         """
         words, place, count = self._queries(queries)
-        if words is None:
-            words = self._download_queries(self._shards[0], place, count)
         if self._metric == HAMMING:
-            if not _is_int(radius) or not 0 <= radius <= self._bits + 1:
+            if not is_int(radius) or not 0 <= radius <= self._bits + 1:
                 raise ValidationError(self._name, None, "radius", radius,
                                       f"allowed: an integer from 0 to {self._bits + 1} (distances < radius)")
             bound = int(radius) - 1
@@ -526,7 +486,7 @@ class HammingIndex:
         if bound < 0:
             empty = np.zeros(0, np.uint32 if self._metric == HAMMING else np.float32)
             return np.zeros(count + 1, np.int64), empty, np.zeros(0, np.int64)
-        parts = self._run(lambda shard, cancel: self._shard_range(shard, words, count, bound, cancel))
+        parts = self._run(lambda shard, cancel: self._shard_range(shard, words, place, count, bound, cancel))
         per_query = []
         for q in range(count):
             keys = np.concatenate([p[q][0] for p in parts])
@@ -541,16 +501,17 @@ class HammingIndex:
         cu = np.concatenate([p[2] for p in per_query]) if self._metric == TANIMOTO and per_query else None
         return lims, self._values(keys, cu), ids
 
-    def _shard_range(self, shard: Shard, words, count: int, bound: int, cancel):
+    def _shard_range(self, shard: Shard, words, place, count: int, bound: int, cancel):
         """Per query (keys, global ids, cu or None) of one shard's rows within the bound."""
         if not shard.rows:
             empty = (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.uint32))
             return [empty] * count
-        pacer = Pacer(shard.device, cancel)
+        pacer = Pacer(shard.device, cancel, shard.metric)
         entry = programs.ENTRY_WORDS[self._metric]
         found = [None] * count
         try:
-            for start, size, buffer, lims in shard.search_selection(shard.queries(words), count, 0, pacer, bound=bound):
+            for start, size, buffer, lims in shard.search_selection(shard.queries(words, place), count, 0, pacer,
+                                                                    bound=bound):
                 total = int(lims[-1])
                 entries = (buffer.read(0, total * entry * 4).view(np.uint32).reshape(total, entry) if total
                            else np.zeros((0, entry), np.uint32))

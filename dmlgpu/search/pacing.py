@@ -1,11 +1,16 @@
-"""Long device work cut into submits of a few tens of milliseconds, so that Ctrl-C is seen soon.
+"""Long device work cut into submits of a few milliseconds, so that Ctrl-C is seen soon.
 
 A search queues its dispatches through a `Pacer`, saying what each costs (in row-words: rows x
-queries x 32-bit words, the scan's unit; other kernels convert). The pacer submits whenever about
-SLICE_S seconds of work are queued, and keeps at most one submitted slice ahead of the host: it
-waits for the older one. A wait that blocks in the driver returns within a slice, so Python's
-SIGINT handler runs within about two slices; the device keeps a slice queued meanwhile, so it
-never idles. The rate (row-words per second) is measured from each finished slice.
+queries x 32-bit words, the scan's unit; other kernels convert) and which kernel it is. The pacer
+submits whenever about SLICE_S seconds of one kernel's work are queued (and whenever the kernel
+changes: each submit is of one kernel, so its time measures that kernel's rate), and keeps at
+most one submitted slice ahead of the host: it waits for the older one. A wait that blocks in the
+driver returns within a slice, so Python's SIGINT handler runs within about two slices; the
+device keeps a slice queued meanwhile, so it never idles. The rate (row-words per second) is
+measured from each finished slice, per kernel (a sample histogram runs at a third of the
+gather's rate on lavapipe); a slower slice is believed at once. The rates are kept per device
+and metric, and the next search starts from them where they are below the first guess (on a
+slow or busy host its first slices are already short).
 
 On any exception (KeyboardInterrupt included) `Pacer.drain` waits for the slices already
 submitted before it lets the exception go: the device is never left writing into memory that
@@ -14,14 +19,27 @@ the caller is about to drop or reuse.
 from __future__ import annotations
 
 import time
+import weakref
 from collections import deque
 
-__all__ = ["Cancelled", "Pacer"]
+__all__ = ["Cancelled", "Pacer", "planned_budget"]
 
-#: Seconds of device work per submit.
-SLICE_S = 0.025
+#: Seconds of device work per submit: a Ctrl-C waits for at most about two (the one in flight,
+#: the one being queued), so 15 ms keeps it under 100 ms with room for a busy host.
+SLICE_S = 0.015
+#: A wait shorter than this did not block: its slice had already ended.
+BLOCKED_S = 0.0005
 #: First guesses of the rate (row-words per second) before a slice has been measured.
 RATE_GPU, RATE_CPU = 2e12, 4e8
+#: The rate last measured per device, per (metric, kernel): {device: {(kind, work): rate}}
+#: (bounded by the devices alive and their kernels).
+_RATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def planned_budget(device) -> int:
+    """Row-words of a slice at the first guess of `device`'s rate: what a search's tiles are
+    sized by (the same for every search, whatever was measured since)."""
+    return int((RATE_CPU if device.is_cpu else RATE_GPU) * SLICE_S)
 
 
 class Cancelled(Exception):
@@ -29,30 +47,47 @@ class Cancelled(Exception):
 
 
 class Pacer:
-    def __init__(self, device, cancel=None):
+    """Submits for one search on `device` (`kind`: its metric, part of its rates' key);
+    `cancel`, an Event another thread sets to stop it."""
+
+    def __init__(self, device, cancel=None, kind=0):
         self.device = device
         self.cancel = cancel
-        self.rate = RATE_CPU if device.is_cpu else RATE_GPU
-        self._measured = False
-        self._inflight: deque = deque()  # (position, cost, submitted at)
+        self._rates = _RATES.setdefault(device, {})
+        self._kind = kind
+        self._guess = RATE_CPU if device.is_cpu else RATE_GPU
+        self._seen: set = set()  # the kernels this search measured
+        self._inflight: deque = deque()  # (position, work, cost, submitted at)
+        self._work = None  # the kernel of the work queued and not yet submitted
         self._pending = 0
         self._last_done = 0.0
 
-    @property
-    def budget(self) -> int:
-        """Row-words one slice holds."""
-        return max(1, int(self.rate * SLICE_S))
+    def rate(self, work: str) -> float:
+        """Row-words per second of kernel `work`: as measured in this search; before that, the
+        rate an earlier search measured if it is below the first guess (a search of another
+        size can run at another rate per row-word: only a slower one is carried over)."""
+        if work in self._seen:
+            return self._rates[(self._kind, work)]
+        return min(self._rates.get((self._kind, work), self._guess), self._guess)
 
-    def queued(self, cost: int) -> None:
-        """Count `cost` row-words just queued; submit once a slice's worth is."""
+    def budget(self, work: str) -> int:
+        """Row-words of kernel `work` one slice holds."""
+        return max(1, int(self.rate(work) * SLICE_S))
+
+    def queued(self, cost: int, work: str) -> None:
+        """Count `cost` row-words of kernel `work` just queued (after submitting what another
+        kernel queued before); submit once a slice's worth is queued."""
+        if work != self._work:
+            self.submit()
+            self._work = work
         self._pending += cost
-        if self._pending >= self.budget:
+        if self._pending >= self.budget(work):
             self.submit()
 
     def submit(self) -> None:
         """Submit what is queued; wait until at most one slice is in flight."""
         if self._pending:
-            self._inflight.append((self.device.flush(), self._pending, time.perf_counter()))
+            self._inflight.append((self.device.flush(), self._work, self._pending, time.perf_counter()))
             self._pending = 0
         while len(self._inflight) > 1:
             self._wait_oldest()
@@ -60,14 +95,18 @@ class Pacer:
             raise Cancelled
 
     def _wait_oldest(self) -> None:
-        position, cost, submitted = self._inflight.popleft()
+        position, work, cost, submitted = self._inflight.popleft()
         start = max(submitted, self._last_done)
+        waiting = time.perf_counter()
         self.device.wait_for(position)
         done = self._last_done = time.perf_counter()
-        if done > start and cost:
-            rate = cost / (done - start)
-            self.rate = rate if not self._measured else 0.5 * (self.rate + rate)
-            self._measured = True
+        # Timed only if the wait blocked: a slice that had ended before it (the host was slower)
+        # ran for an unknown part of the time since `start`, and would read as a false rate.
+        if done - waiting > BLOCKED_S and cost:
+            rate, known = cost / (done - start), self.rate(work)
+            # A slower slice is believed at once (the next submits shrink), a faster one halfway.
+            self._rates[(self._kind, work)] = rate if rate < known else 0.5 * (known + rate)
+            self._seen.add(work)
 
     def drain(self) -> None:
         """Wait for everything queued and submitted."""

@@ -20,9 +20,8 @@ from ..front.tensor import Tensor
 from ..kernels import search_programs as programs, variants as kernels
 from ..kernels.search_programs import HAMMING, TANIMOTO
 from ..layout.pieces import Pieces
-from ..table.dtypes import DataType
 from .codes import words_of
-from .pacing import Pacer
+from .pacing import Pacer, planned_budget
 
 __all__ = ["Shard", "tanimoto_bound", "tensor_places"]
 
@@ -30,7 +29,6 @@ __all__ = ["Shard", "tanimoto_bound", "tensor_places"]
 PIECE_BYTES = 1 << 30
 #: The first piece of an index built by small adds holds at least this many rows.
 MIN_PIECE_ROWS = 1024
-ALL = 0xFFFFFFFF
 
 
 @dataclass
@@ -80,33 +78,29 @@ def tanimoto_bound(threshold: float, bits: int) -> int:
     return scale - (least.numerator * scale) // least.denominator
 
 
-def _push(base=None, **fields) -> np.ndarray:
-    """The push words of a selection kernel: `base`'s fields, then `fields` over them."""
-    fields = {**(base or {}), **fields}
-    words = np.zeros(len(kernels.SEARCH_PUSH_FIELDS), np.uint32)
-    for name in ("bounds_at", "regions_at"):
-        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = ALL
-    for name, value in fields.items():
-        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = value
-    return words
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 class _Queries:
-    """A batch of queries on the shard's device: a buffer and the word offset of the first."""
+    """A batch of queries on the shard's device: a buffer and the word offset of the first, and
+    their words on the host where they came from there."""
 
-    def __init__(self, device, words: np.ndarray | None, place=None):
-        self.device = device
+    def __init__(self, device, code_words: int, words: np.ndarray | None, place=None):
+        self.code_words = code_words
+        self.host = words
         if place is not None:
             self.buffer, self.word_offset = place
         else:
             self.buffer, self.word_offset = device.upload(words), 0
 
-    def at(self, first: int, words: int) -> int:
-        return self.buffer.arena_offset // 4 + self.word_offset + first * words
+    def at(self, first: int) -> int:
+        """The word offset in its arena of query `first`."""
+        return self.buffer.arena_offset // 4 + self.word_offset + first * self.code_words
+
+    def rows(self, picked: np.ndarray) -> np.ndarray:
+        """The words of queries `picked` on the host (read back for queries searched where they lie)."""
+        if self.host is not None:
+            return self.host[picked]
+        count = int(picked.max()) + 1
+        words = self.buffer.read(self.word_offset * 4, count * self.code_words * 4).view(np.uint32)
+        return words.reshape(count, self.code_words)[picked]
 
 
 class Shard:
@@ -222,13 +216,11 @@ class Shard:
 
     def _copy_rows(self, piece: _Piece, index, out, rows: int) -> None:
         program = programs.selection_program(kernels.SEARCH_ROWS, self.words, self.metric)
-        total = rows * self.words
-        groups = math.ceil(total / kernels.SELECTION_WORKGROUP_SIZE)
-        grid = (min(groups, 1 << 15), _pow2(math.ceil(groups / (1 << 15))), 1)
         source = piece.memory
-        push = _push(db_offset=source.arena_offset // 4 + piece.word_offset, aux_offset=index.arena_offset // 4,
-                     out_offset=out.arena_offset // 4, rows=rows, regions_at=0)
-        self._launch(program, grid, [source, index, out], push, [source, index], [out])
+        push = programs.push_words(dict(db_offset=source.arena_offset // 4 + piece.word_offset,
+                                        aux_offset=index.arena_offset // 4, out_offset=out.arena_offset // 4, rows=rows,
+                                        regions_at=0))
+        self._launch(program, [source, index, out], push, [source, index], [out])
 
     def read_words(self, rows: np.ndarray) -> np.ndarray:
         """The codes of local rows `rows` (sorted or not) as uint32 words."""
@@ -255,8 +247,10 @@ class Shard:
         return self._id_table
 
     # -- dispatches ------------------------------------------------------------------------
-    def _launch(self, program, grid, buffers, push, reads, writes) -> None:
-        launch = self.device.launch(program, grid, buffers, push, reads=[(b, 0, b.size_in_bytes) for b in reads],
+    def _launch(self, program, buffers, push, reads, writes) -> None:
+        """Queue `program` over the device's search grid (every size of work: one pipeline)."""
+        launch = self.device.launch(program, programs.grid(self.device), buffers, push,
+                                    reads=[(b, 0, b.size_in_bytes) for b in reads],
                                     writes=[(b, 0, b.size_in_bytes) for b in writes], name=self.name)
         if not self.device.enqueue(launch):
             raise ValidationError(self.name, None, "device", "closed or released", "allowed: an open device")
@@ -267,18 +261,39 @@ class Shard:
             yield piece, (self.device.upload(piece.memory[:piece.rows]) if self.streamed else piece.memory)
 
     def queries(self, words: np.ndarray | None, place=None) -> _Queries:
-        return _Queries(self.device, words, place)
+        """Queries on this shard's device: host words uploaded, or a (buffer, word offset) place."""
+        return _Queries(self.device, self.words, words, place)
+
+    def search(self, queries: _Queries, count: int, k: int, pacer: Pacer) -> list:
+        """The k nearest of each query, exactly: [(first, size, buffer)], each buffer the answer
+        entries (size, k, ENTRY_WORDS) uint32 of a batch of queries, nearest first (the register
+        path where it serves, else the selection path; a query whose sampled regions overflowed
+        is searched again with every row a candidate, its entries written over)."""
+        if self.metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
+            return self.search_registers(queries, count, k, pacer)
+        entry = programs.ENTRY_WORDS[self.metric]
+        found = []
+        for start, size, buffer, status in self.search_selection(queries, count, k, pacer):
+            failed = np.flatnonzero(status)
+            if failed.size:
+                again = self.queries(queries.rows(start + failed))
+                for first, n, fixed, _ in self.search_selection(again, failed.size, k, pacer, mode="full"):
+                    entries = fixed.read(0, n * k * entry * 4).view(np.uint32).reshape(n, k, entry)
+                    for row, answer in zip(failed[first:first + n], entries):
+                        buffer.write(answer, int(row) * k * entry * 4)
+            found.append((start, size, buffer))
+        return found
 
     # -- the register path -----------------------------------------------------------------
     def search_registers(self, queries: _Queries, count: int, k: int, pacer: Pacer):
         """The k nearest (Hamming, k <= kernels.HAMMING_REGISTER_K): the answer's (distance,
         row) pairs, (count, k, 2) uint32 in a device buffer per batch: [(first, size, buffer)]."""
-        plan = programs.plan_search(self.device, self.piece_rows(), self.words, k, count, operator=self.name)
+        plan = programs.plan_search(self.device, self.piece_rows(), self.words, k, count, operator=self.name,
+                                    budget=planned_budget(self.device))
         scan, merge = programs.search_programs(self.words, k)
         answers = []
         for start, size in plan.batches():
-            per_tile = plan.per_slice * size * self.words
-            steps, sizes, result = plan.steps_for(size, max(1, pacer.budget // per_tile))
+            steps, sizes, result = plan.steps_for(size)
             lists = [None] * len(sizes)
             buffers = None
             for step in steps:
@@ -291,8 +306,7 @@ class Shard:
                     if buffers is None:
                         buffers = list(self._piece_buffers())
                     piece, memory = buffers[step.piece]
-                    offset = 0 if self.streamed else piece.word_offset
-                    push.update(in_offset=memory.arena_offset // 4 + offset, query_offset=queries.at(start, self.words))
+                    push.update(in_offset=self._db_offset(piece, memory), query_offset=queries.at(start))
                     bound, reads = [memory, queries.buffer, out], [memory, queries.buffer]
                     program = scan
                 else:
@@ -301,8 +315,8 @@ class Shard:
                     bound, reads, program = [source, out], [source], merge
                 for name, value in push.items():
                     words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
-                self._launch(program, step.grid, bound, words, reads, [out])
-                pacer.queued(step.cost)
+                self._launch(program, bound, words, reads, [out])
+                pacer.queued(step.cost, program.name)
             answers.append((start, size, lists[result]))
             pacer.submit()
         return answers
@@ -314,7 +328,8 @@ class Shard:
         status: per query 0, or 1 where its regions overflowed (search it again in "full" mode);
         for a range search the lims (size + 1 entries) instead."""
         plan = programs.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
-                                       self.metric, "range" if bound is not None else mode)
+                                       self.metric, "range" if bound is not None else mode,
+                                       planned_budget(self.device))
         found = []
         for start, size in plan.batches():
             found.append(self._selection_batch(plan, queries, start, size, pacer, bound))
@@ -322,109 +337,109 @@ class Shard:
 
     def _selection_batch(self, plan, queries: _Queries, start: int, size: int, pacer: Pacer, bound):
         device, entry, k, tiles_total = self.device, plan.entry, plan.k, plan.tiles_total
-        bins = kernels.SEARCH_HIST_BINS
-        hist_at = 0
-        bounds_at = size * bins if plan.mode == "sampled" else 0
-        counts_at = bounds_at + size
-        status_at = counts_at + size * tiles_total
-        regions_at = status_at + size
-        lims_at = regions_at + size * tiles_total + 1
-        aux_words = lims_at + size + 1
-        initial = np.zeros(aux_words, np.uint32)
-        if bound is not None:
-            initial[bounds_at:bounds_at + size] = bound
+        at = plan.layout(size)
+        initial = np.zeros(at["words"], np.uint32)
+        if bound is not None or (plan.mode == "counting" and not plan.sampled):  # (counting: the window's top)
+            initial[at["bounds_at"]:at["bounds_at"] + size] = bound if bound is not None else plan.bits
         aux = device.upload(initial)
         buffers = list(self._piece_buffers())
-        query_push = dict(words=self.words, queries=size, tiles_total=tiles_total, rows_per_tile=plan.rows_per_tile,
-                          aux_offset=aux.arena_offset // 4, hist_at=hist_at, counts_at=counts_at, status_at=status_at)
-        if plan.mode == "sampled":
-            self._histogram(plan, buffers, queries, start, size, aux, query_push, pacer)
+        fields = dict(plan.fields(size), aux_offset=aux.arena_offset // 4, query_offset=queries.at(start))
+        if plan.sampled:
+            self._histogram(plan, buffers, queries, size, aux, fields, pacer)
+        if plan.mode == "counting":
+            counts = device.allocate(plan.candidate_words(size) * 4, zero_fill=False)
+            out = device.allocate(size * k * entry * 4, zero_fill=False)
+            scratch = device.allocate(size * k * entry * 4, zero_fill=False)
+            self._count(plan, buffers, queries, size, aux, counts, out, scratch, fields, pacer)
+            status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32)
+            return start, size, out, (status == 1).astype(np.uint32)  # (2: rows below the window, sorted)
         if bound is not None:  # range search: count first, then regions at their offsets
-            self._gather(plan, buffers, queries, start, size, aux, None, dict(query_push, bounds_at=bounds_at,
-                                                                              regions_at=regions_at), pacer)
-            counts = aux.read(counts_at * 4, size * tiles_total * 4).view(np.uint32)
+            self._gather(plan, buffers, queries, size, aux, None, fields, pacer)
+            counts = aux.read(at["counts_at"] * 4, size * tiles_total * 4).view(np.uint32)
             offsets = np.zeros(size * tiles_total + 1, np.uint32)
             np.cumsum(counts, out=offsets[1:])
             per_query = counts.reshape(size, tiles_total).sum(axis=1)
             lims = np.zeros(size + 1, np.uint32)
             np.cumsum(per_query, out=lims[1:])
             total = int(lims[-1])
-            aux.write(np.concatenate([offsets, lims]), regions_at * 4)
+            aux.write(np.concatenate([offsets, lims]), at["regions_at"] * 4)
             if total == 0:
                 return start, size, None, lims
             candidates = device.allocate(total * entry * 4, zero_fill=False)
-            self._gather(plan, buffers, queries, start, size, aux, candidates,
-                         dict(query_push, bounds_at=bounds_at, regions_at=regions_at), pacer)
+            self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer)
             out = device.allocate(total * entry * 4, zero_fill=False)
             scratch = device.allocate(2 * total * entry * 4, zero_fill=False)
-            self._select(plan, aux, candidates, scratch, out, size,
-                         dict(query_push, k=0, regions_at=regions_at, lims_at=lims_at), total, pacer)
+            self._select(plan, aux, candidates, scratch, out, size, fields, total, pacer)
             return start, size, out, lims
         candidates = device.allocate(max(4, plan.candidate_words(size) * 4), zero_fill=False)
-        bounds = bounds_at if plan.mode == "sampled" else ALL
-        self._gather(plan, buffers, queries, start, size, aux, candidates,
-                     dict(query_push, bounds_at=bounds, capacity=plan.capacity), pacer)
+        self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer)
         out = device.allocate(size * k * entry * 4, zero_fill=False)
         scratch = device.allocate(2 * size * k * entry * 4, zero_fill=False)
-        self._select(plan, aux, candidates, scratch, out, size, dict(query_push, k=k, capacity=plan.capacity),
-                     size * plan.tiles_total * plan.capacity, pacer)
-        status = aux.read(status_at * 4, size * 4).view(np.uint32).copy()
+        self._select(plan, aux, candidates, scratch, out, size, fields, size * tiles_total * plan.capacity, pacer)
+        status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32).copy()
         return start, size, out, status
 
-    def _histogram(self, plan, buffers, queries, start, size, aux, base, pacer) -> None:
+    def _db_offset(self, piece: _Piece, memory) -> int:
+        """The word offset (in its arena) of a piece's first code, `memory` its buffer now."""
+        return memory.arena_offset // 4 + (0 if self.streamed else piece.word_offset)
+
+    def _histogram(self, plan, buffers, queries, size, aux, fields, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_HIST, self.words, self.metric)
-        groups_y = _pow2(math.ceil(size / kernels.SEARCH_HIST_QUERIES))
-        for (piece, memory), tiles in zip(buffers, plan.tiles):
-            blocks = math.ceil(tiles / plan.stride)
-            per_block = plan.rows_per_tile * size * self.words
-            step = max(1, min(blocks, pacer.budget // max(1, per_block)))
-            offset = 0 if self.streamed else piece.word_offset
-            for block_base in range(0, blocks, step):
-                n = min(step, blocks - block_base)
-                push = _push(base, db_offset=memory.arena_offset // 4 + offset,
-                             query_offset=queries.at(start, self.words), rows=piece.rows, tiles=n,
-                             tile_base=block_base, stride=plan.stride, shift=plan.shift)
-                self._launch(program, (_pow2(n), groups_y, 1), [memory, queries.buffer, aux], push,
-                             [memory, queries.buffer], [aux])
-                pacer.queued(n * per_block)
+        for i, part, cost in plan.histogram_dispatches(size):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory)})
+            self._launch(program, [memory, queries.buffer, aux], push, [memory, queries.buffer], [aux])
+            pacer.queued(cost, program.name)
         program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
-        push = _push(base, k=plan.k, shift=plan.shift, bounds_at=size * kernels.SEARCH_HIST_BINS)
-        self._launch(program, (_pow2(math.ceil(size / kernels.SELECTION_WORKGROUP_SIZE)), 1, 1), [aux], push, [aux], [aux])
+        self._launch(program, [aux], programs.push_words(fields), [aux], [aux])
 
-    def _gather(self, plan, buffers, queries, start, size, aux, candidates, base, pacer) -> None:
+    def _gather(self, plan, buffers, queries, size, aux, candidates, fields, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
-        grid_x = _pow2(math.ceil(size / kernels.SELECTION_WORKGROUP_SIZE))
         out = candidates if candidates is not None else aux  # (counting only: nothing is written there)
-        tile_index_base = 0
-        for (piece, memory), tiles in zip(buffers, plan.tiles):
-            per_tile = plan.rows_per_tile * size * self.words
-            step = max(1, min(tiles, pacer.budget // max(1, per_tile)))
-            offset = 0 if self.streamed else piece.word_offset
-            for tile_base in range(0, tiles, step):
-                n = min(step, tiles - tile_base)
-                push = _push(base, db_offset=memory.arena_offset // 4 + offset,
-                             query_offset=queries.at(start, self.words), out_offset=out.arena_offset // 4,
-                             rows=piece.rows, row_base=self.piece_rows()[self.pieces.index(piece)][0], tiles=n,
-                             tile_base=tile_base, tile_index_base=tile_index_base)
-                bound = [memory, queries.buffer, aux, out]
-                self._launch(program, (grid_x, _pow2(n), 1), bound, push, [memory, queries.buffer, aux],
-                             [aux] if out is aux else [aux, out])
-                pacer.queued(n * per_tile)
-            tile_index_base += tiles
+        for i, part, cost in plan.gather_dispatches(size):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory),
+                                        "out_offset": out.arena_offset // 4})
+            self._launch(program, [memory, queries.buffer, aux, out], push, [memory, queries.buffer, aux],
+                         [aux] if out is aux else [aux, out])
+            pacer.queued(cost, program.name)
 
-    def _select(self, plan, aux, candidates, scratch, out, size, base, candidates_total, pacer) -> None:
+    def _count(self, plan, buffers, queries, size, aux, counts, out, scratch, fields, pacer) -> None:
+        """The counting search's dispatches (Hamming): per-tile counts, places, rows put there,
+        rows below a query's window sorted."""
+        count, offsets, place, below = (
+            programs.selection_program(name, self.words, self.metric)
+            for name in (kernels.SEARCH_COUNT, kernels.SEARCH_OFFSETS, kernels.SEARCH_PLACE, kernels.SEARCH_BELOW))
+        at = dict(cand_offset=counts.arena_offset // 4, out_offset=out.arena_offset // 4,
+                  scratch_offset=scratch.arena_offset // 4)
+        for i, part, cost in plan.gather_dispatches(size):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
+            self._launch(count, [memory, queries.buffer, aux, counts], push, [memory, queries.buffer, aux], [counts])
+            pacer.queued(cost, count.name)
+        for part, cost in plan.offsets_dispatches(size):
+            self._launch(offsets, [aux, counts], programs.push_words({**fields, **part, **at}), [aux, counts],
+                         [aux, counts])
+            pacer.queued(cost, offsets.name)
+        for i, part, cost in plan.gather_dispatches(size):
+            piece, memory = buffers[i]
+            push = programs.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
+            self._launch(place, [memory, queries.buffer, aux, counts, out], push, [memory, queries.buffer, aux, counts],
+                         [counts, out])
+            pacer.queued(cost, place.name)
+        for part, cost in plan.offsets_dispatches(size):  # (a query each item, as the offsets)
+            self._launch(below, [aux, out, scratch], programs.push_words({**fields, **part, **at}), [aux, out, scratch],
+                         [out, scratch])
+            pacer.queued(cost, below.name)
+
+    def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
-        levels = math.ceil(plan.key_bits / kernels.SEARCH_DIGIT_BITS)
-        per_query = max(1, candidates_total // max(1, size)) * plan.entry * 2 * levels + plan.tiles_total
-        step = max(1, min(size, pacer.budget // per_query))
-        for query_base in range(0, size, step):
-            n = min(step, size - query_base)
-            push = _push(base, aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
-                         scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4,
-                         query_base=query_base, key_bits=plan.key_bits)
-            self._launch(program, (_pow2(n), 1, 1), [aux, candidates, scratch, out], push,
-                         [aux, candidates], [aux, scratch, out])
-            pacer.queued(n * per_query)
+        offsets = dict(aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
+                       scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4)
+        for part, cost in plan.select_dispatches(size, candidates_total):
+            push = programs.push_words({**fields, **offsets, **part})
+            self._launch(program, [aux, candidates, scratch, out], push, [aux, candidates], [aux, scratch, out])
+            pacer.queued(cost, program.name)
 
     # -- answers that stay on the device -----------------------------------------------------
     def finish(self, entries, count: int, entry: int, values, ids, first: int) -> None:
@@ -433,12 +448,10 @@ class Shard:
         metric = HAMMING if entry == 2 else TANIMOTO
         program = programs.selection_program(kernels.SEARCH_FINISH, self.words, metric)
         table = self.id_table()
-        groups = math.ceil(count / kernels.SELECTION_WORKGROUP_SIZE)
-        grid = (min(groups, 1 << 15), _pow2(math.ceil(groups / (1 << 15))), 1)
-        push = _push(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
-                     out_offset=values.arena_offset // 4 + first, cand_offset=ids.arena_offset // 4 + 2 * first,
-                     rows=count, regions_at=0)
-        self._launch(program, grid, [entries, table, values, ids], push, [entries, table], [values, ids])
+        push = programs.push_words(dict(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
+                                        out_offset=values.arena_offset // 4 + first,
+                                        cand_offset=ids.arena_offset // 4 + 2 * first, rows=count, regions_at=0))
+        self._launch(program, [entries, table, values, ids], push, [entries, table], [values, ids])
 
 
 def device_tensors(device, count: int, k: int, metric: int):
@@ -447,5 +460,3 @@ def device_tensors(device, count: int, k: int, metric: int):
     ids = Tensor.empty((count, k), np.int64, device)
     return values, ids
 
-
-_ = DataType  # (the Tensor dtypes above are numpy's names)

@@ -8,7 +8,7 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc, TensorDesc, ValidationError, testing
-from dmlgpu.kernels import search_programs as hamming_plan
+from dmlgpu.kernels import search_programs as hamming_plan, variants as kernels
 from dmlgpu.describe.operator_descs import ReduceOperatorDesc, TopK1OperatorDesc
 from dmlgpu.table.operators import OPERATORS, REDUCE, AxisDirection, ReduceFunction
 
@@ -54,11 +54,38 @@ def codes(rng, rows, w, dtype, distinct=4):
 @pytest.mark.parametrize("dtype, w", [(U8, 32), (U32, 8), (U64, 4), (DataType.INT16, 6), (U32, 3)])
 @pytest.mark.parametrize("k", [1, 5, 49])
 def test_the_hamming_search_graph_runs_the_fused_search(device, rng, dtype, w, k):
-    """Canonical search: the Hamming kernels (one scan of 50 rows, no merge) and one split; a k
-    above the register path's takes the reducing kernel and TOP_K1 (two dispatches)."""
+    """Canonical search: the Hamming kernels and one split: the register path's scan of 50 rows
+    (no merge), or past its k the selection path's gather and selection."""
     q, n = 3, 50
     data = [codes(rng, q, w, dtype), codes(rng, n, w, dtype)]
-    check(device, search_graph(q, n, w, dtype, k), data, "hamming" if k <= 32 else "reduce", 2)
+    check(device, search_graph(q, n, w, dtype, k), data, "hamming", 2 if k <= kernels.HAMMING_REGISTER_K else 3)
+
+
+@pytest.mark.parametrize("k", [33, 49, 100, 299])  # (TOP_K1's K is below the axis size: n - 1 at most)
+def test_the_hamming_route_past_the_register_path_matches_numpy(device, rng, k):
+    """Every K takes the search kernels (never the reduce + TOP_K1 route): numpy's answer
+    (stable argsort of the distances: ties by lower row), with uint64 indices."""
+    q, n, w = 70, 300, 8
+    data = [codes(rng, q, w, U32), codes(rng, n, w, U32, distinct=12)]
+    compiled = check(device, search_graph(q, n, w, U32, k, index_type=U64), data, "hamming", 3)
+    queries, database = (np.ascontiguousarray(d).view(np.uint8).reshape(len(d), -1) for d in data)
+    distances = np.bitwise_count(queries[:, None] ^ database[None]).sum(axis=2)
+    order = np.argsort(distances, axis=1, kind="stable")[:, :k]
+    got = run(device, compiled, search_graph(q, n, w, U32, k, index_type=U64),
+              [np.ascontiguousarray(d).reshape(-1).view(np.uint8) for d in data])[0]
+    assert np.array_equal(got[1].view(np.uint64).reshape(q, k), order)
+    assert np.array_equal(got[0].view(np.uint32).reshape(q, k), np.take_along_axis(distances, order, 1))
+
+
+def test_the_selection_route_in_batches_of_queries(device, rng, monkeypatch):
+    """Regions limited to 64 KiB: batches of queries, each a gather, a selection and a split
+    into its rows of the outputs."""
+    monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 16)
+    q, n, w = 70, 401, 2
+    data = [codes(rng, q, w, U32), codes(rng, n, w, U32, distinct=8)]
+    plan = hamming_plan.plan_selection(device, [(0, n)], w, 32 * w, 40, q, hamming_plan.HAMMING, "full")
+    assert len(plan.batches()) > 1
+    check(device, search_graph(q, n, w, U32, 40), data, "hamming", 3 * len(plan.batches()))
 
 
 def test_the_hamming_route_with_uint64_indices_and_merges(device, rng, monkeypatch):

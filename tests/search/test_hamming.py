@@ -248,13 +248,112 @@ def test_every_k_beyond_the_register_path(k, rng):
     check(database, queries, k)
 
 
-def test_large_k_many_queries_under_a_second(rng):
-    """k = n = 20,000 with 64 queries (issue 32's case: 25-41 s before): a counting sort's time."""
-    import time
-    database = rng.integers(0, 256, size=(20000, 8), dtype=np.uint8)
-    queries = rng.integers(0, 256, size=(64, 8), dtype=np.uint8)
+@pytest.mark.parametrize("width", [64, 128, 256])  # keys of 10, 11 and 12 bits: one and two radix digits
+@pytest.mark.parametrize("k", [40, 299, 600])  # sampled bounds, every row a candidate, k = n
+def test_wide_codes_beyond_the_register_path(monkeypatch, width, k, rng):
+    """Codes of 512 to 2,048 random bits (keys past one radix digit), in both selection modes: the
+    selection hands runs of entries between the lanes of a workgroup (the k least in row order,
+    then every pass of the sort)."""
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 16)  # 38 tiles: a sample exists for k = 40
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
+    database = rng.integers(0, 256, size=(600, width), dtype=np.uint8)
+    database[100:110] = database[200:210]  # ties
+    check(database, np.concatenate([rng.integers(0, 256, size=(2, width), dtype=np.uint8), database[[200]]]), k)
+
+
+def _searched_again(monkeypatch) -> list:
+    """The queries each search hands back to the selection kernels (mode "full"), recorded."""
+    again, search_selection = [], hamming.Shard.search_selection
+
+    def spy(self, queries, count, k, pacer, mode=None, bound=None):
+        if mode == "full":
+            again.append(count)
+        return search_selection(self, queries, count, k, pacer, mode=mode, bound=bound)
+
+    monkeypatch.setattr(hamming.Shard, "search_selection", spy)
+    return again
+
+
+@pytest.mark.parametrize("case", ["window holds every distance", "sampled bound", "every row's histogram",
+                                  "pieces, tiles and batches"])
+def test_counting_search(monkeypatch, rng, case):
+    """Hamming past the register path: per-tile histograms of distances in a window under a bound,
+    every row of the answer put at its place. Ties across tiles and at the threshold; no query
+    searched again."""
+    again = _searched_again(monkeypatch)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 16)  # (tiles of a few hundred rows)
+    width, n, k = {"window holds every distance": (7, 3000, 3000), "sampled bound": (32, 6000, 100),
+                   "every row's histogram": (32, 3000, 900), "pieces, tiles and batches": (32, 5000, 333)}[case]
+    if case == "pieces, tiles and batches":
+        monkeypatch.setattr(hamming, "PIECE_BYTES", 700 * width)
+        monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 17)
+    database = rng.integers(0, 256, size=(n, width), dtype=np.uint8) & 0x93  # 4 random bits a byte: ties
+    queries = rng.integers(0, 256, size=(70, width), dtype=np.uint8) & 0x93  # (70: two groups of lanes)
     index = dmlgpu.HammingIndex(database)
-    index.search(queries[:2], 20000)  # (the pipelines made once)
-    start = time.perf_counter()
-    check(database, queries, 20000, index)
-    assert time.perf_counter() - start < 10  # (numpy's reference inside; the search alone: < 1 s)
+    shard = index._shards[0]
+    plan = hamming_plan.plan_selection(index.device, shard.piece_rows(), shard.words, width * 8, k, 70,
+                                       hamming_plan.HAMMING)
+    assert plan.mode == "counting" and plan.tiles_total > 1
+    assert plan.stride == {"window holds every distance": 0, "sampled bound": plan.stride,
+                           "every row's histogram": 1}.get(case, plan.stride)
+    if case == "sampled bound":
+        assert plan.stride >= 2
+    if case == "pieces, tiles and batches":
+        assert index.pieces > 1 and plan.batch < 70
+    check(database, queries, k, index)
+    assert again == []
+
+
+def test_counting_search_rows_below_the_window(monkeypatch, rng):
+    """1,024-bit codes with near-duplicates of the queries: their answers span more distances than
+    a window, so their rows below it come first and are sorted apart (no query searched again);
+    and where the sampled bound lies a window's width above the threshold (the near-duplicates
+    all outside the sampled blocks), the query is searched again by the selection kernels."""
+    again = _searched_again(monkeypatch)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 16)
+    database = rng.integers(0, 256, size=(4000, 128), dtype=np.uint8)
+    queries = rng.integers(0, 256, size=(5, 128), dtype=np.uint8)
+    for q in range(3):  # near-duplicates at distances 0 to 300 of queries 0 to 2
+        rows = rng.choice(4000, 25, replace=False)
+        database[rows] = queries[q]
+        for j, row in enumerate(rows):
+            database[row, :j] ^= rng.integers(0, 256, j, dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    check(database, queries, 40, index)
+    assert again == []
+    shard = index._shards[0]
+    plan = hamming_plan.plan_selection(index.device, shard.piece_rows(), shard.words, 1024, 40, 1,
+                                       hamming_plan.HAMMING)
+    assert plan.stride >= 2
+    unsampled = np.concatenate([np.arange(t * plan.rows_per_tile, min((t + 1) * plan.rows_per_tile, 4000))
+                                for t in range(plan.tiles_total) if t % plan.stride])
+    database[:] = rng.integers(0, 256, size=(4000, 128), dtype=np.uint8)
+    database[unsampled[:60]] = queries[0]  # 60 copies, none sampled: the sample's 40th is far
+    check(database, queries[:1], 40)
+    assert again == [1]
+
+
+def test_counting_asked_for_never_searches_again(device):
+    """Mode "counting" asked for (a graph cannot search a query again): every row's histogram
+    bounds the window (its threshold bin's edge), or no bound for codes of few bits."""
+    plan = hamming_plan.plan_selection(device, [(0, 10 ** 6)], 8, 256, 100, 64, hamming_plan.HAMMING, mode="counting")
+    assert (plan.mode, plan.stride) == ("counting", 1)
+    plan = hamming_plan.plan_selection(device, [(0, 10 ** 6)], 1, 32, 100, 64, hamming_plan.HAMMING, mode="counting")
+    assert (plan.mode, plan.stride) == ("counting", 0)
+
+
+@pytest.mark.parametrize("k", [1, 10, kernels.HAMMING_REGISTER_K])
+def test_register_scan_bounded_by_a_sample(monkeypatch, rng, k):
+    """The register path's bound: the scan and merge over the first k tiles' rows first, each
+    query's k-th distance there caps what its lanes consider; ties at the bound across tiles."""
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 64)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
+    monkeypatch.setattr(hamming_plan, "BOUND_SAMPLE_SHARE", 2)
+    database = rng.integers(0, 256, size=(6000, 8), dtype=np.uint8) & 0x41  # 2 random bits a byte: ties
+    queries = rng.integers(0, 256, size=(70, 8), dtype=np.uint8) & 0x41
+    index = dmlgpu.HammingIndex(database)
+    plan = hamming_plan.plan_search(index.device, [(0, 6000)], 2, k, 70)
+    assert plan.sample_rows == k * 64
+    check(database, queries, k, index)
