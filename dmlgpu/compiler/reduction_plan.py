@@ -33,7 +33,8 @@ from ..table.dtypes import DataType
 from ..errors import ValidationError
 from .program import Read, Reduction, SlotProgram, TooBig, assemble
 from ..kernels import search_programs as programs
-from ..kernels.search_programs import HAMMING, SearchPlan, SelectionPlan, plan_search, plan_selection, search_programs
+from ..kernels.search_programs import HAMMING, SearchPlan, plan_search, search_programs
+from ..kernels.selection_plans import SelectionPlan, plan_selection, push_words
 from ..table.operators import AxisDirection, ReduceFunction
 from ..describe.tensor_desc import TensorDesc
 from ..describe.validation import GRAPH
@@ -150,12 +151,12 @@ class _HammingSelection:
             fields = dict(plan.fields(count), **offsets,
                           query_offset=(qb.arena_offset + q_start) // 4 + first * plan.words)
             for _, part, _ in plan.gather_dispatches(count):
-                push = programs.push_words({**fields, **part, "out_offset": candidates[0].arena_offset // 4})
+                push = push_words({**fields, **part, "out_offset": candidates[0].arena_offset // 4})
                 made.append(device.launch(gather, grid, [db, qb, aux[0], candidates[0]], push,
                                           reads=[(db, db_start, db_end), (qb, q_start, q_end), aux],
                                           writes=[aux, candidates], name=name))
             for part, _ in plan.select_dispatches(count, 0):
-                push = programs.push_words({**fields, **part, "out_offset": answer[0].arena_offset // 4})
+                push = push_words({**fields, **part, "out_offset": answer[0].arena_offset // 4})
                 made.append(device.launch(select, grid, [aux[0], candidates[0], runs[0], answer[0]], push,
                                           reads=[aux, candidates], writes=[aux, runs, answer], name=name))
             made += split.launches(device, where, name)

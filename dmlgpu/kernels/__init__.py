@@ -2,6 +2,6 @@
 
 Imports `runtime`, `table`, `describe`, `layout`.
 """
-from . import compiled_operator, compiled_selection, graph_abi, search_programs, spirv, variants  # noqa: F401
+from . import compiled_operator, compiled_selection, graph_abi, search_programs, selection_plans, spirv, variants  # noqa: F401
 
-__all__ = ["compiled_operator", "compiled_selection", "graph_abi", "search_programs", "spirv", "variants"]
+__all__ = ["compiled_operator", "compiled_selection", "graph_abi", "search_programs", "selection_plans", "spirv", "variants"]

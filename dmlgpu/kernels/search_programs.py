@@ -7,7 +7,7 @@ Two families of kernels:
   lane keeps its query's k nearest of a tile of rows in registers, one workgroup per query merges
   the tiles' lists (`plan_search`, `SearchPlan`); where the database is large enough, the same
   scan and merge over a sample of it first bound each query's answer;
-- shaders/search.comp (`plan_selection`, `SelectionPlan`): for Hamming and any k, counting
+- shaders/search.comp (`plan_selection`, `SelectionPlan` in selection_plans.py): for Hamming and any k, counting
   ("counting" mode: per-tile histograms of distances within a window under a bound give the
   threshold and every row's place in the answer; a second pass puts the rows there); for range
   search and Tanimoto, selection: a bound on the k-th key from a histogram of a sample of the
@@ -28,9 +28,9 @@ from . import variants as kernels, spirv
 from ..errors import ValidationError
 from ..runtime import Program
 
-__all__ = ["ALL", "ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "SelectionPlan", "TANIMOTO", "cut", "grid",
-           "key_bits", "plan_search", "plan_selection", "push_words", "search_programs", "selection_program",
-           "tile_rows"]
+__all__ = ["ALL", "ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "TANIMOTO", "cut", "grid",
+           "key_bits", "lane_cost", "dispatch_budget", "partial_bytes", "plan_search", "search_programs",
+           "selection_program", "tile_rows"]
 
 NAME = "dmlgpu.hamming_knn"
 HAMMING, TANIMOTO = 0, 1
@@ -76,20 +76,11 @@ BOUND_SAMPLE_TILES, BOUND_SAMPLE_SHARE = 1, 8
 #: new power-of-two grid). A GPU: TARGET_LANES / 64 workgroups, as many as the register plan
 #: aims its items at (an H100 full); a CPU driver: TARGET_LANES_CPU / 64 = 16 (lavapipe runs each
 #: workgroup of the grid, even one with no item: 64 made searches of 16 items 1.5-2x slower).
-GRID_GROUPS, GRID_GROUPS_CPU = 1 << 13, 1 << 4
+GRIDGROUPS, GRIDGROUPS_CPU = 1 << 13, 1 << 4
 #: The partial top-k lists (or the candidates) of one batch of queries take at most this many
 #: bytes (and at most one storage buffer).
 PARTIAL_BYTES = 256 << 20
-_GROUP = kernels.SELECTION_WORKGROUP_SIZE
-#: The selection path's sample: one block of rows in `stride`, stride = rows // (SAMPLE_FACTOR * k)
-#: at most MAX_STRIDE (candidates per query: about stride * k); below 2, every row is a candidate.
-SAMPLE_FACTOR, MAX_STRIDE = 4, 16
-#: Candidates a query's regions hold beyond the expected stride * k (per region: twice the
-#: expectation plus REGION_SLACK).
-REGION_SLACK = 16
-#: The counting search (Hamming, any k): tiles at most this long (a tile's count of one distance
-#: is 16 bits in shared memory), and long enough that this many queries' counts fit one batch.
-COUNT_MAX_TILE_ROWS, COUNT_BATCH = (1 << 16) - 1, 1024
+GROUP = kernels.SELECTION_WORKGROUP_SIZE
 
 
 def _pow2(n: int) -> int:
@@ -97,8 +88,8 @@ def _pow2(n: int) -> int:
 
 
 def grid(device) -> tuple:
-    """The grid of every search kernel on `device` (see GRID_GROUPS)."""
-    return (GRID_GROUPS_CPU if device.is_cpu else GRID_GROUPS, 1, 1)
+    """The grid of every search kernel on `device` (see GRIDGROUPS)."""
+    return (GRIDGROUPS_CPU if device.is_cpu else GRIDGROUPS, 1, 1)
 
 
 def search_programs(words: int, k: int):
@@ -134,24 +125,24 @@ def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int 
     register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it."""
     rows, largest = sum(pieces), max(pieces)
     floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
-    lanes = _pow2(math.ceil(count / _GROUP)) * _GROUP
+    lanes = _pow2(math.ceil(count / GROUP)) * GROUP
     tiles = max(1, (TARGET_LANES_CPU if device.is_cpu else TARGET_LANES) // lanes)
     wanted = math.ceil(rows / tiles)
     if budget is not None:
-        wanted = min(wanted, max(1, budget // (ITEMS_PER_SUBMIT * _GROUP * words)))
+        wanted = min(wanted, max(1, budget // (ITEMS_PER_SUBMIT * GROUP * words)))
     if k > kernels.HAMMING_REGISTER_K:
         return max(floor, wanted)
     # A key packs (distance << shift) | row_in_tile: distance <= words * 32 < 2^(32 - shift).
     limit = 1 << (32 - (words * 32).bit_length())
-    return min(limit, max(floor, wanted, math.ceil(rows * k * 8 / _partial(device))))
+    return min(limit, max(floor, wanted, math.ceil(rows * k * 8 / partial_bytes(device))))
 
 
-def _dispatch(budget: int | None) -> int | None:
+def dispatch_budget(budget: int | None) -> int | None:
     """Row-words of one dispatch of a plan made for submits of `budget` (DISPATCHES_PER_SUBMIT)."""
     return None if budget is None else max(1, budget // DISPATCHES_PER_SUBMIT)
 
 
-def _lanes(queries: int) -> int:
+def lane_cost(queries: int) -> int:
     """What `queries` lanes of a kernel whose lanes are queries cost as (LANES_AT_ONCE)."""
     return -(-queries // LANES_AT_ONCE) * LANES_AT_ONCE
 
@@ -173,7 +164,7 @@ def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
                 yield group, min(step, groups - group), tile, 1
 
 
-def _partial(device) -> int:
+def partial_bytes(device) -> int:
     """Bytes of one batch's scratch buffer at most: PARTIAL_BYTES and one storage buffer; on a
     CPU driver also half an arena of the device's pool (a larger buffer is a dedicated
     allocation, and the pipelines that bind it are made again in every search: lavapipe's take
@@ -220,16 +211,16 @@ class SearchPlan:
     def _scans(self, count: int, piece: int, first: int, rows: int, per_slice: int, slices: int, slice_base: int,
                slices_total: int, **fields):
         """The scan steps of `count` queries over `rows` rows of piece `piece` (tiles `cut`)."""
-        groups = math.ceil(count / _GROUP)
-        item = per_slice * _lanes(min(count, _GROUP)) * self.words
-        for group, n_groups, tile_base, tiles in cut(groups, slices, item, _dispatch(self.budget)):
-            query_base, query_end = group * _GROUP, min(count, (group + n_groups) * _GROUP)
+        groups = math.ceil(count / GROUP)
+        item = per_slice * lane_cost(min(count, GROUP)) * self.words
+        for group, n_groups, tile_base, tiles in cut(groups, slices, item, dispatch_budget(self.budget)):
+            query_base, query_end = group * GROUP, min(count, (group + n_groups) * GROUP)
             push = dict(words=self.words, rows=rows, row_base=first, rows_per_slice=per_slice, k=self.k,
                         slices=slices, slice_base=slice_base, slices_total=slices_total, queries=count,
                         tile_base=tile_base, tiles=tiles, query_base=query_base, query_end=query_end, in_at=0,
                         out_at=0, bound_at=ALL)
             yield SearchStep("scan", self.grid, {**push, **fields}, piece, None, 0,
-                             tiles * per_slice * _lanes(query_end - query_base) * self.words)
+                             tiles * per_slice * lane_cost(query_end - query_base) * self.words)
 
     def steps_for(self, count: int) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each
@@ -275,7 +266,7 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
         ValidationError: the partial lists cannot fit one buffer (codes too wide for the
             register path's keys).
     """
-    partial = _partial(device)
+    partial = partial_bytes(device)
     rows_of = [rows for _, rows in pieces]
     largest = max(rows_of)
     per_slice = tile_rows(device, rows_of, words, k, count, budget)
@@ -300,203 +291,3 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
     batch = max(1, min(count, 32768, partial // per_query))
     return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget, sample,
                       sample_slice)
-
-
-@dataclass(frozen=True)
-class SelectionPlan:
-    """A selection-path search of `count` queries for the k nearest (k = 0: every row within
-    a bound, range search) over pieces ((first row, rows) each).
-
-    mode: "sampled" (a histogram of every `stride`-th block of `rows_per_tile` rows bounds the
-    k-th key; regions of `capacity` entries) or "full" (every row a candidate; regions of a
-    tile's rows) or "range" (regions at offsets counted first) or "counting" (Hamming: exact
-    per-tile histograms of distances within a window give every row of the answer its place;
-    the window's top is the bound of a histogram of every `stride`-th block, or the code's bits
-    for stride 0). Queries run in batches of `batch`; `tiles` per piece, `shift` the histogram's
-    bin width (bits)."""
-
-    mode: str
-    metric: int
-    k: int
-    count: int
-    batch: int
-    words: int
-    bits: int
-    rows_per_tile: int
-    tiles: tuple
-    pieces: tuple
-    stride: int
-    capacity: int
-    shift: int
-    budget: int | None  # row-words of a submit the plan was made for (None: one dispatch each)
-
-    @property
-    def tiles_total(self) -> int:
-        return sum(self.tiles)
-
-    @property
-    def entry(self) -> int:
-        return ENTRY_WORDS[self.metric]
-
-    @property
-    def key_bits(self) -> int:
-        return key_bits(self.bits, self.metric)
-
-    @property
-    def sampled(self) -> bool:
-        """Whether a sample histogram bounds each query's k-th key first (SEARCH_HIST, SEARCH_BOUND;
-        in counting mode stride 1 is every row's histogram, stride 0 none)."""
-        return self.mode == "sampled" or (self.mode == "counting" and self.stride >= 1)
-
-    def candidate_words(self, count: int) -> int:
-        """Words of the candidate regions of a batch of `count` queries (fixed capacities); in
-        counting mode, of the counts per (query, tile, bin)."""
-        if self.mode == "counting":
-            return count * self.tiles_total * kernels.SEARCH_COUNT_BINS
-        return count * self.tiles_total * self.capacity * self.entry
-
-    def batches(self) -> list[tuple[int, int]]:
-        return [(start, min(self.batch, self.count - start)) for start in range(0, self.count, self.batch)]
-
-    # The dispatches of a batch of `size` queries, as push fields by name (the caller adds the
-    # buffers' word offsets: db_offset, query_offset, aux_offset, out_offset, cand_offset,
-    # scratch_offset) and their cost in row-words (for cutting a search into submits), each a
-    # share of the plan's budget (None: one dispatch per piece, or for every query).
-    def layout(self, size: int) -> dict:
-        """Word offsets in the aux buffer of a batch: the sample histograms (hist_at), bounds,
-        region counts, statuses, region offsets and lims (range search); its size ("words")."""
-        at = {"hist_at": 0, "bounds_at": size * kernels.SEARCH_HIST_BINS if self.sampled else 0}
-        at["counts_at"] = at["bounds_at"] + size
-        at["status_at"] = at["counts_at"] + size * self.tiles_total
-        at["regions_at"] = at["status_at"] + size
-        at["lims_at"] = at["regions_at"] + size * self.tiles_total + 1
-        at["words"] = at["lims_at"] + size + 1
-        return at
-
-    def fields(self, size: int) -> dict:
-        """The push fields every kernel of a batch shares (a dispatch narrows [query_base,
-        query_end))."""
-        at = self.layout(size)
-        ranged = self.mode == "range"
-        return dict(words=self.words, queries=size, query_base=0, query_end=size, tiles_total=self.tiles_total,
-                    rows_per_tile=self.rows_per_tile,
-                    hist_at=at["hist_at"], counts_at=at["counts_at"], status_at=at["status_at"],
-                    bounds_at=ALL if self.mode == "full" else at["bounds_at"],
-                    regions_at=at["regions_at"] if ranged or self.mode == "counting" else ALL,
-                    lims_at=at["lims_at"], capacity=self.capacity,
-                    k=self.k, key_bits=self.key_bits, stride=self.stride, shift=self.shift)
-
-    def _rectangles(self, size: int, per_group: int, tiles: int, lanes=lambda n: n):
-        """(query fields, tile base, tiles, cost) of dispatches over `tiles` tiles x the batch's
-        queries in groups of `per_group` (`cut`); `lanes(queries)`: what they cost as."""
-        groups = math.ceil(size / per_group)
-        item = self.rows_per_tile * lanes(min(size, per_group)) * self.words
-        for group, n_groups, base, n in cut(groups, tiles, item, _dispatch(self.budget)):
-            query_base, query_end = group * per_group, min(size, (group + n_groups) * per_group)
-            yield (dict(query_base=query_base, query_end=query_end), base, n,
-                   n * self.rows_per_tile * lanes(query_end - query_base) * self.words)
-
-    def histogram_dispatches(self, size: int):
-        """(piece index, fields, cost) of the sample histogram's dispatches (SEARCH_HIST; then one
-        SEARCH_BOUND with the batch's fields)."""
-        for i, ((_, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
-            blocks = math.ceil(tiles / self.stride)
-            for queries, base, n, cost in self._rectangles(size, kernels.SEARCH_HIST_QUERIES, blocks):
-                yield i, dict(queries, rows=rows, tiles=n, tile_base=base), cost
-
-    def gather_dispatches(self, size: int):
-        """(piece index, fields, cost) of the gather's dispatches (SEARCH_GATHER)."""
-        tile_index_base = 0
-        for i, ((first, rows), tiles) in enumerate(zip(self.pieces, self.tiles)):
-            for queries, base, n, cost in self._rectangles(size, _GROUP, tiles, _lanes):
-                yield i, dict(queries, rows=rows, row_base=first, tiles=n, tile_base=base,
-                              tile_index_base=tile_index_base), cost
-            tile_index_base += tiles
-
-    def offsets_dispatches(self, size: int):
-        """(fields, cost) of the counting search's SEARCH_OFFSETS dispatches (a query each item)."""
-        per_query = self.tiles_total * kernels.SEARCH_COUNT_BINS
-        budget = _dispatch(self.budget)
-        step = size if budget is None else max(1, min(size, budget // per_query))
-        for base in range(0, size, step):
-            n = min(step, size - base)
-            yield dict(query_base=base, query_end=base + n), n * per_query
-
-    def select_dispatches(self, size: int, candidates: int):
-        """(fields, cost) of the selection's dispatches (SEARCH_SELECT) over `candidates` in all."""
-        digits = math.ceil(self.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(self.key_bits / kernels.SEARCH_SORT_BITS)
-        per_query = max(1, candidates // max(1, size)) * self.entry * digits + self.tiles_total
-        budget = _dispatch(self.budget)
-        step = size if budget is None else max(1, min(size, budget // per_query))
-        for base in range(0, size, step):
-            n = min(step, size - base)
-            yield dict(query_base=base, query_end=base + n), n * per_query
-
-
-def push_words(fields: dict) -> np.ndarray:
-    """The push words (kernels.SEARCH_PUSH_FIELDS) of a selection-path kernel from its fields by
-    name; bounds_at and regions_at are ALL unless given."""
-    words = np.zeros(len(kernels.SEARCH_PUSH_FIELDS), np.uint32)
-    words[kernels.SEARCH_PUSH_FIELDS.index("bounds_at")] = ALL
-    words[kernels.SEARCH_PUSH_FIELDS.index("regions_at")] = ALL
-    for name, value in fields.items():
-        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = value
-    return words
-
-
-def _histogram_shift(bits: int, metric: int) -> int:
-    """Bits dropped from a key to index the sample histogram's kernels.SEARCH_HIST_BINS bins."""
-    largest = (1 << TANIMOTO_SCALE_BITS) if metric == TANIMOTO else bits
-    shift = 0
-    while (largest >> shift) + 1 > kernels.SEARCH_HIST_BINS:
-        shift += 1
-    return shift
-
-
-def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: int, metric: int,
-                   mode: str | None = None, budget: int | None = None) -> SelectionPlan:
-    """The plan of a selection-path search (see `SelectionPlan`), for submits of `budget`
-    row-words (`tile_rows`; None: a dispatch per piece); mode None picks "counting" for Hamming
-    (a query is searched again only where its sampled bound lies over a window's width above
-    its threshold), and for Tanimoto "sampled" where a sample of at least SAMPLE_FACTOR * k rows
-    in every other block exists, else "full". Mode "counting" asked for never searches a query
-    again (the bound from every row's histogram; codes of up to 2^16 bits)."""
-    rows_of = [rows for _, rows in pieces]
-    rows = sum(rows_of)
-    per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count, budget)
-    partial = _partial(device) // 4  # words
-    exact = False
-    if mode in (None, "counting") and metric == HAMMING and k > 0:
-        # Tiles long enough that the counts of COUNT_BATCH queries fit one buffer (the database
-        # read once per batch), within the 16-bit counts of shared memory.
-        wanted = math.ceil(rows * kernels.SEARCH_COUNT_BINS * min(count, COUNT_BATCH) / partial)
-        per_tile, exact = min(COUNT_MAX_TILE_ROWS, max(per_tile, wanted)), mode == "counting"
-        mode = "counting"
-    tiles = tuple(math.ceil(r / per_tile) for r in rows_of)
-    total = sum(tiles)
-    if mode == "counting":
-        # The window's top: the code's bits where the window holds every distance (stride 0: no
-        # sample); else a sample's bound, every row's where no sample of SAMPLE_FACTOR * k rows
-        # in every other block exists or where the plan must never search a query again
-        # (`exact`: the bound is then the threshold's own bin, and the window holds it).
-        stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
-        stride = 0 if bits <= kernels.SEARCH_COUNT_BINS - 2 else (1 if exact else max(1, stride))
-        # (Counts, answer and scratch are buffers of their own.)
-        batch = max(1, min(count, 32768, partial // (total * kernels.SEARCH_COUNT_BINS), partial // (2 * k)))
-        return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride, 0,
-                             _histogram_shift(bits, metric), budget)
-    stride = 1
-    if mode is None:
-        stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k), total // 2 if total >= 2 else 1)
-        mode = "sampled" if stride >= 2 else "full"
-    entry = ENTRY_WORDS[metric]
-    if mode == "sampled":
-        capacity = 2 * math.ceil(stride * k / total) + REGION_SLACK
-    elif mode == "full":
-        capacity = per_tile
-    else:
-        capacity = 0
-    per_query = max(total * capacity * entry, 2 * max(k, 1) * entry, 1)
-    batch = max(1, min(count, 32768, partial // per_query))
-    return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride,
-                         capacity, _histogram_shift(bits, metric), budget)

@@ -439,8 +439,11 @@ class HammingIndex:
         if k:
             pacer = Pacer(shard.device, cancel, shard.metric)
             try:
-                for start, size, buffer in shard.search(shard.queries(words, place), count, k, pacer):
-                    found[start:start + size] = buffer.read(0, size * k * entry * 4).view(np.uint32).reshape(size, k, entry)
+                for first, n, uploaded in shard.query_uploads(words, place, count):
+                    for start, size, buffer in shard.search(uploaded, n, k, pacer):
+                        start += first
+                        found[start:start + size] = \
+                            buffer.read(0, size * k * entry * 4).view(np.uint32).reshape(size, k, entry)
             except BaseException:
                 pacer.drain()  # nothing left writing into buffers about to be dropped
                 raise
@@ -510,15 +513,15 @@ class HammingIndex:
         entry = programs.ENTRY_WORDS[self._metric]
         found = [None] * count
         try:
-            for start, size, buffer, lims in shard.search_selection(shard.queries(words, place), count, 0, pacer,
-                                                                    bound=bound):
-                total = int(lims[-1])
-                entries = (buffer.read(0, total * entry * 4).view(np.uint32).reshape(total, entry) if total
-                           else np.zeros((0, entry), np.uint32))
-                for i in range(size):
-                    part = entries[lims[i]:lims[i + 1]]
-                    found[start + i] = (part[:, 0], shard.ids[part[:, 1].astype(np.int64)],
-                                        part[:, 2] if entry == 3 else None)
+            for first, n, uploaded in shard.query_uploads(words, place, count):
+                for start, size, buffer, lims in shard.search_selection(uploaded, n, 0, pacer, bound=bound):
+                    total = int(lims[-1])
+                    entries = (buffer.read(0, total * entry * 4).view(np.uint32).reshape(total, entry) if total
+                               else np.zeros((0, entry), np.uint32))
+                    for i in range(size):
+                        part = entries[lims[i]:lims[i + 1]]
+                        found[first + start + i] = (part[:, 0], shard.ids[part[:, 1].astype(np.int64)],
+                                                    part[:, 2] if entry == 3 else None)
         except BaseException:
             pacer.drain()
             raise

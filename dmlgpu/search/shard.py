@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DeviceMemoryError, ValidationError
 from ..front.tensor import Tensor
-from ..kernels import search_programs as programs, variants as kernels
+from ..kernels import search_programs as programs, selection_plans as selections, variants as kernels
 from ..kernels.search_programs import HAMMING, TANIMOTO
 from ..layout.pieces import Pieces
 from .codes import words_of
@@ -217,7 +217,7 @@ class Shard:
     def _copy_rows(self, piece: _Piece, index, out, rows: int) -> None:
         program = programs.selection_program(kernels.SEARCH_ROWS, self.words, self.metric)
         source = piece.memory
-        push = programs.push_words(dict(db_offset=source.arena_offset // 4 + piece.word_offset,
+        push = selections.push_words(dict(db_offset=source.arena_offset // 4 + piece.word_offset,
                                         aux_offset=index.arena_offset // 4, out_offset=out.arena_offset // 4, rows=rows,
                                         regions_at=0))
         self._launch(program, [source, index, out], push, [source, index], [out])
@@ -263,6 +263,17 @@ class Shard:
     def queries(self, words: np.ndarray | None, place=None) -> _Queries:
         """Queries on this shard's device: host words uploaded, or a (buffer, word offset) place."""
         return _Queries(self.device, self.words, words, place)
+
+    def query_uploads(self, words: np.ndarray | None, place, count: int):
+        """(first, count, _Queries) of the queries in uploads of at most one storage buffer each
+        (host words; a place on the device is one already)."""
+        if place is not None:
+            yield 0, count, self.queries(None, place)
+            return
+        rows = max(1, programs.partial_bytes(self.device) // (self.words * 4))
+        for first in range(0, count, rows):
+            n = min(rows, count - first)
+            yield first, n, self.queries(words[first:first + n])
 
     def search(self, queries: _Queries, count: int, k: int, pacer: Pacer) -> list:
         """The k nearest of each query, exactly: [(first, size, buffer)], each buffer the answer
@@ -327,7 +338,7 @@ class Shard:
         bound key, range search). Returns [(first, size, answer buffer, status or lims)]:
         status: per query 0, or 1 where its regions overflowed (search it again in "full" mode);
         for a range search the lims (size + 1 entries) instead."""
-        plan = programs.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
+        plan = selections.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
                                        self.metric, "range" if bound is not None else mode,
                                        planned_budget(self.device))
         found = []
@@ -387,18 +398,18 @@ class Shard:
         program = programs.selection_program(kernels.SEARCH_HIST, self.words, self.metric)
         for i, part, cost in plan.histogram_dispatches(size):
             piece, memory = buffers[i]
-            push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory)})
+            push = selections.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory)})
             self._launch(program, [memory, queries.buffer, aux], push, [memory, queries.buffer], [aux])
             pacer.queued(cost, program.name)
         program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
-        self._launch(program, [aux], programs.push_words(fields), [aux], [aux])
+        self._launch(program, [aux], selections.push_words(fields), [aux], [aux])
 
     def _gather(self, plan, buffers, queries, size, aux, candidates, fields, pacer) -> None:
         program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
         out = candidates if candidates is not None else aux  # (counting only: nothing is written there)
         for i, part, cost in plan.gather_dispatches(size):
             piece, memory = buffers[i]
-            push = programs.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory),
+            push = selections.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory),
                                         "out_offset": out.arena_offset // 4})
             self._launch(program, [memory, queries.buffer, aux, out], push, [memory, queries.buffer, aux],
                          [aux] if out is aux else [aux, out])
@@ -414,21 +425,21 @@ class Shard:
                   scratch_offset=scratch.arena_offset // 4)
         for i, part, cost in plan.gather_dispatches(size):
             piece, memory = buffers[i]
-            push = programs.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
+            push = selections.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
             self._launch(count, [memory, queries.buffer, aux, counts], push, [memory, queries.buffer, aux], [counts])
             pacer.queued(cost, count.name)
         for part, cost in plan.offsets_dispatches(size):
-            self._launch(offsets, [aux, counts], programs.push_words({**fields, **part, **at}), [aux, counts],
+            self._launch(offsets, [aux, counts], selections.push_words({**fields, **part, **at}), [aux, counts],
                          [aux, counts])
             pacer.queued(cost, offsets.name)
         for i, part, cost in plan.gather_dispatches(size):
             piece, memory = buffers[i]
-            push = programs.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
+            push = selections.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
             self._launch(place, [memory, queries.buffer, aux, counts, out], push, [memory, queries.buffer, aux, counts],
                          [counts, out])
             pacer.queued(cost, place.name)
         for part, cost in plan.offsets_dispatches(size):  # (a query each item, as the offsets)
-            self._launch(below, [aux, out, scratch], programs.push_words({**fields, **part, **at}), [aux, out, scratch],
+            self._launch(below, [aux, out, scratch], selections.push_words({**fields, **part, **at}), [aux, out, scratch],
                          [out, scratch])
             pacer.queued(cost, below.name)
 
@@ -437,7 +448,7 @@ class Shard:
         offsets = dict(aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
                        scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4)
         for part, cost in plan.select_dispatches(size, candidates_total):
-            push = programs.push_words({**fields, **offsets, **part})
+            push = selections.push_words({**fields, **offsets, **part})
             self._launch(program, [aux, candidates, scratch, out], push, [aux, candidates], [aux, scratch, out])
             pacer.queued(cost, program.name)
 
@@ -448,7 +459,7 @@ class Shard:
         metric = HAMMING if entry == 2 else TANIMOTO
         program = programs.selection_program(kernels.SEARCH_FINISH, self.words, metric)
         table = self.id_table()
-        push = programs.push_words(dict(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
+        push = selections.push_words(dict(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
                                         out_offset=values.arena_offset // 4 + first,
                                         cand_offset=ids.arena_offset // 4 + 2 * first, rows=count, regions_at=0))
         self._launch(program, [entries, table, values, ids], push, [entries, table], [values, ids])

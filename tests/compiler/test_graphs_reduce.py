@@ -8,7 +8,7 @@ import pytest
 
 import dmlgpu
 from dmlgpu import DataType, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc, OutputGraphEdgeDesc, TensorDesc, ValidationError, testing
-from dmlgpu.kernels import search_programs as hamming_plan, variants as kernels
+from dmlgpu.kernels import search_programs as hamming_plan, selection_plans, variants as kernels
 from dmlgpu.describe.operator_descs import ReduceOperatorDesc, TopK1OperatorDesc
 from dmlgpu.table.operators import OPERATORS, REDUCE, AxisDirection, ReduceFunction
 
@@ -83,7 +83,7 @@ def test_the_selection_route_in_batches_of_queries(device, rng, monkeypatch):
     monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 16)
     q, n, w = 70, 401, 2
     data = [codes(rng, q, w, U32), codes(rng, n, w, U32, distinct=8)]
-    plan = hamming_plan.plan_selection(device, [(0, n)], w, 32 * w, 40, q, hamming_plan.HAMMING, "full")
+    plan = selection_plans.plan_selection(device, [(0, n)], w, 32 * w, 40, q, hamming_plan.HAMMING, "full")
     assert len(plan.batches()) > 1
     check(device, search_graph(q, n, w, U32, 40), data, "hamming", 3 * len(plan.batches()))
 

@@ -3,7 +3,7 @@ summed over a code, stable argsort: ties by lower row) for every word type, ever
 both paths (the register path up to k = 32, the selection path beyond), databases with many ties,
 databases split in pieces and queries in batches, Tensors, and ValidationError before any work.
 The index as a product (ids, add/remove, Tanimoto, range search, files, sharding) is in
-tests/test_search_index.py."""
+tests/search/test_search_index.py."""
 import numpy as np
 import pytest
 
@@ -11,7 +11,7 @@ import dmlgpu
 from conftest import POISON
 from dmlgpu import ValidationError
 from dmlgpu.search import shard as hamming
-from dmlgpu.kernels import search_programs as hamming_plan, variants as kernels
+from dmlgpu.kernels import search_programs as hamming_plan, selection_plans, variants as kernels
 
 
 def numpy_knn(database, queries, k):
@@ -292,7 +292,7 @@ def test_counting_search(monkeypatch, rng, case):
     queries = rng.integers(0, 256, size=(70, width), dtype=np.uint8) & 0x93  # (70: two groups of lanes)
     index = dmlgpu.HammingIndex(database)
     shard = index._shards[0]
-    plan = hamming_plan.plan_selection(index.device, shard.piece_rows(), shard.words, width * 8, k, 70,
+    plan = selection_plans.plan_selection(index.device, shard.piece_rows(), shard.words, width * 8, k, 70,
                                        hamming_plan.HAMMING)
     assert plan.mode == "counting" and plan.tiles_total > 1
     assert plan.stride == {"window holds every distance": 0, "sampled bound": plan.stride,
@@ -323,7 +323,7 @@ def test_counting_search_rows_below_the_window(monkeypatch, rng):
     check(database, queries, 40, index)
     assert again == []
     shard = index._shards[0]
-    plan = hamming_plan.plan_selection(index.device, shard.piece_rows(), shard.words, 1024, 40, 1,
+    plan = selection_plans.plan_selection(index.device, shard.piece_rows(), shard.words, 1024, 40, 1,
                                        hamming_plan.HAMMING)
     assert plan.stride >= 2
     unsampled = np.concatenate([np.arange(t * plan.rows_per_tile, min((t + 1) * plan.rows_per_tile, 4000))
@@ -337,10 +337,29 @@ def test_counting_search_rows_below_the_window(monkeypatch, rng):
 def test_counting_asked_for_never_searches_again(device):
     """Mode "counting" asked for (a graph cannot search a query again): every row's histogram
     bounds the window (its threshold bin's edge), or no bound for codes of few bits."""
-    plan = hamming_plan.plan_selection(device, [(0, 10 ** 6)], 8, 256, 100, 64, hamming_plan.HAMMING, mode="counting")
+    plan = selection_plans.plan_selection(device, [(0, 10 ** 6)], 8, 256, 100, 64, hamming_plan.HAMMING, mode="counting")
     assert (plan.mode, plan.stride) == ("counting", 1)
-    plan = hamming_plan.plan_selection(device, [(0, 10 ** 6)], 1, 32, 100, 64, hamming_plan.HAMMING, mode="counting")
+    plan = selection_plans.plan_selection(device, [(0, 10 ** 6)], 1, 32, 100, 64, hamming_plan.HAMMING, mode="counting")
     assert (plan.mode, plan.stride) == ("counting", 0)
+
+
+@pytest.mark.parametrize("mode", [None, "sampled"])
+def test_selection_batches_fit_the_largest_buffer(monkeypatch, device, mode):
+    """Every buffer of a batch (aux, counts or candidates, answer, scratch) fits the largest
+    buffer; where one query's alone cannot (a large k, or "full" mode's every row a candidate),
+    ValidationError names k before any work."""
+    monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 14)
+    plan = selection_plans.plan_selection(device, [(0, 3000), (3000, 3000)], 2, 64, 100, 500, hamming_plan.HAMMING, mode)
+    at = plan.layout(plan.batch)
+    entry = hamming_plan.ENTRY_WORDS[hamming_plan.HAMMING]
+    assert 1 <= plan.batch < 500
+    for words in (at["words"], plan.candidate_words(plan.batch), 2 * plan.batch * plan.k * entry):
+        assert words * 4 <= 1 << 14
+    with pytest.raises(ValidationError, match="fit the device's largest buffer") as caught:
+        selection_plans.plan_selection(device, [(0, 10 ** 5)], 2, 64, 5000, 10, hamming_plan.HAMMING, mode)
+    assert caught.value.field == "k" and caught.value.value == 5000
+    with pytest.raises(ValidationError, match=r"one query \(48000 bytes\)"):
+        selection_plans.plan_selection(device, [(0, 3000), (3000, 3000)], 2, 64, 100, 500, hamming_plan.HAMMING, "full")
 
 
 @pytest.mark.parametrize("k", [1, 10, kernels.HAMMING_REGISTER_K])
