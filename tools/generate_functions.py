@@ -86,9 +86,10 @@ def docstring(op: Operator) -> str:
     if len(operands) == 1:
         args = [_paragraph(f"x: numpy array (or dmlgpu.Tensor). {tables}", "    ")]
     else:
-        args = [_paragraph(f"{', '.join(operands)}: numpy arrays (or dmlgpu.Tensors) of one dtype (DirectML "
-                           f"does not promote) whose shapes broadcast with numpy's rules; either may be a Python "
-                           f"int, float or bool, which takes the other's dtype (NEP 50). {tables}", "    ")]
+        args = [_paragraph(f"{operands[0]}: a numpy array (or dmlgpu.Tensor). {tables}", "    "),
+                _paragraph(f"{operands[1]}: of {operands[0]}'s dtype (DirectML does not promote), its shape "
+                           f"broadcasting with {operands[0]}'s by numpy's rules; either may be a Python int, float "
+                           "or bool, which takes the other's dtype (NEP 50).", "    ")]
     if op.in_place:
         in_place = " or ".join(f"`out={name}`" for name in operands) + " runs in place."
     else:

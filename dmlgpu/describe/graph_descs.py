@@ -67,7 +67,9 @@ class GraphDesc:
         input_count: graph inputs, bound in this order by `execute(inputs=...)`.
         output_count: graph outputs, bound by `execute(outputs=...)`.
         nodes: `OperatorGraphNodeDesc`, `ConstantDataGraphNodeDesc` (or a bare operator descriptor).
-        input_edges, output_edges, intermediate_edges: the edge descriptors.
+        input_edges: `InputGraphEdgeDesc`s: graph input -> node input.
+        output_edges: `OutputGraphEdgeDesc`s: node output -> graph output.
+        intermediate_edges: `IntermediateGraphEdgeDesc`s: node output -> node input.
     """
 
     input_count: int

@@ -1,6 +1,6 @@
 """The one place that decides whether an operator descriptor is valid at a feature level.
 
-Rules come from the operator table and DirectML's buffer-tensor rules (`docs/directml.md`
+Rules come from the operator table and DirectML's buffer-tensor rules (`docs/guide/semantics.md`
 §1-2); each rejection raises `ValidationError` naming operator, tensor, field, value and what is
 allowed. Binding-time rules live in `dmlgpu.describe.bindings`, driven by the same table.
 
