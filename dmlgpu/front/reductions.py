@@ -2,7 +2,9 @@
 (DML_OPERATOR_REDUCE) and `top_k` (DML_OPERATOR_TOP_K1), on numpy arrays and Tensors.
 
 A numpy array in gives a numpy array out (uploaded, computed, downloaded once); a Tensor in gives
-a Tensor out on its device. Every call builds a descriptor and goes through `validate` (one
+a Tensor out on its device. The functions work on device views (`layout.views.View`) and make
+their results as the class of their operand, as `front.resident` does: this module sits below
+`front.tensor`, whose methods (`t.sum()`, `t.argmax()`, ...) call it. Every call builds a descriptor and goes through `validate` (one
 compiled operator per shape, kept by the device), so a call DirectML would reject raises
 `ValidationError` before any work. Divergences from numpy, from DirectML's rules:
 - `sum` keeps the input's type and wraps (numpy widens int32 to int64); DirectML sums only
@@ -14,8 +16,10 @@ compiled operator per shape, kept by the device), so a call DirectML would rejec
 from __future__ import annotations
 
 import builtins
+from typing import Any, Protocol, TypeVar, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from ..describe.operator_descs import DESC_CLASSES
 from ..api.device import default_device
@@ -23,10 +27,22 @@ from ..table.dtypes import DataType
 from ..errors import ValidationError
 from ..layout.operands import host_array
 from ..table.operators import REDUCE, TOP_K, AxisDirection, ReduceFunction
+from ..layout import pieces
 from ..layout.pieces import Pieces
-from .tensor import Tensor
+from ..layout.views import View
+from ..table.feature_levels import FeatureLevel
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, calc_buffer_tensor_size
 from ..describe.bindings import Binding
+from .resident import copy
+
+#: A device view in, the same class out (a `dmlgpu.Tensor` gives Tensors).
+_V = TypeVar("_V", bound=View)
+#: numpy data a reduction takes (a 0-d array or numpy scalar gives a 0-d array).
+HostData = Union[npt.NDArray[Any], np.generic]
+#: `axis`: None (all), an axis, or a tuple of axes.
+Axis = Union[int, "tuple[int, ...]", None]
+#: A feature level, its value, or None for the newest.
+Level = Union[FeatureLevel, int, None]
 
 #: argmin/argmax's output type: numpy's intp.
 INDEX_TYPE = DataType.INT64
@@ -50,13 +66,13 @@ def _one_buffer(name: str, nbytes: int, buffers: int, device) -> None:
                               "reductions and top_k do not run over Tensors that span buffers")
 
 
-def _operand(x, name: str):
-    """(Tensor on its device, whether the caller gave numpy data)."""
-    if isinstance(x, Tensor):
+def _operand(x, name: str) -> tuple[View, bool]:
+    """(the operand as a view on its device, whether the caller gave numpy data)."""
+    if isinstance(x, View):
         if isinstance(x.buffer, Pieces):
-            _one_buffer(name, x.nbytes, len(x.buffer.buffers), x.device)
+            _one_buffer(name, x.size * x.itemsize, len(x.buffer.buffers), x.device)
         if x.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
-            x = x.copy()  # DirectML binds at 16-byte multiples: a packed copy starts at 0
+            x = copy(x)  # DirectML binds at 16-byte multiples: a packed copy starts at 0
         return x, False
     x = host_array(x, name, "InputTensor", "x")
     if not isinstance(x, (np.ndarray, np.generic)):
@@ -68,7 +84,7 @@ def _operand(x, name: str):
                               "allowed: the numpy dtypes of DirectML's data types")
     device = default_device()
     _one_buffer(name, x.nbytes, 1, device)
-    return Tensor.from_numpy(np.ascontiguousarray(x), device), True
+    return View.from_fields(pieces.upload(device, x), x.shape, DataType.from_numpy(x.dtype)), True
 
 
 def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
@@ -85,18 +101,30 @@ def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _desc(t: Tensor) -> tuple[TensorDesc, Binding]:
+def _desc(t: View) -> tuple[TensorDesc, Binding]:
     sizes, strides = (t.shape, t.strides) if t.shape else ((1,), (1,))
     desc = TensorDesc(t.data_type, sizes, strides)
     return desc, Binding(t.buffer, t.offset, t.buffer.size_in_bytes - t.offset)
 
 
-def _result(device, shape, data_type: DataType) -> Tensor:
+def _result(like: View, shape, data_type: DataType) -> View:
+    """A packed result on `like`'s device, of `like`'s class."""
     size = calc_buffer_tensor_size(data_type, shape)
-    return Tensor(device.allocate(builtins.max(4, size), zero_fill=False), shape, data_type)
+    return type(like).from_fields(like.device.allocate(builtins.max(4, size), zero_fill=False), tuple(shape), data_type)
 
 
-def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, feature_level=None):
+def _reshaped(t: View, shape) -> View:
+    """A packed view (a result, a 0-d operand) with another shape of the same size."""
+    return type(t).from_fields(t.buffer, tuple(shape), t.data_type, t.offset)
+
+
+def _download(t: View) -> np.ndarray:
+    """A packed view's elements, as a new numpy array."""
+    return t.buffer.read(t.offset, t.size * t.itemsize).view(t.dtype).reshape(t.shape)
+
+
+def reduce(x: Any, function: ReduceFunction, axis: Axis = None, keepdims: bool = False,
+           feature_level: Level = None) -> Any:
     """DML_OPERATOR_REDUCE with `function` over `axis` (None: all), numpy's keepdims.
 
     Returns a numpy array for numpy input, a Tensor for a Tensor.
@@ -109,22 +137,36 @@ def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, featu
     t, host = _operand(x, name)
     axes = _axes(axis, builtins.max(1, t.ndim), name)
     if not t.shape:
-        t = t.reshape(1)
+        t = _reshaped(t, (1,))
     kept = tuple(1 if d in axes else s for d, s in enumerate(t.shape))
     out_type = INDEX_TYPE if function in REDUCE.index_functions else t.data_type
-    out = _result(t.device, kept, out_type)
+    out = _result(t, kept, out_type)
     (in_desc, in_binding), (out_desc, out_binding) = _desc(t), _desc(out)
     operator = t.device.create_operator(DESC_CLASSES[REDUCE.name](in_desc, out_desc, function, axes),
                                         feature_level)
     operator.execute([in_binding], [out_binding])
     shape = kept if keepdims else tuple(s for d, s in enumerate(kept) if d not in axes)
     if not host:
-        return out.reshape(shape) if shape != kept else out
-    return out.numpy().reshape(shape)
+        return _reshaped(out, shape) if shape != kept else out
+    return _download(out).reshape(shape)
 
 
-def _named(function: ReduceFunction, numpy_name: str):
-    def reduction(x, axis=None, keepdims: bool = False, feature_level=None):
+class Reduction(Protocol):
+    """The type of `dmlgpu.sum`, `min`, `max`, `prod`, `argmin` and `argmax`: numpy data in, a
+    numpy array out; a Tensor in, a Tensor out."""
+
+    @overload
+    def __call__(self, x: _V, axis: Axis = None, keepdims: bool = False, feature_level: Level = None) -> _V: ...
+
+    @overload
+    def __call__(self, x: HostData, axis: Axis = None, keepdims: bool = False,
+                 feature_level: Level = None) -> npt.NDArray[Any]: ...
+
+    def __call__(self, x: Any, axis: Axis = None, keepdims: bool = False, feature_level: Level = None) -> Any: ...
+
+
+def _named(function: ReduceFunction, numpy_name: str) -> Reduction:
+    def reduction(x: Any, axis: Axis = None, keepdims: bool = False, feature_level: Level = None) -> Any:
         return reduce(x, function, axis, keepdims, feature_level)
 
     reduction.__name__ = reduction.__qualname__ = numpy_name
@@ -139,14 +181,25 @@ def _named(function: ReduceFunction, numpy_name: str):
 
 
 sum = _named(ReduceFunction.SUM, "sum")  # noqa: A001 -- numpy's names, on purpose
+"""numpy.sum's call on the device (DML_REDUCE_FUNCTION_SUM): integers wrap at the input's width."""
 min = _named(ReduceFunction.MIN, "min")  # noqa: A001
+"""numpy.min's call on the device (DML_REDUCE_FUNCTION_MIN): floats by their total order."""
 max = _named(ReduceFunction.MAX, "max")  # noqa: A001
+"""numpy.max's call on the device (DML_REDUCE_FUNCTION_MAX): floats by their total order."""
 argmin = _named(ReduceFunction.ARGMIN, "argmin")
+"""numpy.argmin's call on the device (DML_REDUCE_FUNCTION_ARGMIN): the first smallest, int64."""
 argmax = _named(ReduceFunction.ARGMAX, "argmax")
+"""numpy.argmax's call on the device (DML_REDUCE_FUNCTION_ARGMAX): the first largest, int64."""
 prod = _named(ReduceFunction.MULTIPLY, "prod")
+"""numpy.prod's call on the device (DML_REDUCE_FUNCTION_MULTIPLY): integers wrap at the input's width."""
 
 
-def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
+@overload
+def top_k(x: _V, k: int, axis: int = -1, largest: bool = True, feature_level: Level = None) -> tuple[_V, _V]: ...
+@overload
+def top_k(x: HostData, k: int, axis: int = -1, largest: bool = True,
+          feature_level: Level = None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]: ...
+def top_k(x: Any, k: int, axis: int = -1, largest: bool = True, feature_level: Level = None) -> Any:
     """The `k` largest (or smallest) elements along `axis`, sorted, and their indices
     (DML_OPERATOR_TOP_K1; ties by ascending index whatever the direction).
 
@@ -173,15 +226,15 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
         raise ValidationError(name, None, "K", k, f"allowed: an integer greater than 0 and less than "
                               f"{t.shape[axis]} (the size along axis: DirectML's rule for K)")
     shape = tuple(int(k) if d == axis else s for d, s in enumerate(t.shape))
-    values, indices = _result(t.device, shape, t.data_type), _result(t.device, shape, TOP_K_INDEX_TYPE)
+    values, indices = _result(t, shape, t.data_type), _result(t, shape, TOP_K_INDEX_TYPE)
     direction = AxisDirection.DECREASING if largest else AxisDirection.INCREASING
     descs = [_desc(v) for v in (t, values, indices)]
     operator = t.device.create_operator(
         DESC_CLASSES[TOP_K.name](*(d for d, _ in descs), axis, int(k), direction), feature_level)
     operator.execute([descs[0][1]], [descs[1][1], descs[2][1]])
     if host:
-        return values.numpy(), indices.numpy()
+        return _download(values), _download(indices)
     return values, indices
 
 
-__all__ = ["argmax", "argmin", "max", "min", "prod", "reduce", "sum", "top_k"]
+__all__ = ["Reduction", "argmax", "argmin", "max", "min", "prod", "reduce", "sum", "top_k"]
