@@ -7,8 +7,8 @@ imports the package) runs this script, then installs what it wrote with the pack
     python tools/generate_functions.py --check DIR  # exit 1 (and say so) if DIR's are not what the table gives
 
 functions.py: one function per row of `dmlgpu.table.operators.OPERATORS`, named after its `short`,
-with a real signature, annotations (overloads: a Tensor operand or `out` gives a Tensor) and a
-docstring made from the row. tensor_operators.py: `TensorOperators`, Tensor's base, with
+with a real signature, annotations (overloads: a Tensor operand or `out` gives a Tensor, a numpy
+array operand or `out` a numpy array, scalars alone a numpy scalar) and a docstring made from the row. tensor_operators.py: `TensorOperators`, Tensor's base, with
 `__op__`, `__rop__` and `__iop__` (unary: `__op__`) for each row's `python_operator`, declared
 with their types. Type checkers and IDEs read the generated source; tests/test_typing.py
 checks that the modules Python imports are what this script writes from today's table.
@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import Any, Union, overload
 
+import numpy as np
 import numpy.typing as npt
 
 from ..layout.operands import HostOperand
@@ -60,6 +61,8 @@ from .tensor import Tensor
 
 #: Any operand: numpy data or a Tensor.
 Operand = Union[Tensor, HostOperand]
+#: A scalar operand: numpy's, or a Python int, float or bool (NEP 50: it takes the other's dtype).
+Scalar = Union[np.generic, int, float]
 #: A feature level, its value, or None for the newest.
 Level = Union[FeatureLevel, int, None]
 
@@ -137,15 +140,20 @@ def _split(params: str) -> list[str]:
 
 
 def _function(op: Operator) -> str:
-    """Overloads (Tensor in or out: a Tensor) and the function itself."""
+    """Overloads (a Tensor operand or `out`: a Tensor; else a numpy array operand or `out`: a numpy
+    array; scalars alone: a numpy scalar, typed Any as numpy's own stubs type it) and the function."""
     names = OPERANDS[len(op.inputs)]
+    n = len(names)
     tail = "*, " + ("dtype: npt.DTypeLike | None = None, " if not op.same_type else "") + "feature_level: Level = None"
+    array = "npt.NDArray[Any]"
     variants = []  # (operand annotations, out annotation and default, return)
-    for i in range(len(names)):  # a Tensor in position i, numpy data before it
-        variants.append((["HostOperand"] * i + ["Tensor"] + ["Operand"] * (len(names) - i - 1),
-                         "Tensor | None = None", "Tensor"))
-    variants.append((["HostOperand"] * len(names), "Tensor", "Tensor"))
-    variants.append((["HostOperand"] * len(names), "npt.NDArray[Any] | None = None", "Any"))
+    for i in range(n):  # a Tensor in position i, numpy data before it
+        variants.append((["HostOperand"] * i + ["Tensor"] + ["Operand"] * (n - i - 1), "Tensor | None = None", "Tensor"))
+    variants.append((["HostOperand"] * n, "Tensor", "Tensor"))
+    for i in range(n):  # an array in position i, scalars before it, no Tensor
+        variants.append((["Scalar"] * i + [array] + ["HostOperand"] * (n - i - 1), f"{array} | None = None", array))
+    variants.append((["HostOperand"] * n, array, array))
+    variants.append((["Scalar"] * n, "None = None", "Any"))
     constant = f"_{op.short.upper()}"
     lines = [f"{constant} = BY_SHORT[{op.short!r}]", ""]
     for kinds, out, result in variants:

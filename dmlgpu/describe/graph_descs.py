@@ -10,6 +10,7 @@ description of the node input it feeds, as if they were bound there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,11 @@ class GraphDesc:
 
     input_count: int
     output_count: int
-    nodes: tuple = field(default=())
-    input_edges: tuple = field(default=())
-    output_edges: tuple = field(default=())
-    intermediate_edges: tuple = field(default=())
+    # Lists or tuples given; tuples once made.
+    nodes: Sequence[Any] = field(default=())
+    input_edges: Sequence[InputGraphEdgeDesc] = field(default=())
+    output_edges: Sequence[OutputGraphEdgeDesc] = field(default=())
+    intermediate_edges: Sequence[IntermediateGraphEdgeDesc] = field(default=())
 
     def __post_init__(self):
         for name in ("nodes", "input_edges", "output_edges", "intermediate_edges"):

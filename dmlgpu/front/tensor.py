@@ -371,7 +371,7 @@ class Tensor(views.View, TensorOperators):
         byte_strides = [s * self.itemsize for s in self.strides]
         return np.lib.stride_tricks.as_strided(data, self.shape, byte_strides).copy()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         """The elements as nested Python lists of Python scalars (a 0-d Tensor: one scalar)."""
         return self.numpy().tolist()
 

@@ -17,7 +17,10 @@ distances only depend on the bits).
 """
 from __future__ import annotations
 
+from typing import Any, Union, overload
+
 import numpy as np
+import numpy.typing as npt
 
 from ..kernels import variants as kernels
 from ..api.device import default_device
@@ -27,7 +30,12 @@ from ..layout.operands import host_array
 from ..layout.pieces import Pieces
 from ..front.tensor import Tensor
 
-__all__ = ["CODE_DTYPES", "HammingIndex", "as_codes", "hamming_knn"]
+__all__ = ["CODE_DTYPES", "Codes", "HammingIndex", "as_codes", "hamming_knn"]
+
+#: Codes given as numpy data: rows of unsigned integers.
+Codes = npt.NDArray[Any]
+#: (distances, rows) on the host.
+Answer = tuple[npt.NDArray[Any], npt.NDArray[Any]]
 
 #: Word types a code may be made of.
 CODE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
@@ -155,7 +163,11 @@ class HammingIndex:
         """Database pieces (one storage buffer each) a search walks."""
         return len(self._pieces)
 
-    def search(self, queries, k: int):
+    @overload
+    def search(self, queries: Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+    @overload
+    def search(self, queries: Codes, k: int) -> Answer: ...
+    def search(self, queries: Union[Tensor, Codes], k: int) -> Any:
         """The k nearest codes of each query: (distances uint32, indices int64), shape (q, k),
         numpy's answer exactly (ties by lower row); Tensors (uint32 both) for a Tensor query.
 
@@ -221,7 +233,11 @@ class HammingIndex:
         return lists[result].read(0, count * k * 8).view(np.uint32).reshape(count, k, 2)
 
 
-def hamming_knn(database, queries, k: int):
+@overload
+def hamming_knn(database: Union[Tensor, Codes], queries: Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+@overload
+def hamming_knn(database: Union[Tensor, Codes], queries: Codes, k: int) -> Answer: ...
+def hamming_knn(database: Union[Tensor, Codes], queries: Union[Tensor, Codes], k: int) -> Any:
     """The k nearest database codes of each query by Hamming distance, exactly numpy's answer.
 
     Args:
