@@ -106,8 +106,8 @@ def docstring(op: Operator) -> str:
     args.append(_paragraph("feature_level: a `FeatureLevel` (or its value); None means the newest. Dimensions "
                            "beyond the level's are merged where contiguous; missing ones are added as 1s.", "    "))
     parts += ["Args:\n" + "\n".join(args),
-              "Returns:\n    A new array (a numpy scalar for 0-d numpy operands; a Tensor when an operand or "
-              "`out` is a\n    Tensor), or `out`.",
+              "Returns:\n" + _paragraph("A new numpy array (a numpy scalar for numpy scalar or 0-d operands); a "
+                                         "Tensor when an operand or `out` is a Tensor; or `out`.", "    "),
               "Raises:\n" + _paragraph("DataTypeError: a dtype DirectML does not allow (both a ValidationError "
                                        "and a TypeError, as numpy's UFuncTypeError); nothing runs.", "    ")
               + "\n" + _paragraph("ValidationError: a shape, `out` or level that DirectML does not allow, a "
