@@ -22,7 +22,7 @@ from ..errors import DeviceError, ValidationError
 from . import buffers, debug_layer, discovery, fork, host_calls, interrupts, launches, shader_compiler, timing, vulkan
 from .buffers import Buffer
 from .hand_over import HandOvers
-from .launches import Launch, Program, Recorded, Results
+from .launches import Launch, Program, Rebound, Recorded, Results
 from .limits import is_int
 from .memory import trim_host_heap
 from .pipelines import seeded_disk_cache
@@ -199,6 +199,23 @@ class Device:
         finally:
             lock.release()
 
+    def flush(self) -> int:
+        """Submit the queued work now, without waiting; returns its position for `wait_for`."""
+        resources = self._resources
+        with resources.lock:
+            resources.check_open()
+            resources.stream.flush()
+            return resources.stream.position - 1
+
+    def wait_for(self, position: int) -> None:
+        """Wait until the work submitted up to `position` (from `flush`) has finished: a wait
+        that returns as soon as that work does, so that a caller cutting long work into
+        submits sees Ctrl-C between them."""
+        resources = self._resources
+        with resources.lock:
+            resources.check_open()
+            resources.stream.wait(position)
+
     def launch(self, program: Program, grid, bindings, push, reads, writes, name: str) -> Launch:
         """Prepare a dispatch of `program` over `grid` binding `bindings` (Buffers, in order).
 
@@ -213,6 +230,10 @@ class Device:
         writes, the push-constant word of each one's word offset in its arena and the binding
         positions that bind it; `inputs` are weak references to the buffers that stay bound)."""
         return Results(self, self._resources, templates, ends, writes, inputs)
+
+    def rebound(self, template: Launch, words, units, sizes, fresh) -> Rebound:
+        """`template` re-aimed per call at other buffers of the same layout (`launches.Rebound`)."""
+        return Rebound(self, self._resources, template, words, units, sizes, fresh)
 
     def rebind(self, launch: Launch, buffers) -> Launch:
         """`launch` for other live `buffers` (in binding order) in the very blocks its own

@@ -1,5 +1,6 @@
 """What the device runs: `Program`s, prepared dispatches (`Launch`), repeated dispatches into
-fresh outputs (`Results`) and command buffers recorded once (`Recorded`).
+fresh outputs (`Results`), dispatches re-aimed at other buffers of one layout (`Rebound`) and
+command buffers recorded once (`Recorded`).
 
 Pipelines: one per program (a shader variant with its specialization) x grid x the arenas it
 binds, so creating buffers or results never compiles one in steady state. Offsets into the
@@ -178,7 +179,7 @@ class Results:
             memory, device = resources.memory, self.device
             blocks, buffers = [], []
             for end in self.ends:
-                block = resources.take(memory, end)
+                block = resources.take(memory, end, device_writes_first=True)
                 blocks.append((block.arena.id, block.offset))
                 buffers.append(Buffer(device, resources, end, block))
             stream, templates = resources.stream, self.templates
@@ -214,6 +215,84 @@ class Results:
             remembered.clear()
         entry = remembered[key] = (pipeline, push, spans, replay_key(pipeline, push))
         return entry
+
+
+class Rebound:
+    """One prepared dispatch aimed, call after call, at other buffers laid out as its template's
+    were (`u = ~u` in a loop: a new operand and a new result every call).
+
+    What a call of one layout needs is fixed by its first call: the program, the grid, the push
+    constants but the bindings' offsets, and the size of each binding's range. A call names its
+    buffers and the byte where each binding starts; the output may be a fresh buffer of `fresh`
+    bytes, taken from the pool here. Under one hold of the device's lock it checks that every
+    buffer is live, finds the pipeline for their arenas (remembered per arena set), writes the
+    offsets into a copy of the push constants and queues the dispatch: no Launch is made and
+    nothing is checked again (the caller planned the layout once and checked it then).
+
+    Args:
+        template: the first call's Launch.
+        words: per binding, the push-constant word that holds its offset.
+        units: per binding, the unit that offset counts in bytes (4: words; the element size
+            for the strided kernel's output, which may start at any element).
+        sizes: per binding, the bytes its range spans from its start.
+        fresh: bytes of a new output buffer (the last binding), or None when the output is given.
+    """
+
+    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines")
+    #: Arena sets remembered (then forgotten all at once): a loop uses a few.
+    ARENA_SETS = 64
+
+    def __init__(self, device, resources, template, words, units, sizes, fresh):
+        self.device = device
+        self._resources = resources
+        self._template = template
+        self._words, self._units, self._sizes = tuple(words), tuple(units), tuple(sizes)
+        self._fresh = fresh
+        self._pipelines: dict = {}
+
+    def __call__(self, buffers, starts, shift: int = 0):
+        """Queue the dispatch over `buffers` (the output last; None there for a fresh one)
+        from byte `starts` (`shift` elements more for a strided output); returns the output
+        Buffer, or None, queuing nothing, if a buffer was released or belongs to another device."""
+        resources, template, device = self._resources, self._template, self.device
+        lock = resources.lock
+        lock.acquire()
+        try:
+            resources.check_open()
+            threads.entered()
+            buffers = list(buffers)
+            if self._fresh is not None:
+                block = resources.take(resources.memory, self._fresh, device_writes_first=True)
+                buffers[-1] = Buffer(device, resources, self._fresh, block)
+            blocks = []
+            for buffer in buffers:
+                block = buffer.block
+                if block is None or buffer.device is not device:
+                    return None
+                blocks.append(block)
+            arena_ids = tuple([block.arena.id for block in blocks])
+            pipeline = self._pipelines.get(arena_ids)
+            if pipeline is None or pipeline.handle is None:
+                _, grid, _ = template.key
+                _, pipeline = resources.pipelines.get(template.program, grid, [block.arena for block in blocks])
+                if len(self._pipelines) >= self.ARENA_SETS:
+                    self._pipelines.clear()
+                self._pipelines[arena_ids] = pipeline
+            push = template.push.copy()
+            spans = []
+            for word, unit, size, block, start in zip(self._words, self._units, self._sizes, blocks, starts):
+                push[word] = (block.offset + start) // unit
+                spans.append(resources.span(block, start, start + size))
+            if shift:
+                push[self._words[-1]] += shift
+            stream = resources.stream
+            position = stream.position
+            stream.dispatch(pipeline, push, spans[:-1], spans[-1:], template.name)
+            for buffer in buffers:
+                buffer.last_use = position
+            return buffers[-1]
+        finally:
+            lock.release()
 
 
 class Recorded:
