@@ -66,7 +66,7 @@ def test_tensor_of_data_points_to_asarray():
         Tensor([1, 2, 3])
     buffer = dmlgpu.default_device().allocate(16)
     with pytest.raises(TypeError, match="needs the shape and the data type"):
-        Tensor(buffer)
+        Tensor(buffer, (4,))
 
 
 # -- methods ----------------------------------------------------------------------------------------

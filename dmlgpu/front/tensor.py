@@ -30,7 +30,7 @@ What a numpy user expects of an array, and where dmlgpu differs:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -41,34 +41,15 @@ from ..api.device import Buffer, Device, default_device
 from ..table.dtypes import ALL, DataType
 from ..errors import ValidationError
 from ..layout.operands import data_type as operand_data_type, host_array
-from ..table.operators import BIT_XOR, OPERATORS
+from ..table.operators import BIT_XOR
 from ..layout.pieces import Pieces
 from ..describe.tensor_desc import MAX_ELEMENTS, packed_strides
-from ..table.feature_levels import FeatureLevel
 from .reductions import Axis, Level
 from .tensor_operators import TensorOperators
+from .tensor_protocols import ARRAY_FUNCTIONS, NUMPY_COUNTERPARTS, UFUNC_OPERATORS, TensorProtocols
 
 __all__ = ["ARRAY_FUNCTIONS", "NUMPY_COUNTERPARTS", "Tensor", "UFUNC_OPERATORS"]
 
-#: numpy ufunc name -> operator, from the table's `numpy_ufunc` column.
-UFUNC_OPERATORS = {op.numpy_ufunc: op for op in OPERATORS if op.numpy_ufunc}
-#: numpy function name -> what computes it on a Tensor: `np.sum(t)` raises TypeError naming it.
-NUMPY_COUNTERPARTS = {
-    "sum": "dmlgpu.sum(t) (or t.sum())", "prod": "dmlgpu.prod(t) (or t.prod())",
-    "min": "dmlgpu.min(t) (or t.min())", "amin": "dmlgpu.min(t) (or t.min())",
-    "max": "dmlgpu.max(t) (or t.max())", "amax": "dmlgpu.max(t) (or t.max())",
-    "argmin": "dmlgpu.argmin(t) (or t.argmin())", "argmax": "dmlgpu.argmax(t) (or t.argmax())",
-    "partition": "dmlgpu.top_k(t, k)", "argpartition": "dmlgpu.top_k(t, k)",
-    "ravel": "t.ravel()", "reshape": "t.reshape(shape)", "transpose": "t.transpose() (or t.T)",
-    "copy": "t.copy()", "shape": "t.shape", "ndim": "t.ndim", "size": "t.size",
-}
-#: numpy function -> its implementation on Tensors (`__array_function__`, NEP 18), for the numpy
-#: functions that take Tensors as they are; every other one raises TypeError.
-ARRAY_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
-#: What the error of a DLPack export says (torch.as_tensor, np.from_dlpack and their kin).
-_NO_DLPACK = ("a dmlgpu.Tensor lives in Vulkan device memory, which DLPack has no device type for, so "
-              "no other library can take it over: download it with t.numpy() (torch.from_numpy(t.numpy()), "
-              "cupy.asarray(t.numpy()))")
 _EQUALITY = ("dmlgpu.Tensor has no element-wise {0} (DirectML's ELEMENT_WISE_LOGICAL_EQUALS is not among "
              "dmlgpu's operators) and does not compare by identity: compare on the host with "
              "t.numpy() {0} other, tell objects apart with `is`, or views with `.key`")
@@ -92,7 +73,7 @@ def _rebuild(array: np.ndarray) -> Tensor:
     return Tensor.from_numpy(array)
 
 
-class Tensor(views.View, TensorOperators):
+class Tensor(views.View, TensorOperators, TensorProtocols):
     """A strided view of a device Buffer, as a numpy-like array that lives on the device.
 
     Args:
@@ -135,7 +116,7 @@ class Tensor(views.View, TensorOperators):
             raise TypeError(f"dmlgpu.Tensor(buffer, shape, data_type) views a device Buffer, not a "
                             f"{type(buffer).__name__}: to make a Tensor from data, call dmlgpu.asarray(data) "
                             "(or dmlgpu.Tensor.from_numpy(array)); dmlgpu.empty/zeros/ones/full make new ones")
-        if shape is None or data_type is None:
+        if data_type is None:
             raise TypeError("dmlgpu.Tensor(buffer, shape, data_type) needs the shape and the data type of the "
                             "view; dmlgpu.asarray(data) makes a Tensor of data")
         buffer.check_live()
@@ -416,71 +397,6 @@ class Tensor(views.View, TensorOperators):
     def __ne__(self, other):
         raise TypeError(_EQUALITY.format("!="))
 
-    def __array__(self, dtype=None, copy=None):
-        """Refused: `np.asarray(tensor)` raises TypeError; call `.numpy()`.
-
-        As CuPy (which points to `.get()`) and PyTorch for device tensors: a download waits for
-        the device and copies the data, and an implicit one inside numpy (np.asarray, np.sum,
-        a loop mixing arrays and Tensors) hides that cost where nobody sees it.
-        """
-        raise TypeError("dmlgpu.Tensor does not convert to a numpy array implicitly "
-                        "(a hidden device-to-host copy); call .numpy() to download it")
-
-    def __array_function__(self, func, types, args, kwargs):
-        """numpy's functions on a Tensor (NEP 18): those in `ARRAY_FUNCTIONS` run; any other raises
-        TypeError, naming the dmlgpu function or method that computes it on the device
-        (`NUMPY_COUNTERPARTS`: `np.sum(t)` points to `dmlgpu.sum(t)`), else saying to download
-        first: numpy would otherwise convert the Tensor, a hidden device-to-host copy."""
-        implementation = ARRAY_FUNCTIONS.get(func)
-        if implementation is not None:
-            return implementation(*args, **kwargs)
-        name = func.__name__
-        counterpart = NUMPY_COUNTERPARTS.get(name)
-        if counterpart is not None:
-            raise TypeError(f"numpy.{name} does not run on a dmlgpu.Tensor: call {counterpart}, which computes "
-                            "on the device with DirectML's rules (see its docstring for where they differ from "
-                            "numpy's), or t.numpy() to use numpy on the host")
-        raise TypeError(f"numpy.{name} has no dmlgpu counterpart for a dmlgpu.Tensor: call t.numpy() to "
-                        "download it first (dmlgpu makes no hidden device-to-host copies)")
-
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> NoReturn:
-        """Refused (BufferError): Vulkan memory has no DLPack device type; download with `.numpy()`."""
-        raise BufferError(_NO_DLPACK)
-
-    def __dlpack_device__(self) -> NoReturn:
-        """Refused (BufferError), as `__dlpack__`: `torch.as_tensor(t)` and `np.from_dlpack(t)`
-        ask this first and pass the error on."""
-        raise BufferError(_NO_DLPACK)
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """numpy's ufuncs that name a dmlgpu operator (`Operator.numpy_ufunc`: np.invert,
-        np.bitwise_xor, ...) run on the device and return a Tensor; `out=` may be a Tensor.
-
-        Semantics are DirectML's, not numpy's: raw bits (np.invert of a float Tensor inverts
-        its encoding, where numpy raises), shift amounts masked to the element width. Any
-        other ufunc, ufunc method (reduce, accumulate, ...) or argument raises TypeError.
-        """
-        op = UFUNC_OPERATORS.get(ufunc.__name__)
-        reduction = {"add": "sum", "multiply": "prod", "minimum": "min", "maximum": "max"}.get(ufunc.__name__)
-        if method == "reduce" and reduction is not None:
-            raise TypeError(f"numpy.{ufunc.__name__}.reduce does not run on a dmlgpu.Tensor: call "
-                            f"dmlgpu.{reduction}(t) (or t.{reduction}()), which computes on the device with "
-                            "DirectML's rules, or t.numpy() to use numpy on the host")
-        if op is None:
-            raise TypeError(f"numpy.{ufunc.__name__} has no dmlgpu operator; dmlgpu.Tensor takes "
-                            f"{', '.join('numpy.' + name for name in UFUNC_OPERATORS)} "
-                            "(or call .numpy() to compute on the host)")
-        if method != "__call__":
-            raise TypeError(f"numpy.{ufunc.__name__}.{method} is not supported on dmlgpu.Tensor")
-        out = kwargs.pop("out", None)
-        if isinstance(out, tuple):
-            if len(out) != 1:
-                raise TypeError(f"numpy.{ufunc.__name__}: out must hold one Tensor")
-            out = out[0]
-        if kwargs:
-            raise TypeError(f"numpy.{ufunc.__name__} on dmlgpu.Tensor takes no {', '.join(sorted(kwargs))} argument")
-        return ops.apply(op, inputs, out, ops.output_dtype(op, out, None), None)
-
     def to(self, device) -> Tensor:
         """This tensor on `device` (itself if it is there already; else a copy through the host).
 
@@ -509,55 +425,4 @@ class Tensor(views.View, TensorOperators):
         device = default_device()
         return self.copy() if device is self.device else self.to(device)
 
-    # -- printing: the values, as numpy prints them ------------------------------------------
-    def _shown(self) -> tuple[np.ndarray, dict]:
-        """The values numpy's print options show (all of them up to the `threshold` option, else
-        only the corners of its summary, downloaded corner by corner) and the options to print
-        them with."""
-        options = np.get_printoptions()
-        if self.size <= options["threshold"]:
-            return self.numpy(), {}
-        return _corners(self, max(1, options["edgeitems"])), {"threshold": 0}
 
-    def _unprintable(self) -> str | None:
-        """Why the values cannot be shown (its device closed, its buffer released), or None."""
-        if not self.buffer.released:
-            return None
-        return "its device was closed" if self.device.closed else "its buffer was released"
-
-    def __repr__(self) -> str:
-        if not hasattr(self, "_strides"):  # __init__ refused its arguments
-            return "<dmlgpu.Tensor, not made>"
-        fields = f"dtype={self.dtype.name}"
-        if self.size == 0 and self.ndim != 1:
-            fields = f"shape={self.shape}, {fields}"
-        why = self._unprintable()
-        if why is not None:
-            return f"Tensor(<{why}>, shape={self.shape}, dtype={self.dtype.name})"
-        values, options = self._shown()
-        text = np.array2string(values, separator=", ", prefix="Tensor(", **options)
-        return f"Tensor({text}, {fields}, device={self.device.index})"
-
-    def __str__(self) -> str:
-        why = self._unprintable()
-        if why is not None:
-            return f"<dmlgpu.Tensor {self.shape} {self.dtype.name}: {why}>"
-        values, options = self._shown()
-        return np.array2string(values, **options)
-
-
-def _corners(t: Tensor, edge: int) -> np.ndarray:
-    """What numpy's summary of `t` shows: along each axis longer than `2 * edge`, its first and
-    last `edge` elements with one filler between them (numpy prints "..." in its place when the
-    result is printed with `threshold=0`), downloaded corner by corner."""
-    def gather(view: Tensor, axis: int) -> np.ndarray:
-        if axis == view.ndim:
-            return view.numpy()
-        n = view.shape[axis]
-        if n <= 2 * edge:
-            return gather(view, axis + 1)
-        before = (slice(None),) * axis
-        head = gather(view[before + (slice(0, edge),)], axis + 1)
-        tail = gather(view[before + (slice(n - edge, n),)], axis + 1)
-        return np.concatenate([head, head.take([0], axis), tail], axis)
-    return gather(t, 0)
