@@ -34,7 +34,9 @@ try:
     from distributed.worker_memory import parse_memory_limit
 except ImportError as missing:  # the [dask] extra is not installed
     raise ModuleNotFoundError(f"dmlgpu.dask needs dask[array] and distributed ({missing.name} is missing): "
-                              "pip install 'dmlgpu[dask]'", name=missing.name) from missing
+                              "pip install 'dask[array]' distributed, or dmlgpu's wheel with its extra: "
+                              "pip install 'dmlgpu-<version>-<tags>.whl[dask]'",
+                              name=missing.name) from missing
 
 from ..front import numpy_api
 from ..front.call_plan import output_type

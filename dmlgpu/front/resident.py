@@ -104,7 +104,8 @@ class _Plan:
         buffers, starts = [], []
         for x, scalar, size in zip(arrays, self.scalars, self.sizes):
             if scalar is None:
-                buffer, offset = x.buffer, x.offset
+                buffer = x.buffer
+                offset = x.offset
                 start = offset - offset % 16
                 if start + size > buffer.size_in_bytes:
                     return None
@@ -116,21 +117,19 @@ class _Plan:
         if out is None:
             buffers.append(None)
             starts.append(0)
-        else:
-            buffer, start = out.buffer, out.offset
-            if start + self.sizes[-1] > buffer.size_in_bytes:
+            made = self.rebound(buffers, starts)
+            if made is None:
                 return None
-            for x, s in zip(buffers, starts):
-                if x is buffer and s != start:
-                    return None
-            buffers.append(buffer)
-            starts.append(start)
-        made = self.rebound(buffers, starts)
-        if made is None:
+            return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides)
+        buffer, start = out.buffer, out.offset
+        if start + self.sizes[-1] > buffer.size_in_bytes:
             return None
-        if out is not None:
-            return out
-        return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides)
+        for x, s in zip(buffers, starts):
+            if x is buffer and s != start:
+                return None
+        buffers.append(buffer)
+        starts.append(start)
+        return out if self.rebound(buffers, starts) is not None else None
 
 
 def _scalar_buffer(device, value: np.ndarray):
@@ -155,10 +154,10 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
     call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
     try:  # a call of a layout planned before, whichever views it names
         if out is None:
-            plan = _PLANS.get((*call, _layouts(arrays), None, None))
+            plan = _PLANS.get((call, _layouts(arrays)))
         else:
             target = out.buffer
-            plan = _PLANS.get((*call, _layouts(arrays), out.layout,
+            plan = _PLANS.get((call, _layouts(arrays), out.layout,
                                tuple([isinstance(x, View) and x.buffer is target for x in arrays])))
     except (AttributeError, TypeError):
         plan = None
@@ -269,10 +268,10 @@ def _remember_plan(compiled, ranges, call, given, tensors, out, given_out, make,
     """Keep the call just queued as a plan of its layouts (`_PLANS`)."""
     try:
         if given_out:
-            key = (*call, _layouts(given), out.layout, tuple([isinstance(x, View) and x.buffer is out.buffer
-                                                              for x in given]))
+            key = (call, _layouts(given), out.layout, tuple([isinstance(x, View) and x.buffer is out.buffer
+                                                             for x in given]))
         else:
-            key = (*call, _layouts(given), None, None)
+            key = (call, _layouts(given))
     except (AttributeError, TypeError):
         return
     scalars = [None if x is t else t.buffer for x, t in zip(given, tensors)]

@@ -177,7 +177,7 @@ class View:
     makes its results as the class of its operands; `dmlgpu.Tensor` is the View users hold.
     """
 
-    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "__weakref__")
+    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "_layout", "__weakref__")
 
     @classmethod
     def from_fields(cls, buffer, shape: tuple, data_type, offset: int = 0, strides: tuple | None = None):
@@ -186,7 +186,7 @@ class View:
         view = object.__new__(cls)
         view._buffer, view._shape, view._data_type, view._offset = buffer, shape, data_type, offset
         view._strides = packed_strides(shape) if strides is None else strides
-        view._key = None
+        view._key = view._layout = None
         return view
 
     @property
@@ -228,8 +228,12 @@ class View:
         within its 16-byte binding unit): equal for two views that any call plans the same way,
         whichever buffers they view and wherever in them (the call pipeline's memos are keyed
         by it, never by a view's identity)."""
-        buffer = self._buffer
-        return (buffer.device, type(buffer), self._data_type, self._shape, self._strides, self._offset % 16)
+        layout = self._layout
+        if layout is None:
+            buffer = self._buffer
+            layout = self._layout = (buffer.device, type(buffer), self._data_type, self._shape, self._strides,
+                                     self._offset % 16)
+        return layout
 
     @property
     def device(self):

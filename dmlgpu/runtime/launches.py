@@ -238,7 +238,7 @@ class Rebound:
         fresh: bytes of a new output buffer (the last binding), or None when the output is given.
     """
 
-    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines")
+    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines", "_recent")
     #: Arena sets remembered (then forgotten all at once): a loop uses a few.
     ARENA_SETS = 64
 
@@ -249,50 +249,78 @@ class Rebound:
         self._words, self._units, self._sizes = tuple(words), tuple(units), tuple(sizes)
         self._fresh = fresh
         self._pipelines: dict = {}
+        self._recent: tuple = ()  # the two latest calls' blocks and what they made
 
     def __call__(self, buffers, starts, shift: int = 0):
         """Queue the dispatch over `buffers` (the output last; None there for a fresh one)
         from byte `starts` (`shift` elements more for a strided output); returns the output
         Buffer, or None, queuing nothing, if a buffer was released or belongs to another device."""
         resources, template, device = self._resources, self._template, self.device
+        threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
         lock = resources.lock
         lock.acquire()
         try:
-            resources.check_open()
-            threads.entered()
-            buffers = list(buffers)
-            if self._fresh is not None:
-                block = resources.take(resources.memory, self._fresh, device_writes_first=True)
-                buffers[-1] = Buffer(device, resources, self._fresh, block)
+            if resources.closed:
+                resources.check_open()
+            fresh = self._fresh
+            if fresh is not None:
+                block = resources.take(resources.memory, fresh, device_writes_first=True)
+                buffers[-1] = Buffer(device, resources, fresh, block)
             blocks = []
             for buffer in buffers:
                 block = buffer.block
                 if block is None or buffer.device is not device:
                     return None
                 blocks.append(block)
-            arena_ids = tuple([block.arena.id for block in blocks])
-            pipeline = self._pipelines.get(arena_ids)
-            if pipeline is None or pipeline.handle is None:
-                _, grid, _ = template.key
-                _, pipeline = resources.pipelines.get(template.program, grid, [block.arena for block in blocks])
-                if len(self._pipelines) >= self.ARENA_SETS:
-                    self._pipelines.clear()
-                self._pipelines[arena_ids] = pipeline
-            push = template.push.copy()
-            spans = []
-            for word, unit, size, block, start in zip(self._words, self._units, self._sizes, blocks, starts):
-                push[word] = (block.offset + start) // unit
-                spans.append(resources.span(block, start, start + size))
-            if shift:
-                push[self._words[-1]] += shift
+            for entry in self._recent:  # the same blocks as a recent call (a loop): all made
+                if entry[0] == starts and entry[1] == shift and all(a is b for a, b in zip(entry[2], blocks)) \
+                        and entry[3].handle is not None:
+                    _, _, _, pipeline, push, reads, writes, key = entry
+                    break
+            else:
+                pipeline, push, reads, writes, key = self._prepare(blocks, starts, shift)
             stream = resources.stream
             position = stream.position
-            stream.dispatch(pipeline, push, spans[:-1], spans[-1:], template.name)
+            stream.dispatch(pipeline, push, reads, writes, template.name, key)
             for buffer in buffers:
                 buffer.last_use = position
             return buffers[-1]
         finally:
             lock.release()
+
+    def _prepare(self, blocks, starts, shift):
+        """Pipeline, push constants, read and write spans and replay key of a call over
+        `blocks` from `starts`, remembered as one of the two most recent."""
+        resources = self._resources
+        arena_ids = tuple([block.arena.id for block in blocks])
+        pipeline = self._pipelines.get(arena_ids)
+        if pipeline is None or pipeline.handle is None:
+            pipeline = self._pipeline(arena_ids, blocks)
+        push = self._template.push.copy()
+        spans = []
+        whole = resources.whole_arenas
+        for word, unit, size, block, start in zip(self._words, self._units, self._sizes, blocks, starts):
+            offset = block.offset + start
+            push[word] = offset // unit
+            arena = block.arena
+            spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
+        if shift:
+            push[self._words[-1]] += shift
+        key = replay_key(pipeline, push)
+        # A Block keeps its arena and offset for life, so the same Block objects (held here,
+        # which keeps their ids unique) give the same push constants and spans.
+        self._recent = ((list(starts), shift, tuple(blocks), pipeline, push, spans[:-1], spans[-1:], key),
+                        *self._recent[:1])
+        return pipeline, push, spans[:-1], spans[-1:], key
+
+    def _pipeline(self, arena_ids, blocks):
+        """The pipeline of this program over these arenas (remembered per arena set)."""
+        _, grid, _ = self._template.key
+        _, pipeline = self._resources.pipelines.get(self._template.program, grid, [b.arena for b in blocks])
+        if len(self._pipelines) >= self.ARENA_SETS:
+            self._pipelines.clear()
+        self._pipelines[arena_ids] = pipeline
+        return pipeline
 
 
 class Recorded:

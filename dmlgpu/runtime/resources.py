@@ -78,9 +78,11 @@ class Resources:
         threads.entered()
         if self.closed:  # (callers hold the lock: checked where no close can slip in)
             self.check_open()
-        block = pool.allocate(nbytes, grow=False)
-        if block is None and device_writes_first and pool is self.memory:
-            block = pool.take_parked(nbytes)
+        block = None
+        if device_writes_first and pool is self.memory:  # the most recently parked first: a loop
+            block = pool.take_parked(nbytes)  # that drops its results reuses two or three blocks
+        if block is None:
+            block = pool.allocate(nbytes, grow=False)
         if block is None:
             self.stream.poll()  # retire finished batches, reclaim what they freed
             block = pool.allocate(nbytes, grow=False)
