@@ -4,8 +4,11 @@ The operator table in `dmlgpu.table.operators` drives everything: each row gives
 (`ElementWise<Name>OperatorDesc`), a numpy front-end function named after its `short` name,
 validation, kernel selection and the tests. Semantics follow DirectML's documentation (raw-bit
 bitwise operators, SIGN(NaN) = 0).
+
+`dir(dmlgpu)` shows the public names (`__all__`); the subpackages (`dmlgpu.dask`, ...) are
+imported by name.
 """
-from .runtime import debug_layer
+from .runtime import debug_layer  # noqa: F401 -- first: the validation layer's set-up precedes Kompute
 from .runtime.installation import missing_generated
 
 try:  # first, the modules the build writes from the table (absent from a source tree never built)
@@ -15,9 +18,9 @@ except ModuleNotFoundError as error:
     if why is None:
         raise
     raise why from error
-from .describe import operator_descs as descs, graph_descs as graph
-from .front import functions, numpy_api, reductions
-from .search import hamming
+from .describe.graph_descs import __all__ as _graph_names
+from .describe.operator_descs import __all__ as _descriptor_names
+from .front.functions import __all__ as _function_names
 from ._version import __version__
 from .describe.bindings import Binding
 from .api.command_list import CommandList
@@ -29,6 +32,7 @@ from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationErr
 from .table.feature_levels import FeatureLevel
 from .describe.graph_descs import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
 from .compiler.compiled_graph import CompiledGraph
+from .front.creation import asarray, empty, full, ones, zeros
 from .front.fuse import fuse
 from .search.hamming import HammingIndex, hamming_knn
 from .front.reductions import (argmax, argmin, logsumexp, max, mean, min, norm, prod, reduce,  # noqa: A004, F401
@@ -40,8 +44,14 @@ from .describe.validation import validate
 __all__ = [
     "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",
     "DeviceError", "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
-    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "set_cache_limits", "validate", *descs.__all__,
-    *functions.__all__, *graph.__all__, "argmax", "argmin", "logsumexp", "max", "mean", "min", "norm", "prod", "reduce",
-    "sum", "top_k", "HammingIndex",
-    "hamming_knn",
+    "calc_buffer_tensor_size", "default_device", "devices", "fuse", "set_cache_limits", "validate",
+    *_descriptor_names, *_function_names, *_graph_names, "argmax", "argmin", "logsumexp", "max", "mean", "min",
+    "norm", "prod", "reduce", "sum", "top_k", "HammingIndex", "hamming_knn", "asarray", "empty", "full", "ones",
+    "zeros",
 ]
+
+
+def __dir__() -> list[str]:
+    """What `dir(dmlgpu)` (and so an IDE's completion) shows: the public names and the version,
+    not the modules the package imports to make them."""
+    return sorted([*__all__, "__version__"])

@@ -1,6 +1,6 @@
 """Command line: `python -m dmlgpu demo | bench | devices | table | worker | shaders (variants|abi|graph-abi)`, `--version`.
 
-`demo`, `bench` and `table` (README's operator section) live outside the library, in the
+`demo`, `bench` and `table` (the user guide's operator section) live outside the library, in the
 `dmlgpu_tools` package shipped beside it: they are imported only when asked for, so neither `import dmlgpu` nor the build's `shaders` step loads
 them (nor the optional packages they use).
 """
@@ -23,8 +23,8 @@ def main(argv=None) -> int:
     sub.add_parser("devices", help="list Vulkan devices and say which is the default")
     sub.add_parser("bench", help="benchmarks against numpy, PyTorch and CuPy (see benchmarks/NOTES.md)",
                    add_help=False)
-    table = sub.add_parser("table", help="README's operator section (prose and table), printed from the operator table")
-    table.add_argument("--readme", metavar="PATH", help="rewrite the section in this file instead of printing it")
+    table = sub.add_parser("table", help="the user guide's operator section (prose and table), printed from the operator table")
+    table.add_argument("--readme", metavar="PATH", help="rewrite the section in this file (docs/guide/numpy.md) instead of printing it")
     sub.add_parser("worker", help="dask worker SCHEDULER with one worker process per device (needs .[dask])",
                    add_help=False)
     shaders = sub.add_parser("shaders", help="what the CMake shader build compiles")

@@ -14,7 +14,11 @@ What is measured (benchmarks/NOTES.md says why each way):
 - the latency of one small device-resident operation, submit to result, against a tiny PyTorch
   op + synchronize;
 - the per-operation cost of a recorded list of 1,000 small dependent operations, against a CUDA
-  graph replay of the same.
+  graph replay of the same;
+- the exact binary-code search, `HammingIndex.search` end to end (queries up and results down
+  inside the timing, the database resident), against numpy's exact search in the same run
+  (`dmlgpu_tools.showcases`; benchmarks/hamming.py adds CuPy and FAISS and larger cases).
+Progress counters are written only when stdout and stderr are a terminal (a log stays clean).
 Every kernel's output is checked against the reference (all of it up to 16 MiB, a spread
 sample beyond, so that checking never lets the GPU clock fall between timings). Output: JSON, PNG plots, a markdown table.
 """
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+import dmlgpu
 from dmlgpu import testing
 from dmlgpu.front import numpy_api
 from dmlgpu.table import reference
@@ -44,7 +49,7 @@ from dmlgpu.runtime import host_copy
 from dmlgpu.front.tensor import Tensor
 from dmlgpu.describe.tensor_desc import TensorDesc
 
-from . import bench_runtime
+from . import bench_runtime, showcases
 from .bench_report import write_report
 from .peers import out_type as output_type, peer_function, timed_type, torch_dtype
 
@@ -61,6 +66,10 @@ NUMPY_TARGET_BYTES = 16 * MiB
 
 
 def _progress(items, label):
+    """`items`, with a progress counter on the terminal; nothing is written where output goes to a
+    file or a pipe (no carriage-return lines in logs)."""
+    if not (sys.stdout.isatty() and sys.stderr.isatty()):
+        return items
     try:
         from tqdm import tqdm
         return tqdm(items, desc=label, file=sys.stderr, leave=False)
@@ -364,6 +373,24 @@ class Harness:
                                  "seconds": ours_s, "numpy_seconds": numpy_s,
                                  "ratio": numpy_s / ours_s, "met": numpy_s / ours_s >= need})
 
+    # -- the binary-code search ------------------------------------------------------------
+    def search_records(self, rows: int, queries: int, k: int = 10, bits: int = 256):
+        """`HammingIndex.search` against numpy's exact search, end to end, in the same run: both
+        answers checked equal first (distances and rows, ties by lower row)."""
+        database = showcases.codes(rows, bits)
+        picked = database[self.rng.integers(0, rows, queries)] ^ np.uint8(1)
+        with self.device:
+            index = dmlgpu.HammingIndex(database)
+        ours, expected = index.search(picked, k), showcases.numpy_search(database, picked, k)
+        assert all(testing.same_bits(a, b) for a, b in zip(ours, expected)), "HammingIndex.search"
+        seconds = wall_seconds(lambda: index.search(picked, k), repeats=7)
+        numpy_seconds = wall_seconds(lambda: showcases.numpy_search(database, picked, k), repeats=3)
+        self.records.append({"kind": "search", "case": f"{rows} x {bits}-bit codes, {queries} queries, top-{k}",
+                             "rows": rows, "queries": queries, "k": k, "bits": bits, "seconds": seconds,
+                             "numpy_seconds": numpy_seconds, "ratio": numpy_seconds / seconds,
+                             "g_distances_per_s": rows * queries / seconds / 1e9,
+                             "numpy_g_distances_per_s": rows * queries / numpy_seconds / 1e9})
+
     # -- end to end, latency, command lists ------------------------------------------------
     def front_end_records(self, sizes):
         """`bit_not` on uint32 numpy data, end to end, with and without `out=` (a touched array),
@@ -483,6 +510,7 @@ def main(argv=None) -> int:
         harness.peer_kernel_records()
     harness.front_end_records([64 * KiB] if args.quick else [1 * MiB, 64 * MiB, 256 * MiB])
     harness.numpy_target_records()
+    harness.search_records(*((1 << 16, 16) if args.quick else (1 << 20, 1024)))
     harness.device.empty_cache()  # memory cached by the cases above goes back first
     held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None
                                  else (0.25 if args.quick else 4.0))

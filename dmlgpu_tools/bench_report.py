@@ -52,6 +52,10 @@ def targets(records) -> list[dict]:
                          "case": f"{r['case']}, uint32 {r['size'] >> 20} MiB",
                          "value": f"{r['seconds'] * 1e3:.2f} ms vs numpy {r['numpy_seconds'] * 1e3:.2f} ms "
                                   f"({r['ratio']:.3f} x)", "met": r["met"]})
+        if r["kind"] == "search":
+            rows.append({"target": ">= 1 x numpy's exact search (numpy time / ours)", "case": r["case"],
+                         "value": f"{r['seconds'] * 1e3:.2f} ms ({r['g_distances_per_s']:.2f} G distances/s) vs numpy "
+                                  f"{r['numpy_seconds'] * 1e3:.2f} ms ({r['ratio']:.2f} x)", "met": r["ratio"] >= 1})
         if r["kind"] == "front_end" and "cupy_seconds" in r:
             rows += _front_end_rows(r)
         if r["kind"] == "front_end" and "torch_seconds" in r:
@@ -153,7 +157,7 @@ def markdown(env, records) -> str:
                 f"{by_size[s]:.0f}" if s in by_size else "" for s in sizes) + " |")
     lines += ["", "## End to end and the runtime", ""]
     for r in records:
-        if r["kind"] in ("front_end", "numpy_target", "runtime"):
+        if r["kind"] in ("front_end", "numpy_target", "runtime", "search"):
             lines.append("- " + ", ".join(f"{k}={_fmt(v)}" for k, v in r.items()))
     return "\n".join(lines) + "\n"
 

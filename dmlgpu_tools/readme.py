@@ -1,16 +1,19 @@
-"""README's operator section, written from the operator table: one line of prose per row (its
-front-end function, what it computes, how it differs from numpy, what the demo and the benchmarks
-compare it with) and the support table (`operators.support_table`). `python -m dmlgpu table`
-prints it; `python -m dmlgpu table --readme README.md` rewrites it in place between its markers;
-tests/test_tables.py checks that README holds it as printed."""
+"""The operator section of the user guide (docs/guide/numpy.md), written from the operator table:
+one line of prose per row (its front-end function, what it computes, how it differs from numpy,
+what the demo and the benchmarks compare it with) and the support table
+(`operators.support_table`). `python -m dmlgpu table` prints it; `python -m dmlgpu table --readme
+docs/guide/numpy.md` rewrites it in place between its markers (`PAGE`, the default file);
+tests/test_tables.py checks that the page holds it as printed."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from dmlgpu.table.operators import OPERATORS, Operator, support_table
 
-BEGIN = ("<!-- The operator section: `python -m dmlgpu table` prints it from dmlgpu/operators.py "
-         "(`--readme README.md` rewrites it here); tests/test_tables.py checks that it is here as printed. -->")
+#: The page that holds the section, relative to the repository root.
+PAGE = "docs/guide/numpy.md"
+BEGIN = ("<!-- The operator section: `python -m dmlgpu table` prints it from dmlgpu/table/operators.py "
+         f"(`--readme {PAGE}` rewrites it here); tests/test_tables.py checks that it is here as printed. -->")
 END = "<!-- End of the operator section. -->"
 
 

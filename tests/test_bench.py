@@ -6,11 +6,14 @@ from dmlgpu_tools.bench import main
 from dmlgpu_tools.bench_report import clocks_text
 
 
-def test_bench_quick_run_writes_reports(tmp_path):
+def test_bench_quick_run_writes_reports(tmp_path, capsys):
     assert main(["--quick", "--no-peers", "--out", str(tmp_path), "--repeats", "3"]) == 0
+    assert "\r" not in capsys.readouterr().err  # progress counters only on a terminal
     data = json.loads((tmp_path / "results.json").read_text())
     kinds = {r["kind"] for r in data["records"]}
-    assert {"kernel", "front_end", "numpy_target", "runtime"} <= kinds
+    assert {"kernel", "front_end", "numpy_target", "runtime", "search"} <= kinds
+    search = next(r for r in data["records"] if r["kind"] == "search")
+    assert search["ratio"] == search["numpy_seconds"] / search["seconds"] and search["g_distances_per_s"] > 0
     numpy_rows = [r for r in data["records"] if r["kind"] == "numpy_target"]
     assert [r["target"] for r in numpy_rows] == [0.5, 0.3, 0.3]
     assert all(r["ratio"] == r["numpy_seconds"] / r["seconds"] and r["met"] == (r["ratio"] >= r["target"])
@@ -18,6 +21,7 @@ def test_bench_quick_run_writes_reports(tmp_path):
     assert all(r["gbps"] > 0 for r in data["records"] if r["kind"] == "kernel")
     report = (tmp_path / "results.md").read_text()
     assert "## Kernel bandwidth" in report
+    assert ">= 1 x numpy's exact search (numpy time / ours) | 65536 x 256-bit codes, 16 queries, top-10 |" in report
     assert report.count("x numpy (numpy time / ours)") == 3
     clocks = next(line for line in report.splitlines() if line.startswith("GPU clocks:"))
     assert "{" not in clocks and "None" not in clocks, clocks
@@ -30,3 +34,16 @@ def test_report_prints_gpu_clocks_as_text():
     assert clocks_text({"before": {"sm_clock": "345 MHz"}, "after": sample}) == \
         "before SM 345 MHz, after SM 1980 MHz, memory 2619 MHz, 45 °C, 120.50 W"
     assert clocks_text({}) == clocks_text(None) == "not read"
+
+
+def test_progress_counters_only_on_a_terminal(monkeypatch, capsys):
+    import sys
+
+    from dmlgpu_tools.bench import _progress
+
+    assert list(_progress([1, 2, 3], "cases")) == [1, 2, 3]
+    assert capsys.readouterr().err == ""  # a log file or a pipe: nothing
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert list(_progress([1, 2, 3], "cases")) == [1, 2, 3]
+    assert "\r" in capsys.readouterr().err

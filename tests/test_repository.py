@@ -34,7 +34,7 @@ def test_every_pointer_into_docs_resolves():
     """`docs/<file>.md` exists, and `docs/<file>.md` §N (or §N-M) names sections `## N.` that it has."""
     checked = 0
     for name, text in tracked_text_files():
-        for match in re.finditer(r"docs/([\w.-]+\.md)`?(?:\s*\(?§(\d+)(?:-(\d+))?)?", text):
+        for match in re.finditer(r"docs/([\w./-]+\.md)`?(?:\s*\(?§(\d+)(?:-(\d+))?)?", text):
             doc = ROOT / "docs" / match[1]
             assert doc.is_file(), (name, match[0])
             if match[2]:

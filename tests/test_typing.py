@@ -104,8 +104,75 @@ def user_script() -> str:
                      f"    forms_{op.short}: list[dmlgpu.Tensor] = [{t}.__{name}__({t}), {t}.__r{name}__(1), "
                      f"{t}.__{name}__(x_{op.short}), {t}.__i{name}__(0)]")
         lines.append(f"    assert all(f.shape == {t}.shape for f in forms_{op.short})")
+    lines += ["    public_api()", "", ""] + PUBLIC_API.splitlines()
     lines += ["", "", 'if __name__ == "__main__":', "    main()", ""]
     return "\n".join(lines)
+
+
+#: The rest of the public API, each call on numpy data and on Tensors where it takes both, with the
+#: types a user writes down: numpy in, numpy.ndarray out; a Tensor in, a Tensor out.
+PUBLIC_API = """\
+def public_api() -> None:
+    x = np.arange(12, dtype=np.uint32).reshape(3, 4)
+    t: dmlgpu.Tensor = dmlgpu.asarray(x)
+    made: list[dmlgpu.Tensor] = [dmlgpu.asarray([1, 2], dtype=np.uint8), dmlgpu.asarray(t), dmlgpu.empty((2, 3)),
+                                 dmlgpu.zeros(4, np.uint16), dmlgpu.ones((2,), np.int8), dmlgpu.full((2, 2), 7),
+                                 dmlgpu.Tensor.from_numpy(x), dmlgpu.Tensor.empty((3,), np.uint8)]
+    assert made[5].tolist() == [[7, 7], [7, 7]]
+    host: list[npt.NDArray[Any]] = [dmlgpu.sum(x), dmlgpu.min(x, axis=0), dmlgpu.max(x, axis=(0, 1)), dmlgpu.prod(x),
+                                    dmlgpu.argmin(x), dmlgpu.argmax(x, axis=1, keepdims=True),
+                                    dmlgpu.bit_xor(x, x), dmlgpu.bit_xor(1, x), dmlgpu.bit_not(x, out=x.copy())]
+    device: list[dmlgpu.Tensor] = [dmlgpu.sum(t), dmlgpu.min(t, axis=0), dmlgpu.max(t), dmlgpu.prod(t),
+                                   dmlgpu.argmin(t), dmlgpu.argmax(t, axis=1), t.sum(), t.min(axis=1), t.max(),
+                                   t.prod(), t.argmin(), t.argmax(keepdims=True), t.ravel(), t.flatten(), t.T.copy()]
+    assert int(device[0]) == int(host[0]) == 66
+    values, indices = dmlgpu.top_k(x, 2)
+    host += [values, indices]
+    t_values, t_indices = dmlgpu.top_k(t, 2, axis=0, largest=False)
+    device += [t_values, t_indices]
+    codes = np.packbits(np.arange(64 * 16, dtype=np.uint8).reshape(64, 16) & 1, axis=1)
+    index = dmlgpu.HammingIndex(codes)
+    distances, rows = index.search(codes[:4], 3)
+    t_distances, t_rows = index.search(dmlgpu.asarray(codes[:4]), 3)
+    knn_distances, knn_rows = dmlgpu.hamming_knn(codes, codes[:4], 3)
+    t_knn_distances, t_knn_rows = dmlgpu.hamming_knn(codes, dmlgpu.asarray(codes[:4]), 3)
+    host += [distances, rows, knn_distances, knn_rows]
+    device += [t_distances, t_rows, t_knn_distances, t_knn_rows]
+
+    @dmlgpu.fuse
+    def unpack(w: dmlgpu.Tensor, shift: int) -> tuple[dmlgpu.Tensor, dmlgpu.Tensor]:
+        return w & 15, w >> shift
+
+    @dmlgpu.fuse(feature_level=dmlgpu.FeatureLevel.LEVEL_6_4)
+    def unpack_host(w: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+        return dmlgpu.bit_and(w, 15)
+
+    low, high = unpack(dmlgpu.asarray(codes), shift=4)
+    device += [low, high]
+    host.append(unpack_host(codes))
+
+    gpu: dmlgpu.Device = dmlgpu.default_device()
+    listed: list[dict[str, Any]] = dmlgpu.devices()
+    limits: dict[str, int] = dmlgpu.set_cache_limits(pipelines=256)
+    desc = dmlgpu.TensorDesc(dmlgpu.DataType.UINT32, [12])
+    # The descriptor classes are made from the operator table at import: mypy sees no such names.
+    not_op: Any = getattr(dmlgpu, "ElementWiseBitNotOperatorDesc")(desc, desc)
+    dmlgpu.validate(not_op, dmlgpu.FeatureLevel.LEVEL_4_1)
+    nbytes: int = dmlgpu.calc_buffer_tensor_size(dmlgpu.DataType.UINT32, [12])
+    compiled: dmlgpu.CompiledOperator = gpu.create_operator(not_op)
+    buffer: dmlgpu.Buffer = gpu.upload(x)
+    compiled.execute([dmlgpu.Binding(buffer)], [dmlgpu.Binding(buffer, 0, nbytes)])
+    commands = dmlgpu.CommandList(gpu)
+    commands.record(compiled, [dmlgpu.Binding(buffer)], [dmlgpu.Binding(buffer)])
+    commands.execute()
+    read: npt.NDArray[np.uint8] = buffer.read()
+    assert (read.view(np.uint32) == x.ravel()).all()  # NOT twice: eagerly, then by the command list
+    graph = dmlgpu.GraphDesc(1, 1, [not_op], [dmlgpu.InputGraphEdgeDesc(0, 0, 0)], [dmlgpu.OutputGraphEdgeDesc(0, 0, 0)])
+    fused: dmlgpu.CompiledGraph = gpu.compile_graph(graph)
+    fused.execute([dmlgpu.Binding(buffer)], [dmlgpu.Binding(gpu.allocate(nbytes))])
+    assert len(listed) >= 1 and limits["pipelines"] == 256
+    assert all(isinstance(a, np.ndarray) for a in host) and all(isinstance(a, dmlgpu.Tensor) for a in device)
+"""
 
 
 #: Calls a type checker must reject: a str level, a Tensor result read as an ndarray, an
@@ -201,3 +268,66 @@ def test_tensor_operators_are_declared_in_the_generated_module():
             method = getattr(dmlgpu.Tensor, f"__{prefix}{op.python_operator}__")
             assert Path(inspect.getsourcefile(method)).resolve() == GENERATED / "front" / "tensor_operators.py"
             assert inspect.signature(method).return_annotation == "_Self"
+
+
+#: numpy data in, numpy.ndarray out; a Tensor in, a Tensor out: what mypy reveals, line by line
+#: (each reveal's line number -> what its type must name).
+IN_OUT_TYPES = """\
+import numpy as np
+import dmlgpu
+x = np.arange(6, dtype=np.uint8)
+t = dmlgpu.asarray(x)
+codes = x.reshape(2, 3)
+@dmlgpu.fuse
+def fused(w: dmlgpu.Tensor, s: int) -> dmlgpu.Tensor:
+    return w >> s
+reveal_type(dmlgpu.bit_xor(x, x))
+reveal_type(dmlgpu.bit_xor(7, x))
+reveal_type(dmlgpu.bit_count(x, dtype=np.uint32))
+reveal_type(dmlgpu.sum(x, axis=0))
+reveal_type(dmlgpu.top_k(x, 2))
+reveal_type(dmlgpu.hamming_knn(codes, codes, 1))
+reveal_type(dmlgpu.HammingIndex(codes).search(codes, 1))
+reveal_type(dmlgpu.bit_xor(t, x))
+reveal_type(dmlgpu.bit_not(x, out=t))
+reveal_type(dmlgpu.argmax(t))
+reveal_type(t.sum())
+reveal_type(dmlgpu.top_k(t, 2))
+reveal_type(dmlgpu.HammingIndex(codes).search(t.reshape(2, 3), 1))
+reveal_type(dmlgpu.Tensor.from_numpy(x))
+reveal_type(dmlgpu.full((2, 2), 7))
+reveal_type(fused(t, s=3))
+fused(x, 3)
+"""
+NDARRAY, TENSOR = "numpy.ndarray[", "dmlgpu.front.tensor.Tensor"
+EXPECTED_REVEALS = {9: NDARRAY, 10: NDARRAY, 11: NDARRAY, 12: NDARRAY, 13: NDARRAY, 14: NDARRAY, 15: NDARRAY,
+                    16: TENSOR, 17: TENSOR, 18: TENSOR, 19: TENSOR, 20: TENSOR, 21: TENSOR, 22: TENSOR, 23: TENSOR,
+                    24: TENSOR}
+
+
+def test_mypy_sees_numpy_in_numpy_out_and_tensor_in_tensor_out(tmp_path):
+    result = _mypy(tmp_path, "in_out.py", IN_OUT_TYPES)
+    reveals = {int(line.split(":")[1]): line.split("Revealed type is ")[1] for line in result.stdout.splitlines()
+               if "Revealed type is" in line}
+    assert sorted(reveals) == sorted(EXPECTED_REVEALS), result.stdout
+    for line, wanted in EXPECTED_REVEALS.items():  # the one kind, never Any, never both
+        assert (NDARRAY in reveals[line]) == (wanted == NDARRAY) and (TENSOR in reveals[line]) == (wanted == TENSOR), \
+            (line, reveals[line])
+    errors = sorted({int(line.split(":")[1]) for line in result.stdout.splitlines() if ": error:" in line})
+    assert errors == [25], result.stdout  # the fused function takes a Tensor, as it says
+
+
+def test_the_package_shows_its_public_names_only():
+    """`dir(dmlgpu)`: `__all__` and the version, no module the package imports to make them."""
+    assert dir(dmlgpu) == sorted([*dmlgpu.__all__, "__version__"])
+    for name in ("descs", "graph", "functions", "numpy_api", "reductions", "hamming", "debug_layer", "runtime"):
+        assert name not in dir(dmlgpu)
+    assert {"asarray", "empty", "zeros", "ones", "full", "sum", "top_k", "fuse", "HammingIndex"} <= set(dmlgpu.__all__)
+    assert all(hasattr(dmlgpu, name) for name in dmlgpu.__all__)
+
+
+def test_signatures_name_their_classes():
+    """Annotations read as the class (`-> Tensor`), never a quoted string inside a string."""
+    assert inspect.signature(dmlgpu.Tensor.from_numpy).return_annotation == "Tensor"
+    for name in ("asarray", "empty", "zeros", "full"):
+        assert inspect.signature(getattr(dmlgpu, name)).return_annotation == "Tensor"

@@ -7,8 +7,8 @@ imports the package) runs this script, then installs what it wrote with the pack
     python tools/generate_functions.py --check DIR  # exit 1 (and say so) if DIR's are not what the table gives
 
 functions.py: one function per row of `dmlgpu.table.operators.OPERATORS`, named after its `short`,
-with a real signature, annotations (overloads: a Tensor operand or `out` gives a Tensor) and a
-docstring made from the row. tensor_operators.py: `TensorOperators`, Tensor's base, with
+with a real signature, annotations (overloads: a Tensor operand or `out` gives a Tensor, a numpy
+array operand or `out` a numpy array, scalars alone a numpy scalar) and a docstring made from the row. tensor_operators.py: `TensorOperators`, Tensor's base, with
 `__op__`, `__rop__` and `__iop__` (unary: `__op__`) for each row's `python_operator`, declared
 with their types. Type checkers and IDEs read the generated source; tests/test_typing.py
 checks that the modules Python imports are what this script writes from today's table.
@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import Any, Union, overload
 
+import numpy as np
 import numpy.typing as npt
 
 from ..layout.operands import HostOperand
@@ -60,6 +61,8 @@ from .tensor import Tensor
 
 #: Any operand: numpy data or a Tensor.
 Operand = Union[Tensor, HostOperand]
+#: A scalar operand: numpy's, or a Python int, float or bool (NEP 50: it takes the other's dtype).
+Scalar = Union[np.generic, int, float]
 #: A feature level, its value, or None for the newest.
 Level = Union[FeatureLevel, int, None]
 
@@ -86,9 +89,10 @@ def docstring(op: Operator) -> str:
     if len(operands) == 1:
         args = [_paragraph(f"x: numpy array (or dmlgpu.Tensor). {tables}", "    ")]
     else:
-        args = [_paragraph(f"{', '.join(operands)}: numpy arrays (or dmlgpu.Tensors) of one dtype (DirectML "
-                           f"does not promote) whose shapes broadcast with numpy's rules; either may be a Python "
-                           f"int, float or bool, which takes the other's dtype (NEP 50). {tables}", "    ")]
+        args = [_paragraph(f"{operands[0]}: a numpy array (or dmlgpu.Tensor). {tables}", "    "),
+                _paragraph(f"{operands[1]}: of {operands[0]}'s dtype (DirectML does not promote), its shape "
+                           f"broadcasting with {operands[0]}'s by numpy's rules; either may be a Python int, float "
+                           "or bool, which takes the other's dtype (NEP 50).", "    ")]
     if op.in_place:
         in_place = " or ".join(f"`out={name}`" for name in operands) + " runs in place."
     else:
@@ -102,8 +106,8 @@ def docstring(op: Operator) -> str:
     args.append(_paragraph("feature_level: a `FeatureLevel` (or its value); None means the newest. Dimensions "
                            "beyond the level's are merged where contiguous; missing ones are added as 1s.", "    "))
     parts += ["Args:\n" + "\n".join(args),
-              "Returns:\n    A new array (a numpy scalar for 0-d numpy operands; a Tensor when an operand or "
-              "`out` is a\n    Tensor), or `out`.",
+              "Returns:\n" + _paragraph("A new numpy array (a numpy scalar for numpy scalar or 0-d operands); a "
+                                         "Tensor when an operand or `out` is a Tensor; or `out`.", "    "),
               "Raises:\n" + _paragraph("DataTypeError: a dtype DirectML does not allow (both a ValidationError "
                                        "and a TypeError, as numpy's UFuncTypeError); nothing runs.", "    ")
               + "\n" + _paragraph("ValidationError: a shape, `out` or level that DirectML does not allow, a "
@@ -136,15 +140,20 @@ def _split(params: str) -> list[str]:
 
 
 def _function(op: Operator) -> str:
-    """Overloads (Tensor in or out: a Tensor) and the function itself."""
+    """Overloads (a Tensor operand or `out`: a Tensor; else a numpy array operand or `out`: a numpy
+    array; scalars alone: a numpy scalar, typed Any as numpy's own stubs type it) and the function."""
     names = OPERANDS[len(op.inputs)]
+    n = len(names)
     tail = "*, " + ("dtype: npt.DTypeLike | None = None, " if not op.same_type else "") + "feature_level: Level = None"
+    array = "npt.NDArray[Any]"
     variants = []  # (operand annotations, out annotation and default, return)
-    for i in range(len(names)):  # a Tensor in position i, numpy data before it
-        variants.append((["HostOperand"] * i + ["Tensor"] + ["Operand"] * (len(names) - i - 1),
-                         "Tensor | None = None", "Tensor"))
-    variants.append((["HostOperand"] * len(names), "Tensor", "Tensor"))
-    variants.append((["HostOperand"] * len(names), "npt.NDArray[Any] | None = None", "Any"))
+    for i in range(n):  # a Tensor in position i, numpy data before it
+        variants.append((["HostOperand"] * i + ["Tensor"] + ["Operand"] * (n - i - 1), "Tensor | None = None", "Tensor"))
+    variants.append((["HostOperand"] * n, "Tensor", "Tensor"))
+    for i in range(n):  # an array in position i, scalars before it, no Tensor
+        variants.append((["Scalar"] * i + [array] + ["HostOperand"] * (n - i - 1), f"{array} | None = None", array))
+    variants.append((["HostOperand"] * n, array, array))
+    variants.append((["Scalar"] * n, "None = None", "Any"))
     constant = f"_{op.short.upper()}"
     lines = [f"{constant} = BY_SHORT[{op.short!r}]", ""]
     for kinds, out, result in variants:

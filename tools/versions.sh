@@ -37,4 +37,9 @@ TEST_PIP_PACKAGES=(
   "hypothesis>=6.100"
   "dask[array]>=2024.1"  # dmlgpu.dask (the [dask] extra): tests/dask/test_dask.py
   "distributed>=2024.1"
+  # tests/test_docs.py: the documentation site, `mkdocs build --strict` (mkdocs.yml), its API
+  # reference read from the docstrings by mkdocstrings; pinned, as a new release may warn anew.
+  "mkdocs==1.6.1"
+  "mkdocstrings[python]==1.0.8"
+  "mkdocstrings-python==2.0.11"
 )

@@ -2,7 +2,7 @@
 
 The second of dmlgpu's two checking functions (the first, `validate`, judges descriptors). Both
 read the operator table: whether an output may alias an input comes from the operator's row.
-Rules: `docs/directml.md` §4.
+Rules: `docs/guide/semantics.md` §4.
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 #: The most bytes a constant node may hold (`validate_graph` refuses more): a constant is part
 #: of the compiled graph, kept and keyed with it; larger data is bound as a graph input.
@@ -97,15 +98,18 @@ class GraphDesc:
         input_count: graph inputs, bound in this order by `execute(inputs=...)`.
         output_count: graph outputs, bound by `execute(outputs=...)`.
         nodes: `OperatorGraphNodeDesc`, `ConstantDataGraphNodeDesc` (or a bare operator descriptor).
-        input_edges, output_edges, intermediate_edges: the edge descriptors.
+        input_edges: `InputGraphEdgeDesc`s: graph input -> node input.
+        output_edges: `OutputGraphEdgeDesc`s: node output -> graph output.
+        intermediate_edges: `IntermediateGraphEdgeDesc`s: node output -> node input.
     """
 
     input_count: int
     output_count: int
-    nodes: tuple = field(default=())
-    input_edges: tuple = field(default=())
-    output_edges: tuple = field(default=())
-    intermediate_edges: tuple = field(default=())
+    # Lists or tuples given; tuples once made.
+    nodes: Sequence[Any] = field(default=())
+    input_edges: Sequence[InputGraphEdgeDesc] = field(default=())
+    output_edges: Sequence[OutputGraphEdgeDesc] = field(default=())
+    intermediate_edges: Sequence[IntermediateGraphEdgeDesc] = field(default=())
 
     def __post_init__(self):
         for name in ("nodes", "input_edges", "output_edges", "intermediate_edges"):

@@ -75,8 +75,8 @@ class TensorDesc:
     """
 
     data_type: DataType
-    sizes: tuple
-    strides: tuple | None = None
+    sizes: Sequence[int]  # any sequence given; a tuple of ints once made
+    strides: Sequence[int] | None = None
     total_tensor_size_in_bytes: int | None = None
     guaranteed_base_offset_alignment: int = 0
 

@@ -1,6 +1,6 @@
 """The one place that decides whether an operator descriptor is valid at a feature level.
 
-Rules come from the operator table and DirectML's buffer-tensor rules (`docs/directml.md`
+Rules come from the operator table and DirectML's buffer-tensor rules (`docs/guide/semantics.md`
 §1-2); each rejection raises `ValidationError` naming operator, tensor, field, value and what is
 allowed. Binding-time rules live in `dmlgpu.describe.bindings`, driven by the same table.
 
@@ -142,7 +142,7 @@ def checked_attributes(operator_desc, level: FeatureLevel) -> dict:
         # Inputs, values (the table's output types) and indices (TOP_K1's second output).
         allowed_types = row.input_types if name in op.inputs else \
             row.output_types if name == op.output else row.index_types
-        _check_tensor(op, level, name, desc, row.dims, allowed_types, name in op.outputs)
+        _check_tensor(op, level, name, desc, row.dims, allowed_types, name in op.outputs, function)
     if op.family == ELEMENT_WISE:
         _check_agreement(op, tensors)
         return {}
@@ -172,7 +172,50 @@ def checked_attributes(operator_desc, level: FeatureLevel) -> dict:
     return attributes
 
 
-def _check_tensor(op, level, name, desc, dims, allowed_types, is_output):
+def _tensor_support(op, name, row) -> tuple:
+    """The data types a support row allows for tensor `name` (inputs, values, indices)."""
+    return row.input_types if name in op.inputs else row.output_types if name == op.output else row.index_types
+
+
+def _newer_level(op, level, function, takes):
+    """The first level newer than `level` whose support row `takes(row)`, or None."""
+    for newer in sorted(lv for lv in FeatureLevel if lv > level):
+        row = op.support_at(newer, function)
+        if row is not None and takes(row):
+            return newer
+    return None
+
+
+def _level_hint(newer: FeatureLevel, what: str) -> str:
+    return (f"; {newer.dml_name} and newer take {what}: pass "
+            f"feature_level=dmlgpu.FeatureLevel.{newer.name} (or newer)")
+
+
+def _type_hint(op, level, function, name, data_type, allowed_types, is_output) -> str:
+    """What the user can change so that `data_type` passes: a newer feature level that takes it,
+    else a type to cast to (a reinterpreting `.view` between integers of one width, where only
+    the signedness differs, as for the shifts; else `.astype`); for an output, the type to ask for."""
+    newer = _newer_level(op, level, function, lambda row: data_type in _tensor_support(op, name, row))
+    if newer is not None:
+        return _level_hint(newer, data_type.name)
+    if not allowed_types:
+        return ""
+    if is_output:
+        return (f"; no feature level takes {data_type.name} here: ask for "
+                f"{' or '.join('numpy.' + t.numpy.name for t in allowed_types)} (dtype= or out=)")
+    same = [t for t in allowed_types if t.bits == data_type.bits and not t.is_float and not data_type.is_float]
+    if same:
+        return (f"; no feature level takes {data_type.name} here: reinterpret its bits with "
+                f".view(numpy.{same[0].numpy.name})")
+    kin = [t for t in allowed_types if t.kind is data_type.kind] or list(allowed_types)
+    wider = [t for t in kin if t.bits >= data_type.bits]
+    target = min(wider, key=lambda t: t.bits) if wider else max(kin, key=lambda t: t.bits)
+    rounds = " (which may round)" if target.is_float and (data_type.bits > target.bits or not data_type.is_float) \
+        else ""
+    return f"; no feature level takes {data_type.name} here: cast with .astype(numpy.{target.numpy.name}){rounds}"
+
+
+def _check_tensor(op, level, name, desc, dims, allowed_types, is_output, function=None):
     def fail(field, value, allowed):
         error = DataTypeError if field == "DataType" else ValidationError
         raise error(op.dml_name, name, field, value, allowed)
@@ -181,13 +224,17 @@ def _check_tensor(op, level, name, desc, dims, allowed_types, is_output):
         fail("Type", type(desc).__name__, "allowed: dmlgpu.TensorDesc")
     data_type = desc.data_type
     if not isinstance(data_type, DataType) or data_type not in allowed_types:
-        fail("DataType", data_type, f"allowed at {level.dml_name}: {_names(allowed_types)}")
+        hint = _type_hint(op, level, function, name, data_type, allowed_types, is_output) \
+            if isinstance(data_type, DataType) and data_type is not DataType.UNKNOWN else ""
+        fail("DataType", data_type, f"allowed at {level.dml_name}: {_names(allowed_types)}{hint}")
     sizes = desc.sizes
     if not isinstance(sizes, tuple):
         fail("Sizes", sizes, "allowed: a sequence of integers")
     if len(sizes) not in dims:
+        newer = _newer_level(op, level, function, lambda row: len(sizes) in row.dims)
+        hint = _level_hint(newer, f"{len(sizes)} dimensions") if newer is not None else ""
         fail("DimensionCount", len(sizes),
-             f"allowed at {level.dml_name}: {_range_text(dims)}")
+             f"allowed at {level.dml_name}: {_range_text(dims)}{hint}")
     for size in sizes:
         if not is_int(size) or not 1 <= size <= UINT32_MAX:
             fail("Sizes", sizes, "each size must be an integer from 1 to 2^32-1")

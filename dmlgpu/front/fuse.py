@@ -22,10 +22,13 @@ read once, while tracing: pass them as arguments when they change.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import sys
 import threading
 import types
 from collections import OrderedDict
+from typing import Any, Callable, Generic, TypeVar, Union, overload
 
 import numpy as np
 
@@ -41,6 +44,19 @@ from ..table.operators import ELEMENT_WISE, OPERATORS
 from .tensor import Tensor
 from ..describe.tensor_desc import packed_strides, TensorDesc
 from ..describe.validation import resolve_feature_level, support_row
+from ..table.feature_levels import FeatureLevel
+
+if sys.version_info >= (3, 10):
+    from typing import ParamSpec
+
+    #: The fused function's parameters, which `Fused.__call__` takes as they are (for type checkers).
+    _P = ParamSpec("_P")
+else:  # Python 3.9 has no ParamSpec: a type variable keeps `Generic` working at run time
+    _P = TypeVar("_P")
+#: What the fused function returns (its annotations, for type checkers).
+_R = TypeVar("_R", covariant=True)
+#: A feature level, its value, or None for the newest.
+Level = Union[FeatureLevel, int, None]
 
 __all__ = ["Fused", "SIGNATURES", "Traced", "fuse"]
 
@@ -322,12 +338,14 @@ def _call_key(device, args) -> tuple | None:
     return tuple(key) if tensors else None
 
 
-class Fused:
-    """A function compiled by `dmlgpu.fuse`; call it like the function."""
+class Fused(Generic[_P, _R]):
+    """A function compiled by `dmlgpu.fuse`; call it like the function (its signature and return
+    type are the function's, for type checkers)."""
 
-    def __init__(self, function, feature_level=None):
+    def __init__(self, function: Callable[_P, _R], feature_level: Level = None) -> None:
         functools.update_wrapper(self, function)
         self._function = function
+        self._parameters = inspect.signature(function)
         self._level = feature_level
         self._compiled: OrderedDict = OrderedDict()
         # `_call_key` -> (_Compiled, runtime.Results): a call with the same Tensors again makes its
@@ -417,7 +435,20 @@ class Fused:
         """How many signatures are compiled (at most SIGNATURES)."""
         return len(self._compiled)
 
-    def __call__(self, *args):
+    def _positional(self, args: tuple, kwargs: dict) -> tuple:
+        """The arguments of a call with keywords, in the function's parameter order."""
+        try:
+            bound = self._parameters.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"dmlgpu.fuse: {self.__name__}(): {error}") from None
+        if bound.kwargs:
+            raise TypeError(f"dmlgpu.fuse: {self.__name__}(): keyword-only arguments "
+                            f"({', '.join(bound.kwargs)}) cannot be traced; give them as positional parameters")
+        return bound.args
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if kwargs:
+            args = self._positional(args, kwargs)
         device = default_device()
         outside = self._outside_key()
         call = _call_key(device, args)
@@ -461,7 +492,11 @@ class Fused:
         return compiled.returned(results)
 
 
-def fuse(function=None, *, feature_level=None):
+@overload
+def fuse(function: Callable[_P, _R], *, feature_level: Level = None) -> Fused[_P, _R]: ...
+@overload
+def fuse(function: None = None, *, feature_level: Level = None) -> Callable[[Callable[_P, _R]], Fused[_P, _R]]: ...
+def fuse(function: Callable[_P, _R] | None = None, *, feature_level: Level = None) -> Any:
     """Decorator: trace `function` into a DirectML graph and run it as one fused dispatch.
 
     Args:
@@ -472,9 +507,12 @@ def fuse(function=None, *, feature_level=None):
 
     Returns:
         A callable compiled once per signature (array dtypes, shapes and strides, scalar
+        A callable compiled once per signature (array dtypes, shapes and strides, scalar
         argument types and values, and the values of the scalars `function` and its helpers
         read from their closures and module globals: a change traces again); results are
-        Tensors when an argument is a Tensor, else numpy arrays.
+        Tensors when an argument is a Tensor, else numpy arrays. It takes the function's
+        parameters (keywords too) and, for type checkers, has its signature and return type
+        (`typing.ParamSpec`).
 
     Raises:
         TypeError: at trace time, naming what the graph cannot express.

@@ -7,7 +7,10 @@ name); `top_k`.
 
 A numpy array in gives a numpy array out (uploaded, computed, downloaded once); a Tensor in gives
 a Tensor out on its device, also a Tensor that spans several buffers (reduced piece by piece,
-then combined: dmlgpu/api/selection_spans.py). Every call builds a descriptor and goes through
+then combined: dmlgpu/api/selection_spans.py). The functions work on device views
+(`layout.views.View`) and make their results as the class of their operand, as `front.resident`
+does: this module sits below `front.tensor`, whose methods (`t.sum()`, `t.argmax()`, ...) call
+it. Every call builds a descriptor and goes through
 `validate` (one compiled operator per shape, kept by the device), so a call DirectML would
 reject raises `ValidationError` before any work. Divergences from numpy, from DirectML's rules:
 - results keep the input's type: integer `sum`/`prod` wrap (numpy widens int32 to int64);
@@ -26,8 +29,10 @@ reject raises `ValidationError` before any work. Divergences from numpy, from Di
 from __future__ import annotations
 
 import builtins
+from typing import Any, Protocol, TypeVar, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from ..describe.operator_descs import DESC_CLASSES
 from ..api.device import default_device
@@ -36,9 +41,20 @@ from ..errors import ValidationError
 from ..layout.operands import host_array
 from ..table.operators import NORM_ORDERS, REDUCE, REDUCE_NAMES, TOP_K, AxisDirection, ReduceFunction
 from ..layout import pieces
-from .tensor import Tensor
+from ..layout.views import View
+from ..table.feature_levels import FeatureLevel
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc
 from ..describe.bindings import Binding
+from .resident import copy
+
+#: A device view in, the same class out (a `dmlgpu.Tensor` gives Tensors).
+_V = TypeVar("_V", bound=View)
+#: numpy data a reduction takes (a 0-d array or numpy scalar gives a 0-d array).
+HostData = Union[npt.NDArray[Any], np.generic]
+#: `axis`: None (all), an axis, or a tuple of axes.
+Axis = Union[int, "tuple[int, ...]", None]
+#: A feature level, its value, or None for the newest.
+Level = Union[FeatureLevel, int, None]
 
 #: argmin/argmax's output type: numpy's intp.
 INDEX_TYPE = DataType.INT64
@@ -53,11 +69,11 @@ def _traced(x, op, feature_level) -> None:
         traced(op, (x,), None, None, feature_level)
 
 
-def _operand(x, name: str):
-    """(Tensor on its device, whether the caller gave numpy data)."""
-    if isinstance(x, Tensor):
+def _operand(x, name: str) -> tuple[View, bool]:
+    """(the operand as a view on its device, whether the caller gave numpy data)."""
+    if isinstance(x, View):
         if x.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT:
-            x = x.copy()  # DirectML binds at 16-byte multiples: a packed copy starts at 0
+            x = copy(x)  # DirectML binds at 16-byte multiples: a packed copy starts at 0
         return x, False
     x = host_array(x, name, "InputTensor", "x")
     if not isinstance(x, (np.ndarray, np.generic)):
@@ -67,7 +83,7 @@ def _operand(x, name: str):
     if DataType.from_numpy(x.dtype) is None:
         raise ValidationError(name, "InputTensor", "dtype", x.dtype,
                               "allowed: the numpy dtypes of DirectML's data types")
-    return Tensor.from_numpy(np.ascontiguousarray(x), default_device()), True
+    return View.from_fields(pieces.upload(default_device(), x), x.shape, DataType.from_numpy(x.dtype)), True
 
 
 def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
@@ -84,18 +100,31 @@ def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _desc(t: Tensor) -> tuple[TensorDesc, Binding]:
+def _desc(t: View) -> tuple[TensorDesc, Binding]:
     sizes, strides = (t.shape, t.strides) if t.shape else ((1,), (1,))
     desc = TensorDesc(t.data_type, sizes, strides)
     return desc, Binding(t.buffer, t.offset, t.buffer.size_in_bytes - t.offset)
 
 
-def _result(device, shape, data_type: DataType) -> Tensor:
-    """A new packed result: one Buffer, or Pieces where one cannot hold it."""
-    return Tensor(pieces.allocate(device, shape, data_type.size, zero_fill=False), shape, data_type)
+def _result(like: View, shape, data_type: DataType) -> View:
+    """A packed result on `like`'s device, of `like`'s class: one Buffer, or Pieces where one
+    cannot hold it."""
+    memory = pieces.allocate(like.device, shape, data_type.size, zero_fill=False)
+    return type(like).from_fields(memory, tuple(shape), data_type)
 
 
-def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, feature_level=None):
+def _reshaped(t: View, shape) -> View:
+    """A packed view (a result, a 0-d operand) with another shape of the same size."""
+    return type(t).from_fields(t.buffer, tuple(shape), t.data_type, t.offset)
+
+
+def _download(t: View) -> np.ndarray:
+    """A packed view's elements, as a new numpy array."""
+    return t.buffer.read(t.offset, t.size * t.itemsize).view(t.dtype).reshape(t.shape)
+
+
+def reduce(x: Any, function: ReduceFunction, axis: Axis = None, keepdims: bool = False,
+           feature_level: Level = None) -> Any:
     """DML_OPERATOR_REDUCE with `function` over `axis` (None: all), numpy's keepdims.
 
     Returns a numpy array for numpy input, a Tensor for a Tensor.
@@ -108,22 +137,36 @@ def reduce(x, function: ReduceFunction, axis=None, keepdims: bool = False, featu
     t, host = _operand(x, name)
     axes = _axes(axis, builtins.max(1, t.ndim), name)
     if not t.shape:
-        t = t.reshape(1)
+        t = _reshaped(t, (1,))
     kept = tuple(1 if d in axes else s for d, s in enumerate(t.shape))
     out_type = INDEX_TYPE if function in REDUCE.index_functions else t.data_type
-    out = _result(t.device, kept, out_type)
+    out = _result(t, kept, out_type)
     (in_desc, in_binding), (out_desc, out_binding) = _desc(t), _desc(out)
     operator = t.device.create_operator(DESC_CLASSES[REDUCE.name](in_desc, out_desc, function, axes),
                                         feature_level)
     operator.execute([in_binding], [out_binding])
     shape = kept if keepdims else tuple(s for d, s in enumerate(kept) if d not in axes)
     if not host:
-        return out.reshape(shape) if shape != kept else out
-    return out.numpy().reshape(shape)
+        return _reshaped(out, shape) if shape != kept else out
+    return _download(out).reshape(shape)
 
 
-def _named(function: ReduceFunction, name: str):
-    def reduction(x, axis=None, keepdims: bool = False, feature_level=None):
+class Reduction(Protocol):
+    """The type of `dmlgpu.sum`, `prod`, `min`, `max`, `argmin`, `argmax`, `mean` and `logsumexp`: numpy data in, a
+    numpy array out; a Tensor in, a Tensor out."""
+
+    @overload
+    def __call__(self, x: _V, axis: Axis = None, keepdims: bool = False, feature_level: Level = None) -> _V: ...
+
+    @overload
+    def __call__(self, x: HostData, axis: Axis = None, keepdims: bool = False,
+                 feature_level: Level = None) -> npt.NDArray[Any]: ...
+
+    def __call__(self, x: Any, axis: Axis = None, keepdims: bool = False, feature_level: Level = None) -> Any: ...
+
+
+def _named(function: ReduceFunction, name: str) -> Reduction:
+    def reduction(x: Any, axis: Axis = None, keepdims: bool = False, feature_level: Level = None) -> Any:
         return reduce(x, function, axis, keepdims, feature_level)
 
     peer = "scipy.special" if function is ReduceFunction.LOG_SUM_EXP else "numpy"
@@ -138,12 +181,32 @@ def _named(function: ReduceFunction, name: str):
     return reduction
 
 
-#: One function per name of REDUCE_NAMES (numpy's `sum`, `min`, ... as module attributes, on purpose).
-NAMED = {name: _named(function, name) for function, name in REDUCE_NAMES.items()}
-globals().update(NAMED)
+# One function per name of the table's REDUCE_NAMES, written out for type checkers (NAMED below
+# fails at import if the table names one that is not here).
+sum = _named(ReduceFunction.SUM, "sum")  # noqa: A001 -- numpy's names, on purpose
+"""numpy.sum's call on the device (DML_REDUCE_FUNCTION_SUM): integers wrap at the input's width;
+floats in a fixed compensated order."""
+prod = _named(ReduceFunction.MULTIPLY, "prod")
+"""numpy.prod's call on the device (DML_REDUCE_FUNCTION_MULTIPLY): integers wrap at the input's width."""
+min = _named(ReduceFunction.MIN, "min")  # noqa: A001
+"""numpy.min's call on the device (DML_REDUCE_FUNCTION_MIN): floats by their total order."""
+max = _named(ReduceFunction.MAX, "max")  # noqa: A001
+"""numpy.max's call on the device (DML_REDUCE_FUNCTION_MAX): floats by their total order."""
+argmin = _named(ReduceFunction.ARGMIN, "argmin")
+"""numpy.argmin's call on the device (DML_REDUCE_FUNCTION_ARGMIN): the first smallest, int64."""
+argmax = _named(ReduceFunction.ARGMAX, "argmax")
+"""numpy.argmax's call on the device (DML_REDUCE_FUNCTION_ARGMAX): the first largest, int64."""
+mean = _named(ReduceFunction.AVERAGE, "mean")
+"""numpy.mean's call on the device (DML_REDUCE_FUNCTION_AVERAGE): floats only."""
+logsumexp = _named(ReduceFunction.LOG_SUM_EXP, "logsumexp")
+"""scipy.special.logsumexp's call on the device (DML_REDUCE_FUNCTION_LOG_SUM_EXP): max-shifted, floats only."""
+
+#: The functions by the table's names (REDUCE_NAMES).
+NAMED: dict[str, Reduction] = {name: globals()[name] for name in REDUCE_NAMES.values()}
 
 
-def norm(x, ord=None, axis=None, keepdims: bool = False, feature_level=None):  # noqa: A002 -- numpy's name
+def norm(x: Any, ord: int | None = None, axis: Axis = None, keepdims: bool = False,  # noqa: A002 -- numpy's name
+         feature_level: Level = None) -> Any:
     """numpy.linalg.norm's vector norms on the device: DML_OPERATOR_REDUCE with
     DML_REDUCE_FUNCTION_L2 (`ord` None or 2: the square root of the sum of squares) or
     DML_REDUCE_FUNCTION_L1 (`ord` 1: the sum of absolute values).
@@ -170,7 +233,13 @@ def norm(x, ord=None, axis=None, keepdims: bool = False, feature_level=None):  #
     return reduce(x, function, axis, keepdims, feature_level)
 
 
-def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
+
+@overload
+def top_k(x: _V, k: int, axis: int = -1, largest: bool = True, feature_level: Level = None) -> tuple[_V, _V]: ...
+@overload
+def top_k(x: HostData, k: int, axis: int = -1, largest: bool = True,
+          feature_level: Level = None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]: ...
+def top_k(x: Any, k: int, axis: int = -1, largest: bool = True, feature_level: Level = None) -> Any:
     """The `k` largest (or smallest) elements along `axis`, sorted, and their indices
     (DML_OPERATOR_TOP_K1; ties by ascending index whatever the direction).
 
@@ -199,15 +268,15 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, feature_level=None):
         raise ValidationError(name, None, "K", k, f"allowed: an integer greater than 0 and less than "
                               f"{t.shape[axis]} (the size along axis: DirectML's rule for K)")
     shape = tuple(int(k) if d == axis else s for d, s in enumerate(t.shape))
-    values, indices = _result(t.device, shape, t.data_type), _result(t.device, shape, TOP_K_INDEX_TYPE)
+    values, indices = _result(t, shape, t.data_type), _result(t, shape, TOP_K_INDEX_TYPE)
     direction = AxisDirection.DECREASING if largest else AxisDirection.INCREASING
     descs = [_desc(v) for v in (t, values, indices)]
     operator = t.device.create_operator(
         DESC_CLASSES[TOP_K.name](*(d for d, _ in descs), axis, int(k), direction), feature_level)
     operator.execute([descs[0][1]], [descs[1][1], descs[2][1]])
     if host:
-        return values.numpy(), indices.numpy()
+        return _download(values), _download(indices)
     return values, indices
 
 
-__all__ = [*NAMED, "norm", "reduce", "top_k"]
+__all__ = ["Reduction", "argmax", "argmin", "logsumexp", "max", "mean", "min", "norm", "prod", "reduce", "sum", "top_k"]

@@ -19,28 +19,37 @@ What a numpy user expects of an array, and where dmlgpu differs:
   the same data type through basic indexing; in-place operators (`t[:4] ^= 1`) write in place.
 - `pickle` and `copy.deepcopy` carry the data; it lands on the current (or default) device.
   `copy.copy(t)` is `t.copy()`, as CuPy's.
+- CuPy's methods: `sum`, `min`, `max`, `prod`, `argmin`, `argmax` (`dmlgpu.front.reductions`),
+  `ravel`, `flatten`; `repr` and `str` show the values with numpy's print options (only the
+  corners numpy's summary shows are downloaded past its `threshold`).
+- No hidden downloads and no foreign hand-offs: `np.asarray(t)` raises TypeError, numpy's
+  functions (`np.sum(t)`, `__array_function__`) raise TypeError naming the dmlgpu function that
+  computes on the device, and DLPack (`torch.as_tensor(t)`, `np.from_dlpack(t)`) raises
+  BufferError saying to download with `.numpy()`: Vulkan memory has no DLPack device type.
 """
 from __future__ import annotations
 
 import math
+from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-from . import resident as ops
+from . import reductions, resident as ops
 from ..layout import pieces, views
 from ..api.device import Buffer, Device, default_device
 from ..table.dtypes import ALL, DataType
 from ..errors import ValidationError
 from ..layout.operands import data_type as operand_data_type, host_array
-from ..table.operators import BIT_XOR, OPERATORS
+from ..table.operators import BIT_XOR
 from ..layout.pieces import Pieces
 from ..describe.tensor_desc import MAX_ELEMENTS, packed_strides
+from .reductions import Axis, Level
 from .tensor_operators import TensorOperators
+from .tensor_protocols import ARRAY_FUNCTIONS, NUMPY_COUNTERPARTS, UFUNC_OPERATORS, TensorProtocols
 
-__all__ = ["Tensor", "UFUNC_OPERATORS"]
+__all__ = ["ARRAY_FUNCTIONS", "NUMPY_COUNTERPARTS", "Tensor", "UFUNC_OPERATORS"]
 
-#: numpy ufunc name -> operator, from the table's `numpy_ufunc` column.
-UFUNC_OPERATORS = {op.numpy_ufunc: op for op in OPERATORS if op.numpy_ufunc}
 _EQUALITY = ("dmlgpu.Tensor has no element-wise {0} (DirectML's ELEMENT_WISE_LOGICAL_EQUALS is not among "
              "dmlgpu's operators) and does not compare by identity: compare on the host with "
              "t.numpy() {0} other, tell objects apart with `is`, or views with `.key`")
@@ -59,12 +68,12 @@ def _check_fits(shape, data_type: DataType) -> int:
     return count * data_type.size
 
 
-def _rebuild(array: np.ndarray) -> "Tensor":
+def _rebuild(array: np.ndarray) -> Tensor:
     """Unpickle a Tensor: its data uploaded to the current (or default) device."""
     return Tensor.from_numpy(array)
 
 
-class Tensor(views.View, TensorOperators):
+class Tensor(views.View, TensorOperators, TensorProtocols):
     """A strided view of a device Buffer, as a numpy-like array that lives on the device.
 
     Args:
@@ -87,19 +96,30 @@ class Tensor(views.View, TensorOperators):
     is): a new view is a new Tensor. That is what lets the front end find a repeated call by
     its Tensors' `key`s.
 
+    To make a Tensor from data, call `dmlgpu.asarray(data)` (or `Tensor.from_numpy(array)`);
+    `dmlgpu.empty`, `zeros`, `ones` and `full` make new ones.
+
     Raises:
-        ValidationError: a released buffer, a bad shape, strides or offset, or a view reaching
-            past `buffer`.
+        TypeError: `buffer` is not a device Buffer (data: `dmlgpu.asarray` makes a Tensor of it),
+            or `shape` or `data_type` is missing.
+        ValidationError: a released buffer or one of a closed device, a bad shape, strides or
+            offset, or a view reaching past `buffer`.
     """
 
     __slots__ = ()
     __hash__ = None  # type: ignore[assignment]  # as numpy arrays: `==` is no identity
 
-    def __init__(self, buffer, shape, data_type: DataType, offset: int = 0, strides=None):
+    def __init__(self, buffer: Buffer | Pieces, shape: Sequence[int] | None = None,
+                 data_type: DataType | int | None = None, offset: int = 0,
+                 strides: Sequence[int] | None = None) -> None:
         if not isinstance(buffer, (Buffer, Pieces)):
-            raise ValidationError("dmlgpu", None, "buffer", type(buffer).__name__, "allowed: a dmlgpu.Buffer")
-        if buffer.released:
-            raise ValidationError("dmlgpu", None, "buffer", "a released buffer", "allowed: a live Buffer")
+            raise TypeError(f"dmlgpu.Tensor(buffer, shape, data_type) views a device Buffer, not a "
+                            f"{type(buffer).__name__}: to make a Tensor from data, call dmlgpu.asarray(data) "
+                            "(or dmlgpu.Tensor.from_numpy(array)); dmlgpu.empty/zeros/ones/full make new ones")
+        if data_type is None:
+            raise TypeError("dmlgpu.Tensor(buffer, shape, data_type) needs the shape and the data type of the "
+                            "view; dmlgpu.asarray(data) makes a Tensor of data")
+        buffer.check_live()
         shape = views.check_shape(shape)
         data_type = DataType(data_type)
         itemsize = data_type.size
@@ -123,7 +143,7 @@ class Tensor(views.View, TensorOperators):
         self._key = self._layout = None
 
     @classmethod
-    def from_numpy(cls, array, device=None) -> "Tensor":
+    def from_numpy(cls, array: npt.NDArray[Any] | np.generic, device: Device | None = None) -> Tensor:
         """Upload a numpy array (any layout, any byte order: values are kept, the Tensor is
         native) to `device` (default: the current or default device).
 
@@ -141,9 +161,10 @@ class Tensor(views.View, TensorOperators):
         return cls(pieces.upload(device, array), array.shape, data_type)
 
     @classmethod
-    def empty(cls, shape, dtype, device=None) -> "Tensor":
-        """An uninitialised (zero-filled) packed tensor on `device` (default: the current or
-        default device).
+    def empty(cls, shape: int | Sequence[int], dtype: npt.DTypeLike, device: Device | None = None, *,
+              zero_fill: bool = True) -> Tensor:
+        """A new packed tensor on `device` (default: the current or default device), zero-filled
+        on the device unless `zero_fill` is False (`dmlgpu.empty`).
 
         Raises:
             ValidationError: a shape that is not non-negative integers, an unknown dtype, or
@@ -153,7 +174,7 @@ class Tensor(views.View, TensorOperators):
         data_type = _data_type(dtype)
         device = device or default_device()
         _check_fits(shape, data_type)
-        return cls(pieces.allocate(device, shape, data_type.size), shape, data_type)
+        return cls(pieces.allocate(device, shape, data_type.size, zero_fill=zero_fill), shape, data_type)
 
     # -- what numpy users expect of an array ------------------------------------------------
     @property
@@ -168,7 +189,8 @@ class Tensor(views.View, TensorOperators):
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d dmlgpu.Tensor")
+            raise TypeError("len() of a 0-d dmlgpu.Tensor (a library walking it as nested sequences, such as "
+                            "torch.as_tensor, cannot take a Tensor: download it with t.numpy() first)")
         return self.shape[0]
 
     def __iter__(self):
@@ -176,7 +198,7 @@ class Tensor(views.View, TensorOperators):
             raise TypeError("iteration over a 0-d dmlgpu.Tensor")
         return (self[i] for i in range(self.shape[0]))
 
-    def __getitem__(self, key) -> "Tensor":
+    def __getitem__(self, key) -> Tensor:
         """numpy's basic indexing, as a zero-copy view: integers, slices (positive steps),
         `...` and None. An integer for every dimension gives a 0-d Tensor.
 
@@ -233,18 +255,18 @@ class Tensor(views.View, TensorOperators):
         staged = Tensor.from_fields(pieces.upload(target.device, data), target.shape, target.data_type)
         ops.apply(BIT_XOR, (staged, 0), target, None, None)
 
-    def transpose(self, *axes) -> "Tensor":
+    def transpose(self, *axes) -> Tensor:
         """The view with dimensions permuted (`t.transpose()`, `t.transpose(1, 0, 2)` or a tuple)."""
         order = views.transpose_axes(self.ndim, axes)
         return Tensor.from_fields(self.buffer, tuple(self.shape[a] for a in order), self.data_type, self.offset,
                             tuple(self.strides[a] for a in order))
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         """The view with dimensions reversed."""
         return self.transpose()
 
-    def reshape(self, *shape) -> "Tensor":
+    def reshape(self, *shape) -> Tensor:
         """The same elements in C order with a new shape (one size may be -1).
 
         A view when the layout allows (always for packed Tensors), else a packed copy made on
@@ -259,7 +281,7 @@ class Tensor(views.View, TensorOperators):
             return self.copy().reshape(shape)
         return Tensor.from_fields(self.buffer, shape, self.data_type, self.offset, strides)
 
-    def view(self, dtype) -> "Tensor":
+    def view(self, dtype) -> Tensor:
         """The same bytes as elements of `dtype`, zero-copy (numpy's `ndarray.view(dtype)`).
 
         The same itemsize keeps the shape; another itemsize resizes the last dimension, which
@@ -277,9 +299,47 @@ class Tensor(views.View, TensorOperators):
                                   "(its elements span several buffers)")
         return Tensor.from_fields(self.buffer, shape, data_type, offset, strides)
 
-    def copy(self) -> "Tensor":
+    def copy(self) -> Tensor:
         """A packed copy on the same device (raw bits kept: XOR with zero)."""
         return ops.copy(self)
+
+    def ravel(self) -> Tensor:
+        """The elements in C order as one dimension: a view where the layout allows (numpy's
+        `ravel`), else a packed copy on the device."""
+        return self.reshape(-1)
+
+    def flatten(self) -> Tensor:
+        """A packed one-dimensional copy of the elements in C order, on the same device."""
+        return self.copy().reshape(-1)
+
+    # -- reductions, as CuPy's methods: `dmlgpu.front.reductions` ----------------------------
+    def sum(self, axis: Axis = None, keepdims: bool = False, *, feature_level: Level = None) -> Tensor:
+        """`dmlgpu.sum(t)`: DML_REDUCE_FUNCTION_SUM over `axis` (None: all); integers wrap at the
+        Tensor's width, as DirectML's (numpy widens), and floats are refused (an order-dependent
+        rounding). Returns a Tensor on the same device."""
+        return reductions.sum(self, axis, keepdims, feature_level)
+
+    def prod(self, axis: Axis = None, keepdims: bool = False, *, feature_level: Level = None) -> Tensor:
+        """`dmlgpu.prod(t)`: DML_REDUCE_FUNCTION_MULTIPLY over `axis`, wrapping as `sum` does."""
+        return reductions.prod(self, axis, keepdims, feature_level)
+
+    def min(self, axis: Axis = None, keepdims: bool = False, *, feature_level: Level = None) -> Tensor:
+        """`dmlgpu.min(t)`: DML_REDUCE_FUNCTION_MIN over `axis` (floats by their total order)."""
+        return reductions.min(self, axis, keepdims, feature_level)
+
+    def max(self, axis: Axis = None, keepdims: bool = False, *, feature_level: Level = None) -> Tensor:
+        """`dmlgpu.max(t)`: DML_REDUCE_FUNCTION_MAX over `axis` (floats by their total order)."""
+        return reductions.max(self, axis, keepdims, feature_level)
+
+    def argmin(self, axis: Axis = None, keepdims: bool = False, *, feature_level: Level = None) -> Tensor:
+        """`dmlgpu.argmin(t)`: the first smallest element's index (int64) over `axis` (None: all,
+        row-major)."""
+        return reductions.argmin(self, axis, keepdims, feature_level)
+
+    def argmax(self, axis: Axis = None, keepdims: bool = False, *, feature_level: Level = None) -> Tensor:
+        """`dmlgpu.argmax(t)`: the first largest element's index (int64) over `axis` (None: all,
+        row-major)."""
+        return reductions.argmax(self, axis, keepdims, feature_level)
 
     def numpy(self) -> np.ndarray:
         """Download into a new C-ordered numpy array (a view downloads the range it spans)."""
@@ -292,7 +352,7 @@ class Tensor(views.View, TensorOperators):
         byte_strides = [s * self.itemsize for s in self.strides]
         return np.lib.stride_tricks.as_strided(data, self.shape, byte_strides).copy()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         """The elements as nested Python lists of Python scalars (a 0-d Tensor: one scalar)."""
         return self.numpy().tolist()
 
@@ -337,41 +397,7 @@ class Tensor(views.View, TensorOperators):
     def __ne__(self, other):
         raise TypeError(_EQUALITY.format("!="))
 
-    def __array__(self, dtype=None, copy=None):
-        """Refused: `np.asarray(tensor)` raises TypeError; call `.numpy()`.
-
-        As CuPy (which points to `.get()`) and PyTorch for device tensors: a download waits for
-        the device and copies the data, and an implicit one inside numpy (np.asarray, np.sum,
-        a loop mixing arrays and Tensors) hides that cost where nobody sees it.
-        """
-        raise TypeError("dmlgpu.Tensor does not convert to a numpy array implicitly "
-                        "(a hidden device-to-host copy); call .numpy() to download it")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """numpy's ufuncs that name a dmlgpu operator (`Operator.numpy_ufunc`: np.invert,
-        np.bitwise_xor, ...) run on the device and return a Tensor; `out=` may be a Tensor.
-
-        Semantics are DirectML's, not numpy's: raw bits (np.invert of a float Tensor inverts
-        its encoding, where numpy raises), shift amounts masked to the element width. Any
-        other ufunc, ufunc method (reduce, accumulate, ...) or argument raises TypeError.
-        """
-        op = UFUNC_OPERATORS.get(ufunc.__name__)
-        if op is None:
-            raise TypeError(f"numpy.{ufunc.__name__} has no dmlgpu operator; dmlgpu.Tensor takes "
-                            f"{', '.join('numpy.' + name for name in UFUNC_OPERATORS)} "
-                            "(or call .numpy() to compute on the host)")
-        if method != "__call__":
-            raise TypeError(f"numpy.{ufunc.__name__}.{method} is not supported on dmlgpu.Tensor")
-        out = kwargs.pop("out", None)
-        if isinstance(out, tuple):
-            if len(out) != 1:
-                raise TypeError(f"numpy.{ufunc.__name__}: out must hold one Tensor")
-            out = out[0]
-        if kwargs:
-            raise TypeError(f"numpy.{ufunc.__name__} on dmlgpu.Tensor takes no {', '.join(sorted(kwargs))} argument")
-        return ops.apply(op, inputs, out, ops.output_dtype(op, out, None), None)
-
-    def to(self, device) -> "Tensor":
+    def to(self, device) -> Tensor:
         """This tensor on `device` (itself if it is there already; else a copy through the host).
 
         Raises:
@@ -389,16 +415,14 @@ class Tensor(views.View, TensorOperators):
         """Pickled as its data (downloaded); unpickled onto the current (or default) device."""
         return _rebuild, (self.numpy(),)
 
-    def __copy__(self) -> "Tensor":
+    def __copy__(self) -> Tensor:
         """`copy.copy(t)`: `t.copy()`, a packed copy on the same device (as CuPy)."""
         return self.copy()
 
-    def __deepcopy__(self, memo) -> "Tensor":
+    def __deepcopy__(self, memo) -> Tensor:
         """`copy.deepcopy(t)`: a packed copy on the current (or default) device, as unpickling
         gives (a device copy where that is `t`'s device)."""
         device = default_device()
         return self.copy() if device is self.device else self.to(device)
 
-    def __repr__(self):
-        layout = "" if self.is_packed and not self.offset else f" strides {self.strides} at byte {self.offset}"
-        return f"<dmlgpu.Tensor {self.shape} {self.data_type.name}{layout} on {self.device.name}>"
+

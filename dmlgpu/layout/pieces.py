@@ -58,6 +58,11 @@ class Pieces:
     def released(self) -> bool:
         return any(b.released for b in self.buffers)
 
+    def check_live(self, operator: str = "dmlgpu", field: str = "buffer") -> None:
+        """ValidationError saying why a piece cannot be used, if one cannot (`Buffer.check_live`)."""
+        for buffer in self.buffers:
+            buffer.check_live(operator, field)
+
     def _unbindable(self):
         raise ValidationError("dmlgpu", None, "Binding.Buffer", f"Pieces of {len(self.buffers)} buffers",
                               "allowed: one Buffer (no binding reaches past one buffer: bind a spanning Tensor's "
@@ -92,8 +97,7 @@ class Pieces:
 
     def _ranges(self, offset: int, size: int):
         """(buffer, offset in it, size, offset in the range) of each piece a byte range touches."""
-        if self.released:
-            raise ValidationError("dmlgpu", None, "buffer", "released buffer", "allowed: a live Buffer")
+        self.check_live()
         if offset < 0 or size < 0 or offset + size > self.size_in_bytes:
             raise ValidationError("dmlgpu", None, "range", (offset, size),
                                   f"allowed: a range inside the {self.size_in_bytes} bytes")

@@ -112,11 +112,22 @@ class Buffer:
         """Where the buffer starts in the memory its dispatches bind (a multiple of 256)."""
         return self.block.offset
 
+    def check_live(self, operator: str = "dmlgpu", field: str = "buffer") -> None:
+        """ValidationError saying why the buffer cannot be used, if it cannot: its device was
+        closed (named), or it was released (DeviceError in a process forked after its parent
+        used the device)."""
+        if self.block is not None and not self._resources.closed:
+            return
+        fork.check()
+        if self._resources.closed:
+            raise ValidationError(operator, None, field, f"a buffer of closed device {self.device.name}",
+                                  "its device was closed (Device.close(), or at exit), and its buffers and "
+                                  "Tensors with it: make them again on an open device")
+        raise ValidationError(operator, None, field, "released buffer", "allowed: a live Buffer")
+
     def check_range(self, offset, size, what) -> None:
         """ValidationError unless the buffer is live and [offset, offset + size) lies in it."""
-        if self.released:
-            fork.check()
-            raise ValidationError("dmlgpu", None, "buffer", "released buffer", "allowed: a live Buffer")
+        self.check_live()
         if not is_int(offset) or not is_int(size) or offset < 0 or size < 0 \
                 or offset + size > self.size_in_bytes:
             raise ValidationError("dmlgpu", None, what, (offset, size),

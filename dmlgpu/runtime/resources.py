@@ -57,7 +57,9 @@ class Resources:
         if self.closed:
             if self.forked:
                 fork.check()
-            raise ValidationError(operator, None, what, "closed", "allowed: an open Device")
+            raise ValidationError(operator, None, what, "closed",
+                                  "allowed: an open Device (this one was closed by Device.close(), or at exit, and "
+                                  "its buffers and Tensors with it: open one with dmlgpu.Device(i) and make them again)")
 
     def synchronize(self, interruptible: bool = False) -> None:
         """Wait for queued work (the caller holds the lock); `interruptible`: a Ctrl-C raises

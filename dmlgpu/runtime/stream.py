@@ -2,7 +2,7 @@
 in batches, with barriers only between dependent work.
 
 One submit costs the GPU 13-17 us while a dispatch behind a barrier costs 1.7 us (see
-`docs/vulkan.md` §1, "Floors"), so queued operations are recorded straight into an open
+`docs/internals/performance.md` §1, "Floors"), so queued operations are recorded straight into an open
 command buffer and submitted together: when someone must wait (a read, `synchronize`), or every
 `BATCH_OPS` operations so that the GPU starts early. Several command buffers rotate, so the host
 records the next batch while the GPU runs the last.

@@ -24,8 +24,10 @@ import io
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from ..api.device import Device, default_device
 from ..describe.validation import is_int
@@ -39,7 +41,12 @@ from .codes import code_bytes, ids_array, words_of
 from .pacing import Cancelled, Pacer, planned_budget
 from .shard import Shard, device_tensors, tanimoto_bound, tensor_places
 
-__all__ = ["HammingIndex", "hamming_knn"]
+__all__ = ["Codes", "HammingIndex", "hamming_knn"]
+
+#: Codes given as numpy data: rows of integers.
+Codes = npt.NDArray[Any]
+#: (distances or similarities, ids) on the host.
+Answer = tuple[npt.NDArray[Any], npt.NDArray[Any]]
 
 INDEX = "dmlgpu.HammingIndex"
 KNN = programs.NAME
@@ -383,7 +390,11 @@ class HammingIndex:
             raise ValidationError(self._name, None, "k", k, f"allowed: an integer from 1 to {live} (ntotal)")
         return int(k)
 
-    def search(self, queries, k: int):
+    @overload
+    def search(self, queries: Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+    @overload
+    def search(self, queries: Codes, k: int) -> Answer: ...
+    def search(self, queries: Union[Tensor, Codes], k: int) -> Any:
         """The k nearest codes of each query: (distances uint32, nearest first; or Tanimoto
         similarities float32, largest first; ids int64), shape (q, k); ties by lower id. A
         Tensor of queries on a single-device index is read where it lies, and the answer is
@@ -549,7 +560,11 @@ def _unpickle(data: bytes, metric: str) -> HammingIndex:
     return HammingIndex._from_parts(metric_code, bits, dtype, ids, codes)
 
 
-def hamming_knn(database, queries, k: int):
+@overload
+def hamming_knn(database: Union[Tensor, Codes], queries: Tensor, k: int) -> tuple[Tensor, Tensor]: ...
+@overload
+def hamming_knn(database: Union[Tensor, Codes], queries: Codes, k: int) -> Answer: ...
+def hamming_knn(database: Union[Tensor, Codes], queries: Union[Tensor, Codes], k: int) -> Any:
     """The k nearest database codes of each query by Hamming distance, exactly numpy's answer.
 
     Args:

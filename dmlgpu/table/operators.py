@@ -1,6 +1,6 @@
 """The operator table: one row per DirectML operator, the single source of truth.
 
-Every row restates its DirectML documentation page (see `docs/directml.md` §1): the
+Every row restates its DirectML documentation page (see `docs/guide/semantics.md` §1): the
 operator's enum value, its tensors, the level that introduced it, its tensor-support table per
 feature level, its data-type rule and whether it may run in place, plus what dmlgpu derives from
 it: the shader family that computes it, the front end's docstring text, and its numpy and Python

@@ -1,4 +1,4 @@
-"""A corpus of bad inputs, one row per rule of `docs/directml.md` (§1-4) and of the numpy
+"""A corpus of bad inputs, one row per rule of `docs/guide/semantics.md` (§1-4) and of the numpy
 front end, each with the exact `ValidationError` it must raise.
 
 Every row checks three things: the error's `.field`, a fragment of its message (which also names

@@ -1,7 +1,7 @@
 """The tables restate DirectML's headers and documentation pages; these tests compare them with
-the documents themselves, written out here independently (docs/directml.md §1, §3):
+the documents themselves, written out here independently (docs/guide/semantics.md §1, §3):
 a new operator's page is restated here by hand, on purpose. The parts of the docs that are
-derived from the table (README's operator table) are checked against it."""
+derived from the table (the user guide's operator section) are checked against it."""
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,8 @@ from dmlgpu.describe.tensor_desc import calc_buffer_tensor_size
 from dmlgpu_tools import readme
 
 L = FeatureLevel
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: The user-guide page holding the operator section (`python -m dmlgpu table --readme` writes it).
+PAGE = Path(__file__).resolve().parents[2] / readme.PAGE
 
 
 def test_data_type_values_match_directml_h():
@@ -113,17 +114,17 @@ def test_each_row_gives_a_descriptor_a_function_and_its_operators(op):
     assert f"(DML_{op.name})" in function.__doc__
 
 
-def test_readme_operator_section_is_the_table():
-    """README's operator section (prose and table) is written from the rows: regenerate it with
-    `python -m dmlgpu table --readme README.md` when a row changes."""
-    text = README.read_text()
-    assert readme.section() in text, "README's operator section differs: python -m dmlgpu table --readme README.md"
+def test_the_operator_section_is_the_table():
+    """The user guide's operator section (prose and table) is written from the rows: regenerate it
+    with `python -m dmlgpu table --readme docs/guide/numpy.md` when a row changes."""
+    text = PAGE.read_text()
+    assert readme.section() in text, f"the operator section differs: python -m dmlgpu table --readme {readme.PAGE}"
     assert support_table() in text
 
 
 @pytest.mark.parametrize("op", OPERATORS, ids=lambda op: op.short)
-def test_readme_prose_names_every_row(op):
-    prose = README.read_text().split(readme.BEGIN)[1].split("\n\n")[0]
+def test_the_section_names_every_row(op):
+    prose = PAGE.read_text().split(readme.BEGIN)[1].split("\n\n")[0]
     lines = [line for line in prose.splitlines() if line.startswith(f"- `dmlgpu.{op.short}` (`{op.name}`): ")]
     assert len(lines) == 1 and op.doc.partition("\n\n")[0] in lines[0]
 
