@@ -165,6 +165,7 @@ class HostCall:
                 with resources.lock:
                     if not resources.closed:
                         position = self._recorded.submit((*self.inputs, self.output))
+                        resources.transfers.upload(sum(data.size for data in inputs))
             return position
         finally:
             if position is None:
@@ -180,6 +181,8 @@ class HostCall:
         try:
             with resources.lock:
                 resources.stream.wait(position)
+                if out is not None:
+                    resources.transfers.download(out.size)
             if out is not None:
                 host_copy.copy(out, self._views[-1][:out.size])
         finally:
