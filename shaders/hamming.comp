@@ -7,22 +7,15 @@
 // table's rows, so a graph compiler can route that pattern here. A pair compares by distance,
 // then row, so ties go to the lower row; empty entries are (0xFFFFFFFF, 0xFFFFFFFF).
 //
-// Two paths. HAMMING_REGISTERS (k up to kernels.HAMMING_REGISTER_K, the usual case):
+// For k up to kernels.HAMMING_REGISTER_K (larger k, range search and Tanimoto: search.comp):
 //   HAMMING_SCAN: lane = query, workgroup (x, y) = 64 queries x one long row tile; each lane keeps
 //     its k best in a register array (K, a specialization constant: an unrolled insertion
 //     network with constant indices) as packed keys (distance << SHIFT) | row_in_tile, and writes
-//     them once at the end as k (distance, row) pairs: its slot of the partial buffer.
+//     them once at the end as k (distance, row) pairs: its slot of the partial buffer. A dispatch
+//     covers tiles [tile_base, +tiles) of a piece, so a long search is cut into short submits.
 //   HAMMING_MERGE: workgroup = one query: each lane folds a strided share of the query's lists
 //     into its register list (a list is sorted: it stops at the first entry that does not get
 //     in), then a shared-memory tree halves the lanes' lists to one: the answer.
-// Otherwise (large k; a lane's list would spill) the lists live in global memory:
-//   HAMMING_SCAN: an invocation walks rows_per_slice rows of one database piece in increasing
-//     order for QUERIES queries and keeps for each query the k least pairs, sorted, in its own slot
-//     of the partial buffer (insertion when a pair beats the slot's last). Pairs, not one packed
-//     key: codes of any width, databases of any size.
-//   HAMMING_MERGE: invocation (list j, query q) merges sorted lists [j * group, +group) of k pairs
-//     into list j of the next level (a group-way merge, k steps): log_group(lists) passes leave one
-//     list per query, the answer.
 #include "abi.glsl"
 
 layout(local_size_x = SELECTION_WORKGROUP_SIZE) in;
@@ -49,20 +42,6 @@ layout(std430, binding = 1) buffer OutWords { uint out_w[]; };
 const uint EMPTY = 0xFFFFFFFFu;
 
 bool pair_less(uint d0, uint r0, uint d1, uint r1) { return d0 < d1 || (d0 == d1 && r0 < r1); }
-
-// Inserts (d, r) into the sorted list of k pairs at word `list` of out_w, if it beats the last.
-void insert(uint list, uint d, uint r) {
-    uint k = hp.k;
-    uint i = k - 1u;
-    if (!pair_less(d, r, out_w[list + 2u * i], out_w[list + 2u * i + 1u])) return;
-    while (i > 0u && pair_less(d, r, out_w[list + 2u * (i - 1u)], out_w[list + 2u * (i - 1u) + 1u])) {
-        out_w[list + 2u * i] = out_w[list + 2u * (i - 1u)];
-        out_w[list + 2u * i + 1u] = out_w[list + 2u * (i - 1u) + 1u];
-        --i;
-    }
-    out_w[list + 2u * i] = d;
-    out_w[list + 2u * i + 1u] = r;
-}
 
 #if defined(HAMMING_REGISTERS) && defined(HAMMING_SCAN)
 layout(constant_id = 0) const uint WORDS = 8u;
@@ -152,8 +131,8 @@ void consider(uint key) {
 }
 
 void main() {
-    uint tile = gl_WorkGroupID.y, q = gl_GlobalInvocationID.x;
-    if (tile >= hp.slices || q >= hp.queries) return;
+    uint tile = hp.tile_base + gl_WorkGroupID.y, q = gl_GlobalInvocationID.x;
+    if (gl_WorkGroupID.y >= hp.tiles || tile >= hp.slices || q >= hp.queries) return;
     uint shift = 31u - uint(findMSB(WORDS * 32u));
     qbase = hp.query_offset + q * WORDS;
     if (WORDS <= UNROLL_WORDS) {
@@ -224,83 +203,6 @@ void main() {
     if (lane == 0u) {
         uint dest = hp.out_offset + 2u * K * q;
         [[unroll]] for (uint i = 0u; i < K; ++i) { out_w[dest + 2u * i] = bd[i]; out_w[dest + 2u * i + 1u] = br[i]; }
-    }
-}
-#elif defined(HAMMING_SCAN)
-// The code's word count and the queries an invocation serves are specialization constants, so
-// the word loop has a constant trip count and the queries' words stay in registers; each
-// database word is loaded once for QUERIES queries.
-layout(constant_id = 0) const uint WORDS = 8u;
-layout(constant_id = 1) const uint QUERIES = 4u;
-
-// Workgroup (x, y) serves queries [x * 64 * QUERIES, +64 * QUERIES) over tile y of the piece:
-// rows [y * rows_per_slice, +rows_per_slice), its list slot y. Lane l holds queries
-// (x * 64 + l) * QUERIES + j in registers, and every lane walks the tile's rows in order: the
-// lanes read the same database words at the same time (one load serves the workgroup's
-// 64 * QUERIES queries), so the database is read once per workgroup of queries, not per query.
-void main() {
-    uint tile = gl_WorkGroupID.y;
-    uint q0 = gl_GlobalInvocationID.x * QUERIES;
-    if (tile >= hp.slices || q0 >= hp.queries) return;
-    uint n = min(QUERIES, hp.queries - q0);
-    // The queries' words in registers for narrow codes; wide codes read them from the buffer
-    // (a private array of their size does not fit a GPU lane).
-    const uint QW_SIZE = WORDS * QUERIES <= 256u ? WORDS * QUERIES : 1u;
-    uint qw[QW_SIZE];
-    uint worst[QUERIES];
-    for (uint j = 0u; j < QUERIES; ++j) {
-        uint q = min(q0 + j, hp.queries - 1u);  // a missing query repeats the last: never stored
-        if (WORDS * QUERIES <= 256u) {
-            for (uint w = 0u; w < WORDS; ++w) qw[j * WORDS + w] = query_w[hp.query_offset + q * WORDS + w];
-        }
-        worst[j] = EMPTY;
-        if (j < n) {
-            uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + tile);
-            for (uint i = 0u; i < hp.k; ++i) { out_w[list + 2u * i] = EMPTY; out_w[list + 2u * i + 1u] = EMPTY; }
-        }
-    }
-    uint first = tile * hp.rows_per_slice, last = min(first + hp.rows_per_slice, hp.rows);
-    for (uint row = first; row < last; ++row) {
-        uint at = hp.in_offset + row * WORDS;
-        uint d[QUERIES];
-        for (uint j = 0u; j < QUERIES; ++j) d[j] = 0u;
-        for (uint w = 0u; w < WORDS; ++w) {
-            uint x = in_w[at + w];
-            for (uint j = 0u; j < QUERIES; ++j) {
-                uint y = WORDS * QUERIES <= 256u ? qw[j * WORDS + w]
-                                                 : query_w[hp.query_offset + min(q0 + j, hp.queries - 1u) * WORDS + w];
-                d[j] += uint(bitCount(x ^ y));
-            }
-        }
-        for (uint j = 0u; j < QUERIES; ++j) {
-            if (d[j] < worst[j] && j < n) {  // rows come in order: an equal distance loses (higher row)
-                uint list = hp.out_offset + 2u * hp.k * ((q0 + j) * hp.slices_total + hp.slice_base + tile);
-                insert(list, d[j], hp.row_base + row);
-                worst[j] = out_w[list + 2u * (hp.k - 1u)];
-            }
-        }
-    }
-}
-#else
-void main() {
-    uint j = gl_GlobalInvocationID.x, q = gl_WorkGroupID.y;
-    if (j >= hp.slices || q >= hp.queries) return;
-    uint group = hp.rows_per_slice, k = hp.k;
-    uint first = j * group, count = min(group, hp.rows - first);
-    uint lists = hp.in_offset + 2u * k * (q * hp.rows + first);
-    uint dest = hp.out_offset + 2u * k * (q * hp.slices + j);
-    uint heads[64];  // position in each merged list (group <= 64)
-    for (uint g = 0u; g < count; ++g) heads[g] = 0u;
-    for (uint i = 0u; i < k; ++i) {
-        uint best_d = EMPTY, best_r = EMPTY, best_g = 0u;
-        for (uint g = 0u; g < count; ++g) {
-            if (heads[g] >= k) continue;
-            uint at = lists + 2u * (g * k + heads[g]);
-            if (pair_less(in_w[at], in_w[at + 1u], best_d, best_r)) { best_d = in_w[at]; best_r = in_w[at + 1u]; best_g = g; }
-        }
-        if (best_d != EMPTY || best_r != EMPTY) heads[best_g] += 1u;
-        out_w[dest + 2u * i] = best_d;
-        out_w[dest + 2u * i + 1u] = best_r;
     }
 }
 #endif

@@ -1,14 +1,16 @@
-"""dmlgpu.hamming_knn / HammingIndex: exactly numpy's answer (np.bitwise_count summed over a code,
-stable argsort: ties by lower row) for every word type, k = 1, n - 1 and n, databases with many
-ties, databases split in pieces and queries in batches (multi-level merges), Tensors, and
-ValidationError before any work."""
+"""dmlgpu.hamming_knn / HammingIndex's search on one device: exactly numpy's answer (np.bitwise_count
+summed over a code, stable argsort: ties by lower row) for every word type, every k from 1 to n on
+both paths (the register path up to k = 32, the selection path beyond), databases with many ties,
+databases split in pieces and queries in batches, Tensors, and ValidationError before any work.
+The index as a product (ids, add/remove, Tanimoto, range search, files, sharding) is in
+tests/test_search_index.py."""
 import numpy as np
 import pytest
 
 import dmlgpu
 from conftest import POISON
 from dmlgpu import ValidationError
-from dmlgpu.search import hamming
+from dmlgpu.search import shard as hamming
 from dmlgpu.kernels import search_programs as hamming_plan, variants as kernels
 
 
@@ -51,19 +53,17 @@ def test_packbits_codes(rng):
     check(database, database[:6], 5)
 
 
-@pytest.mark.parametrize("k", [7, kernels.HAMMING_REGISTER_K + 8])  # register path, global-memory path
-def test_pieces_batches_and_merge_levels(monkeypatch, rng, k):
+@pytest.mark.parametrize("k", [7, kernels.HAMMING_REGISTER_K + 8, 900])  # register path, sampled, full
+def test_pieces_batches_and_tiles(monkeypatch, rng, k):
     monkeypatch.setattr(hamming, "PIECE_BYTES", 64 * 32)  # 64 rows of 32 bytes per piece
-    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 3)  # many partial lists: several merge levels
-    monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)  # (the register path: short tiles too)
+    monkeypatch.setattr(hamming_plan, "ROWS_PER_SLICE", 3)  # many tiles per piece
+    monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)  # (short tiles on every device)
     monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
     monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 16)  # queries in batches
-    monkeypatch.setattr(hamming_plan, "MAX_SLICES_PER_PIECE", 16)  # the grid's limit: longer slices
+    monkeypatch.setattr(hamming_plan, "MAX_SLICES_PER_PIECE", 16)  # the grid's limit: longer tiles
     database = rng.integers(0, 2, size=(5000, 32), dtype=np.uint8)
     index = dmlgpu.HammingIndex(database)
     assert index.pieces == 79 and not index.in_place
-    lists = 79 * -(-64 // index.tile_rows(k, 40))  # per query: > 64, several merge levels, or lists per lane
-    assert lists > kernels.HAMMING_MERGE_GROUP and lists > kernels.SELECTION_WORKGROUP_SIZE
     check(database, rng.integers(0, 256, size=(40, 32), dtype=np.uint8), k, index)
 
 
@@ -89,7 +89,7 @@ def test_wide_codes_pack_keys_within_32_bits(monkeypatch, rng):
     # (a GPU's tiles are shorter, to fill its lanes).
     assert index.tile_rows(5, 3) == 4096 if index.device.is_cpu else index.tile_rows(5, 3) <= 4096
     check(database, queries, 5, index)
-    check(database, queries, 300, index)  # the global-memory path (pairs) on the same codes
+    check(database, queries, 300, index)  # the selection path (keys of 20 bits: two radix digits)
     distances, indices = index.search(queries[:1], 300)
     assert distances[0, -1] == 1 << 19 and list(indices[0, -2:]) == [5, 77]
 
@@ -108,27 +108,36 @@ def test_resident_index_reused_and_poisoned_memory(device, rng):
 def test_tensors(rng):
     database = rng.integers(0, 2**32, size=(400, 2), dtype=np.uint32)
     queries = rng.integers(0, 2**32, size=(3, 2), dtype=np.uint32)
-    distances, indices = dmlgpu.hamming_knn(dmlgpu.Tensor.from_numpy(database), dmlgpu.Tensor.from_numpy(queries), 4)
-    want_d, want_i = numpy_knn(database, queries, 4)
-    assert isinstance(indices, dmlgpu.Tensor)
-    assert np.array_equal(indices.numpy(), want_i) and np.array_equal(distances.numpy(), want_d)
+    for k in (4, 60):  # (both paths; the answer stays on the device: values and int64 ids)
+        distances, indices = dmlgpu.hamming_knn(dmlgpu.Tensor.from_numpy(database), dmlgpu.Tensor.from_numpy(queries), k)
+        want_d, want_i = numpy_knn(database, queries, k)
+        assert isinstance(indices, dmlgpu.Tensor) and indices.dtype == np.int64 and distances.dtype == np.uint32
+        assert np.array_equal(indices.numpy(), want_i) and np.array_equal(distances.numpy(), want_d)
 
 
 @pytest.mark.parametrize("database, queries, k, field", [
-    (np.zeros((4, 4), np.uint8), np.zeros((2, 5), np.uint8), 1, "shape"),  # widths differ
-    (np.zeros((4, 4), np.uint8), np.zeros((2, 1), np.uint64), 1, "shape"),  # 32 vs 64 bits
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 5), np.uint8), 1, "bits"),  # widths differ
+    (np.zeros((4, 4), np.uint8), np.zeros((2, 1), np.uint64), 1, "bits"),  # 32 vs 64 bits
     (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), 0, "k"),
     (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), 5, "k"),
     (np.zeros((4, 4), np.uint8), np.zeros((2, 4), np.uint8), True, "k"),
     (np.zeros((4, 4), np.float32), np.zeros((2, 4), np.float32), 1, "dtype"),
-    (np.zeros((4, 4), np.int8), np.zeros((2, 4), np.int8), 1, "dtype"),
     (np.zeros(4, np.uint8), np.zeros((2, 4), np.uint8), 1, "shape"),
     ([[1, 2]], np.zeros((2, 4), np.uint8), 1, "type"),
+    (np.zeros((0, 4), np.uint8), np.zeros((2, 4), np.uint8), 1, "shape"),
 ])
 def test_validation(database, queries, k, field):
     with pytest.raises(ValidationError) as info:
         dmlgpu.hamming_knn(database, queries, k)
-    assert info.value.field == field
+    assert info.value.field == field and info.value.operator == "dmlgpu.hamming_knn"
+    assert "256-bit codes" not in str(info.value)
+
+
+def test_signed_codes_are_raw_bits(rng):
+    """int8 codes (sentence-transformers' binary embeddings) are their bits, as uint8 would be."""
+    database = rng.integers(-128, 128, size=(300, 8), dtype=np.int8)
+    queries = rng.integers(-128, 128, size=(4, 8), dtype=np.int8)
+    check(database.view(np.uint8), queries.view(np.uint8), 9, dmlgpu.HammingIndex(database))
 
 
 DASK_SCRIPT = r"""
@@ -227,3 +236,25 @@ def test_register_scan_bit_counts(monkeypatch, carry_save, words, rng):
     database[40:48] = database[50:58] = rng.integers(0, 2**32, size=(8, words), dtype=np.uint32)  # ties
     check(database, queries, 16)
     check(database, queries[:1], 500)  # (the global-memory path: the last is distance words * 32)
+
+
+@pytest.mark.parametrize("k", [33, 100, 640, 1999, 2000])
+def test_every_k_beyond_the_register_path(k, rng):
+    """The selection path: sampled bounds (k up to n / 8), every row a candidate beyond, and
+    queries whose sampled regions overflow (a database of few distinct codes) searched again."""
+    database = rng.integers(0, 2**32, size=(2000, 8), dtype=np.uint32)
+    database[1000:] = database[:8][rng.integers(0, 8, 1000)]  # ties: 8 codes repeated 125 times
+    queries = np.concatenate([rng.integers(0, 2**32, size=(5, 8), dtype=np.uint32), database[1000:1003]])
+    check(database, queries, k)
+
+
+def test_large_k_many_queries_under_a_second(rng):
+    """k = n = 20,000 with 64 queries (issue 32's case: 25-41 s before): a counting sort's time."""
+    import time
+    database = rng.integers(0, 256, size=(20000, 8), dtype=np.uint8)
+    queries = rng.integers(0, 256, size=(64, 8), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    index.search(queries[:2], 20000)  # (the pipelines made once)
+    start = time.perf_counter()
+    check(database, queries, 20000, index)
+    assert time.perf_counter() - start < 10  # (numpy's reference inside; the search alone: < 1 s)

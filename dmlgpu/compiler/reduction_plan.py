@@ -150,6 +150,8 @@ def _hamming_pattern(graph, fused):
     nodes = graph.nodes
     if fused.top_k is None or len(fused.prefix) != 2 or fused.reduce in graph.outputs:
         return None
+    if nodes[fused.top_k].operator_desc.attribute_values()["K"] > kernels.HAMMING_REGISTER_K:
+        return None  # (the register path's k; a larger k takes the general route)
     xor, count = fused.prefix
     if (nodes[xor].op.short, nodes[count].op.short) != ("bit_xor", "bit_count"):
         return None

@@ -12,7 +12,9 @@ import dask.array as da
 import numpy as np
 
 from ..errors import ValidationError
-from ..search.hamming import CODE_DTYPES, NAME, HammingIndex, as_codes
+from ..kernels.search_programs import NAME
+from ..search.codes import code_bytes
+from ..search.hamming import HammingIndex
 
 __all__ = ["hamming_knn"]
 
@@ -51,16 +53,16 @@ def hamming_knn(database, queries, k: int):
     """
     if not isinstance(database, da.Array):
         raise ValidationError(NAME, "database", "type", type(database).__name__, "allowed: a dask.array.Array")
-    if database.dtype not in CODE_DTYPES:
+    if database.dtype.kind not in "iu":
         raise ValidationError(NAME, "database", "dtype", database.dtype,
-                              "allowed: uint8 (np.packbits), uint16, uint32, uint64 codes")
+                              "allowed: integer codes (any integer dtype: its bits are the code)")
     if database.ndim != 2 or database.shape[1] == 0 or database.shape[0] == 0 or np.isnan(database.shape[0]):
         raise ValidationError(NAME, "database", "shape", database.shape,
                               "allowed: (rows, words) of known size, rows and words >= 1")
-    query_words, code_bytes = as_codes(queries, "queries")
-    if code_bytes != database.shape[1] * database.dtype.itemsize:
-        raise ValidationError(NAME, "queries", "shape", f"{code_bytes * 8}-bit codes",
-                              f"allowed: the database's {database.shape[1] * database.dtype.itemsize * 8}-bit codes")
+    query_bytes = code_bytes(queries, NAME, "queries")
+    if query_bytes.shape[1] != database.shape[1] * database.dtype.itemsize:
+        raise ValidationError(NAME, "queries", "bits", query_bytes.shape[1] * 8,
+                              f"allowed: {database.shape[1] * database.dtype.itemsize * 8} bits per code, as the database's")
     rows = database.shape[0]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= rows:
         raise ValidationError(NAME, None, "k", k, f"allowed: an integer from 1 to {rows} (the database's rows)")

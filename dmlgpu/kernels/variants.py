@@ -156,6 +156,9 @@ def abi_glsl() -> str:
     consts = {
         "MAX_DIMS": MAX_DIMS,
         "SELECTION_WORKGROUP_SIZE": SELECTION_WORKGROUP_SIZE,
+        "SEARCH_HIST_BINS": SEARCH_HIST_BINS,
+        "SEARCH_HIST_QUERIES": SEARCH_HIST_QUERIES,
+        "SEARCH_DIGIT_BITS": SEARCH_DIGIT_BITS,
         "SPEC_WORKGROUP_SIZE": SPEC_WORKGROUP_SIZE,
         "SPEC_SIZES": SPEC_SIZES,
         "SPEC_STRIDES_IN0": SPEC_STRIDES_IN0,
@@ -175,7 +178,9 @@ def abi_glsl() -> str:
     lines += ["} sp;", "#elif defined(HAMMING_SCAN) || defined(HAMMING_MERGE)",
               "layout(push_constant) uniform HammingParams {"]
     lines += [f"    uint {name};" for name in HAMMING_PUSH_FIELDS]
-    lines += ["} hp;", "#else", "layout(push_constant) uniform Params {"]
+    lines += ["} hp;", "#elif defined(SEARCH_KERNEL)", "layout(push_constant) uniform SearchParams {"]
+    lines += [f"    uint {name};" for name in SEARCH_PUSH_FIELDS]
+    lines += ["} sp;", "#else", "layout(push_constant) uniform Params {"]
     lines += [f"    uint {name};" for name in PUSH_FIELDS]
     lines += ["} p;", "#endif", "#endif", ""]
     return "\n".join(lines)
@@ -192,25 +197,35 @@ class Module:
     passes: tuple = ()
 
 
-#: The fused Hamming search (XOR -> BIT_COUNT -> REDUCE(SUM) -> TOP_K, shaders/hamming.comp):
-#: a scan that keeps each invocation's k nearest, and a merge of sorted lists; HAMMING_PUSH_FIELDS
-#: is its push-constant block, in order.
-HAMMING_SCAN, HAMMING_MERGE = "hamming-scan", "hamming-merge"
-#: The same two with each lane's k best in registers (k a specialization constant), for k up to
-#: HAMMING_REGISTER_K; larger k takes the two above (lists in global memory).
+#: The fused Hamming search (XOR -> BIT_COUNT -> REDUCE(SUM) -> TOP_K, shaders/hamming.comp), for
+#: k up to HAMMING_REGISTER_K: a scan whose lanes keep their query's k nearest of a tile of rows in
+#: registers (k a specialization constant), and a merge of the tiles' lists per query;
+#: HAMMING_PUSH_FIELDS is their push-constant block, in order. Larger k, range searches and
+#: Tanimoto take the selection kernels (SEARCH_KERNELS, shaders/search.comp).
 HAMMING_REGISTER_SCAN, HAMMING_REGISTER_MERGE = "hamming-register-scan", "hamming-register-merge"
 HAMMING_REGISTER_K = 32
 HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
-                       "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries")
-#: Lists a merge invocation merges at most (the shader's `heads` array).
-HAMMING_MERGE_GROUP = 64
-#: The scan's specialization constants: the code's 32-bit words, and the queries an invocation
-#: serves (each database word loaded once for all of them). One: on lavapipe 4 ran at 0.05 G
-#: distances/s against 0.10 for 1 (its lanes' register arrays spill); the lanes of a workgroup
-#: already share each database load.
+                       "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries", "tile_base", "tiles")
+#: The selection kernels of shaders/search.comp (dmlgpu/kernels/search_programs.py plans them):
+#: a sampled histogram of keys, the bound it gives, the gather of rows within the bound, the
+#: selection per query, a copy of rows, and the answer split into values and int64 ids.
+SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER = "search-hist", "search-bound", "search-gather"
+SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH = "search-select", "search-rows", "search-finish"
+SEARCH_KERNELS = (SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER, SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH)
+SEARCH_PUSH_FIELDS = ("db_offset", "query_offset", "aux_offset", "out_offset", "cand_offset", "scratch_offset",
+                      "words", "rows", "row_base", "rows_per_tile", "tiles", "tile_base", "tile_index_base",
+                      "tiles_total", "queries", "query_base", "k", "capacity", "stride", "shift", "key_bits",
+                      "hist_at", "bounds_at", "counts_at", "regions_at", "status_at", "lims_at")
+#: The sample histogram: bins per query, queries per workgroup (8 KiB of shared memory).
+SEARCH_HIST_BINS, SEARCH_HIST_QUERIES = 512, 4
+#: The selection's radix digits: 10 bits (a 4 KiB histogram): a 1,023-bit Hamming key in one
+#: pass, a Tanimoto key (28 bits) in three.
+SEARCH_DIGIT_BITS = 10
+#: The register scan's specialization constants: the code's 32-bit words, the queries a lane
+#: serves (one: the lanes of a workgroup already share each database load), k, rows at once,
+#: carry-save bit counts.
 HAMMING_SPEC_WORDS, HAMMING_SPEC_QUERIES, HAMMING_SPEC_K, HAMMING_SPEC_ROWS_AT_ONCE = 0, 1, 2, 3
 HAMMING_SPEC_CARRY_SAVE = 4
-HAMMING_QUERIES_PER_INVOCATION = 1
 #: The register scan computes the distances of max(1, this // the code's words) rows before
 #: considering any: their loads are in flight together (4 rows of 256 bits: a 128-byte line),
 #: without holding more words than that in registers for wide codes. 16 (2 rows of 256 bits) was
@@ -232,10 +247,10 @@ def modules() -> list[Module]:
     gk = graph_kernel
     return found + [*(Module(gk.reduce_tier_name(t), gk.GRAPH_SOURCE, gk.reduce_tier_defines(t), gk.BUILD_PASSES)
                       for t in gk.TIERS),
-                    Module(HAMMING_SCAN, "hamming.comp", {"HAMMING_SCAN": 1}),
-                    Module(HAMMING_MERGE, "hamming.comp", {"HAMMING_MERGE": 1}),
                     Module(HAMMING_REGISTER_SCAN, "hamming.comp", {"HAMMING_SCAN": 1, "HAMMING_REGISTERS": 1}),
-                    Module(HAMMING_REGISTER_MERGE, "hamming.comp", {"HAMMING_MERGE": 1, "HAMMING_REGISTERS": 1})]
+                    Module(HAMMING_REGISTER_MERGE, "hamming.comp", {"HAMMING_MERGE": 1, "HAMMING_REGISTERS": 1}),
+                    *(Module(name, "search.comp", {"SEARCH_KERNEL": 1, name.upper().replace("-", "_"): 1})
+                      for name in SEARCH_KERNELS)]
 
 
 def module_names() -> list[str]:

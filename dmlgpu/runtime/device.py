@@ -202,6 +202,23 @@ class Device:
         finally:
             lock.release()
 
+    def flush(self) -> int:
+        """Submit the queued work now, without waiting; returns its position for `wait_for`."""
+        resources = self._resources
+        with resources.lock:
+            resources.check_open()
+            resources.stream.flush()
+            return resources.stream.position - 1
+
+    def wait_for(self, position: int) -> None:
+        """Wait until the work submitted up to `position` (from `flush`) has finished: a wait
+        that returns as soon as that work does, so that a caller cutting long work into
+        submits sees Ctrl-C between them."""
+        resources = self._resources
+        with resources.lock:
+            resources.check_open()
+            resources.stream.wait(position)
+
     def launch(self, program: Program, grid, bindings, push, reads, writes, name: str) -> Launch:
         """Prepare a dispatch of `program` over `grid` binding `bindings` (Buffers, in order).
 

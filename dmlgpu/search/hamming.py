@@ -1,241 +1,611 @@
-"""Exact k-nearest-neighbour search of binary codes by Hamming distance, on the device.
+"""Exact search of binary codes on the device: `HammingIndex` (FAISS's names) and `hamming_knn`.
 
-`HammingIndex(database)` keeps the database resident (in pieces of at most one storage buffer,
-`maxStorageBufferRange`); `search(queries, k)` uploads the queries once, runs the fused kernel
-of shaders/hamming.comp (XOR -> BIT_COUNT -> REDUCE(SUM over a code's words) -> TOP_K, the
-distances kept in registers, never an N x Q matrix) over every piece, merges the partial top-k
-lists on the device and downloads the answer once. `hamming_knn` is the one-call form.
-For k up to kernels.HAMMING_REGISTER_K each lane keeps its k best in registers over a long tile
-of rows and one workgroup per query merges the tiles' lists; a larger k (a lane's list would
-spill) keeps the lists in global memory and merges them in levels: slower, as exact.
+An index holds codes of `d` bits with int64 ids, on one device or sharded over several
+(`devices=[0, 1]`, `devices="all"`), and searches them exactly by Hamming distance or by
+Tanimoto (Jaccard) similarity popcount(a & b) / popcount(a | b):
 
-The answer is numpy's, exactly: distance = `np.bitwise_count(db ^ q).sum()` over a code's bytes,
-the k smallest in order, ties by lower row (a stable argsort). Codes are rows of unsigned
-integers (uint8 from `np.packbits`, uint16/32/64): any number of bits that is a multiple of 8;
-database and queries must have the same number of bits per code (their word types may differ:
-distances only depend on the bits).
+- `search(queries, k)`: the k nearest of each query, any k up to the live count. Hamming and k
+  up to kernels.HAMMING_REGISTER_K take the register path (shaders/hamming.comp: each lane keeps
+  its k best in registers); anything else the selection path (shaders/search.comp: a bound from a
+  sampled histogram, one pass gathering the rows within it, a radix selection per query).
+- `range_search(queries, radius)`: every row within the radius, in FAISS's (lims, D, I) layout.
+- `add`, `remove_ids`, `reconstruct`, `save`/`load` (one versioned file), pickling.
+
+The answer is numpy's exactly: rows ordered by (distance, id), or by (similarity descending,
+id), the similarity compared as an exact fraction (0/0 counts as 1, RDKit's rule).
+
+Longer than 500 lines: the index's whole public face (construction, contents, reading back,
+files, search, range search, the shards' merge) in one class, as FAISS's index classes are;
+the device work lives in shard.py.
 """
 from __future__ import annotations
 
+import io
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
-from ..kernels import variants as kernels
-from ..api.device import default_device
-from ..errors import DeviceMemoryError, ValidationError
-from ..kernels.search_programs import NAME, SearchPlan, plan_search, search_programs, tile_rows
-from ..layout.operands import host_array
-from ..layout.pieces import Pieces
+from ..api.device import Device, default_device
+from ..errors import ValidationError
 from ..front.tensor import Tensor
+from ..kernels import search_programs as programs, variants as kernels
+from ..kernels.search_programs import HAMMING, TANIMOTO
+from ..runtime import devices as list_devices
+from . import index_file
+from .codes import code_bytes, ids_array, words_of
+from .pacing import Cancelled, Pacer
+from .shard import Shard, device_tensors, tanimoto_bound, tensor_places
 
-__all__ = ["CODE_DTYPES", "HammingIndex", "as_codes", "hamming_knn"]
+__all__ = ["HammingIndex", "hamming_knn"]
 
-#: Word types a code may be made of.
-CODE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
-#: A database piece holds at most this many bytes (and never more than one storage buffer).
-PIECE_BYTES = 1 << 30
-_EMPTY = 0xFFFFFFFF
-
-
-def as_codes(value, tensor: str) -> np.ndarray:
-    """A 2-D C-ordered array of codes as uint32 words (rows zero-padded to whole words), and
-    the code's byte width."""
-    if isinstance(value, Tensor):
-        value = value.numpy()
-    value = host_array(value, NAME, tensor, "type")
-    if not isinstance(value, np.ndarray):
-        raise ValidationError(NAME, tensor, "type", type(value).__name__,
-                              "allowed: a numpy array or a dmlgpu.Tensor of unsigned integers")
-    if value.dtype not in CODE_DTYPES:
-        raise ValidationError(NAME, tensor, "dtype", value.dtype,
-                              "allowed: uint8 (np.packbits), uint16, uint32, uint64 codes")
-    if value.ndim != 2 or value.shape[1] == 0:
-        raise ValidationError(NAME, tensor, "shape", value.shape, "allowed: (rows, words), words >= 1")
-    row_bytes = value.shape[1] * value.dtype.itemsize
-    as_bytes = np.ascontiguousarray(value).view(np.uint8).reshape(value.shape[0], row_bytes)
-    words = -(-row_bytes // 4)
-    if words * 4 != row_bytes:
-        as_bytes = np.concatenate([as_bytes, np.zeros((value.shape[0], words * 4 - row_bytes), np.uint8)], axis=1)
-    return np.ascontiguousarray(as_bytes).view(np.uint32), row_bytes
+INDEX = "dmlgpu.HammingIndex"
+KNN = programs.NAME
+METRICS = {"hamming": HAMMING, "tanimoto": TANIMOTO, "jaccard": TANIMOTO}
+_METRIC_NAMES = {HAMMING: "hamming", TANIMOTO: "tanimoto"}
 
 
-def _places(value, device) -> list | None:
-    """Where a Tensor database can be searched as it lies (no copy through the host): its
-    pieces as (buffer, word offset, first row, rows), one per buffer its rows span; None if it
-    cannot (not packed whole-word rows, a piece not starting at a row or a 16-byte boundary)."""
-    if not (isinstance(value, Tensor) and (device is None or device is value.device)
-            and value.dtype in CODE_DTYPES and value.ndim == 2 and value.shape[0] >= 1
-            and value.shape[1] >= 1 and value.is_packed and (value.shape[1] * value.itemsize) % 4 == 0):
-        return None
-    memory, row_bytes, start = value.buffer, value.shape[1] * value.itemsize, value.offset
-    end = start + value.shape[0] * row_bytes
-    if not isinstance(memory, Pieces):
-        return [(memory, start // 4, 0, value.shape[0])] if start % 16 == 0 else None
-    places = []
-    for buffer, begins in zip(memory.buffers, memory.starts):
-        first, last = max(start, begins), min(end, memory.piece_end(begins))
-        if first >= last:
-            continue
-        if (first - start) % row_bytes or (last - start) % row_bytes or (first - begins) % 16:
-            return None  # a row cut by a piece boundary, or a piece starting off a binding boundary
-        places.append((buffer, (first - begins) // 4, (first - start) // row_bytes, (last - first) // row_bytes))
-    return places
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 class HammingIndex:
-    """A database of binary codes resident on a device, searched exactly by Hamming distance.
+    """Binary codes with int64 ids, resident on one device or sharded over several, searched
+    exactly (FAISS's `IndexBinaryFlat` + `IndexBinaryIDMap`, on any Vulkan GPU).
 
     Args:
-        database: (n, words) unsigned integers (numpy or Tensor): n codes of words * itemsize * 8
-            bits. A packed Tensor whose rows are whole 32-bit words is searched where it lies
-            (keep it alive and unchanged while the index is used), one piece per buffer where
-            it spans several; other input is copied to the device once, in pieces of at most
-            one storage buffer.
-        device: where it lives (default: the Tensor's device, else the default device).
-        stream: keep the database on the host and upload it piece by piece in every search (each
-            piece freed once scanned), for databases larger than the device's memory.
+        codes: (n, words) codes of any integer dtype, their bits taken as they lie in memory
+            (np.packbits output, int8 binary embeddings, uint64 words), numpy or Tensor; None
+            for an empty index. A packed Tensor of whole 32-bit-word rows on the index's device
+            is searched where it lies (keep it alive and unchanged).
+        ids: n int64-convertible distinct ids (default 0, 1, ..., n - 1).
+        metric: "hamming" (distances, nearest first) or "tanimoto" / "jaccard" (similarity
+            popcount(a & b) / popcount(a | b), largest first; codes of up to 8,192 bits).
+        device: the device (default: the Tensor's, else the default device).
+        devices: several devices to shard over: indices, `Device`s, or "all"; searches run on
+            each concurrently and the partial answers are merged.
+        stream: keep the codes on the host and upload them piece by piece in every search, for
+            databases larger than device memory.
 
     Raises:
-        ValidationError: not a 2-D array of unsigned integer codes, or no rows.
-        DeviceMemoryError: the database does not fit in device memory (`stream=True` searches it).
+        ValidationError: bad codes, ids, metric or devices, before any work.
+        DeviceMemoryError: the codes do not fit in device memory (`stream=True` searches them).
     """
 
-    def __init__(self, database, device=None, *, stream: bool = False):
-        self._pieces = []  # (buffer, or host words with stream, word offset, first row, rows)
-        self.streamed = bool(stream)
-        places = None if self.streamed else _places(database, device)
-        self._in_place = places is not None
-        if places is not None:
-            # A packed Tensor of whole-word rows, each piece 16-byte aligned: searched where it is.
-            self.device = database.device
-            self.rows = database.shape[0]
-            self.code_bytes = database.shape[1] * database.itemsize
-            self.words = self.code_bytes // 4
-            self._pieces.extend(places)
+    def __init__(self, codes=None, *, ids=None, metric: str = "hamming", device=None, devices=None,
+                 stream: bool = False):
+        self._name = INDEX
+        self._setup(metric, device, devices, stream, codes)
+        if codes is not None:
+            self._add(codes, ids, first=True)
+        elif ids is not None:
+            raise ValidationError(self._name, "ids", "value", "ids without codes", "allowed: ids together with codes")
+
+    # -- construction ------------------------------------------------------------------------
+    def _setup(self, metric, device, devices, stream, codes) -> None:
+        name = self._name
+        if not isinstance(metric, str) or metric.lower() not in METRICS:
+            raise ValidationError(name, None, "metric", metric, "allowed: 'hamming', 'tanimoto' or 'jaccard'")
+        self._metric = METRICS[metric.lower()]
+        if device is not None and devices is not None:
+            raise ValidationError(name, None, "devices", devices, "allowed: device or devices, not both")
+        if devices is None:
+            if device is not None and not isinstance(device, Device):
+                raise ValidationError(name, None, "device", type(device).__name__, "allowed: a dmlgpu.Device")
+            chosen = [device or (codes.device if isinstance(codes, Tensor) else default_device())]
         else:
-            words, self.code_bytes = as_codes(database, "database")
-            if words.shape[0] == 0:
-                raise ValidationError(NAME, "database", "shape", words.shape, "allowed: at least one row")
-            self.device = device or (database.device if isinstance(database, Tensor) else default_device())
-            self.rows, self.words = words.shape
-            per_piece = max(1, min(self.device.max_buffer_size, PIECE_BYTES) // (self.words * 4))
-            for first in range(0, self.rows, per_piece):
-                chunk = words[first:first + per_piece]
-                try:
-                    piece = chunk if self.streamed else self.device.upload(chunk)
-                except DeviceMemoryError as error:
-                    raise DeviceMemoryError(
-                        f"{NAME}: the database ({self.rows * self.words * 4} bytes) does not fit in "
-                        f"{self.device.name}'s memory; HammingIndex(database, stream=True) searches it "
-                        "piece by piece") from error
-                self._pieces.append((piece, 0, first, chunk.shape[0]))
-        self._programs = {}  # k (0: the global-memory path) -> (scan, merge)
+            chosen = self._devices(devices)
+        self._devices_list = chosen
+        self._stream = bool(stream)
+        self._shards: list[Shard] = []
+        self._bits = None
+        self._dtype = None
+        self._next_id = 0
 
-    def _kernels(self, k: int):
-        """The scan and merge Programs for k (`search_programs`), kept per k."""
-        key = k if k <= kernels.HAMMING_REGISTER_K else 0
-        if key not in self._programs:
-            self._programs[key] = search_programs(self.words, k)
-        return self._programs[key]
+    def _devices(self, devices) -> list:
+        name = self._name
+        if isinstance(devices, str):
+            if devices != "all":
+                raise ValidationError(name, None, "devices", devices, "allowed: 'all' or a list of devices")
+            return [Device(d["index"]) for d in list_devices()]
+        try:
+            items = list(devices)
+        except TypeError:
+            raise ValidationError(name, None, "devices", type(devices).__name__,
+                                  "allowed: 'all' or a list of device indices or dmlgpu.Devices") from None
+        if not items:
+            raise ValidationError(name, None, "devices", devices, "allowed: at least one device")
+        found = []
+        for item in items:
+            if isinstance(item, Device):
+                found.append(item)
+            elif _is_int(item) and 0 <= item < len(list_devices()):
+                found.append(Device(int(item)))
+            else:
+                raise ValidationError(name, None, "devices", item,
+                                      f"allowed: device indices from 0 to {len(list_devices()) - 1}, or dmlgpu.Devices")
+        if len({id(d) for d in found}) != len(found):
+            raise ValidationError(name, None, "devices", devices, "allowed: distinct devices")
+        return found
 
-    def tile_rows(self, k: int, count: int) -> int:
-        """Rows of the database each scan invocation walks (a tile) in a search of `count`
-        queries for the k nearest, before the partial lists' fit in one buffer is checked."""
-        return tile_rows(self.device, [rows for _, _, _, rows in self._pieces], self.words, k, count)
+    def _codes(self, codes, tensor: str):
+        """(uint8 code bytes, dtype) of codes; checks their width against the index's."""
+        as_bytes = code_bytes(codes, self._name, tensor)
+        bits = as_bytes.shape[1] * 8
+        if self._bits is not None and bits != self._bits:
+            raise ValidationError(self._name, tensor, "bits", bits,
+                                  f"allowed: {self._bits} bits per code, as the index's (d)")
+        if self._metric == TANIMOTO and bits > programs.TANIMOTO_MAX_BITS:
+            raise ValidationError(self._name, tensor, "bits", bits,
+                                  f"allowed: Tanimoto codes of up to {programs.TANIMOTO_MAX_BITS} bits")
+        return as_bytes
+
+    def add(self, codes, ids=None) -> None:
+        """Append codes; `ids` default to the ones after the largest so far (FAISS's `add` /
+        `add_with_ids`).
+
+        Raises:
+            ValidationError: codes of another width or not integers, ids not distinct, not
+                int64-convertible or already present; before any work.
+        """
+        self._add(codes, ids, first=False)
+
+    def _add(self, codes, ids, first: bool) -> None:
+        name = self._name
+        places = None
+        if first and not self._stream and len(self._devices_list) == 1:
+            places = tensor_places(codes, self._devices_list[0])
+        as_bytes = None if places is not None else self._codes(codes, "codes")
+        rows = int(codes.shape[0]) if places is not None else as_bytes.shape[0]
+        if ids is None:
+            new_ids = np.arange(self._next_id, self._next_id + rows, dtype=np.int64)
+        else:
+            new_ids = ids_array(ids, rows, name)
+            present = np.concatenate([s.ids for s in self._shards]) if self._shards else np.zeros(0, np.int64)
+            if new_ids.size and present.size and np.isin(new_ids, present).any():
+                raise ValidationError(name, "ids", "value", "ids already in the index", "allowed: new ids")
+        if places is not None:
+            bits = int(codes.shape[1]) * codes.itemsize * 8
+            if self._metric == TANIMOTO and bits > programs.TANIMOTO_MAX_BITS:
+                raise ValidationError(name, "codes", "bits", bits,
+                                      f"allowed: Tanimoto codes of up to {programs.TANIMOTO_MAX_BITS} bits")
+            self._bits, self._dtype = bits, np.dtype(codes.dtype.name)
+            shard = Shard(self._devices_list[0], bits // 8, self._metric, False, name)
+            shard.add_places(places, new_ids)
+            self._shards = [shard]
+        else:
+            if not rows:
+                return
+            if self._bits is None:
+                self._bits = as_bytes.shape[1] * 8
+                self._dtype = np.dtype(codes.dtype.name) if hasattr(codes, "dtype") else np.dtype(np.uint8)
+            if not self._shards:
+                self._shards = [Shard(d, self._bits // 8, self._metric, self._stream, name) for d in self._devices_list]
+            words = words_of(as_bytes)
+            # New rows go to the shards with the fewest, in contiguous runs (balanced sizes).
+            sizes = np.array([s.rows for s in self._shards])
+            target = (sizes.sum() + rows + len(sizes) - 1) // len(sizes)
+            share = np.maximum(target - sizes, 0)
+            share[np.argmax(share)] += rows - share.sum() if share.sum() < rows else 0
+            done = 0
+            for shard, n in zip(self._shards, share):
+                n = int(min(n, rows - done))
+                if n:
+                    shard.add(words[done:done + n], new_ids[done:done + n])
+                    done += n
+        if new_ids.size:
+            self._next_id = max(self._next_id, int(new_ids.max()) + 1)
+
+    def remove_ids(self, ids) -> int:
+        """Remove the codes of `ids` (absent ids are ignored); the rest keep their ids. Returns
+        how many were removed (FAISS's `remove_ids`)."""
+        try:
+            wanted = np.asarray(ids)
+        except Exception:  # noqa: BLE001
+            wanted = None
+        if wanted is None or wanted.dtype == object or wanted.dtype.kind not in "iu" or wanted.ndim > 1:
+            raise ValidationError(self._name, "ids", "type", type(ids).__name__,
+                                  "allowed: an integer or a 1-D array of integers")
+        wanted = wanted.reshape(-1).astype(np.int64)
+        removed = 0
+        for shard in self._shards:
+            keep = ~np.isin(shard.ids, wanted)
+            gone = int(shard.ids.size - keep.sum())
+            if gone:
+                shard.remove(keep)
+                removed += gone
+        return removed
+
+    # -- facts -----------------------------------------------------------------------------
+    @property
+    def metric(self) -> str:
+        return _METRIC_NAMES[self._metric]
+
+    @property
+    def d(self) -> int:
+        """Bits per code (0 while the index is empty and no code has set it)."""
+        return self._bits or 0
+
+    @property
+    def ntotal(self) -> int:
+        return sum(s.rows for s in self._shards)
 
     def __len__(self) -> int:
-        return self.rows
+        return self.ntotal
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The ids, ascending."""
+        if not self._shards:
+            return np.zeros(0, np.int64)
+        return np.sort(np.concatenate([s.ids for s in self._shards]), kind="stable")
+
+    @property
+    def devices(self) -> list:
+        return list(self._devices_list)
+
+    @property
+    def device(self):
+        """The device (the first, for a sharded index)."""
+        return self._devices_list[0]
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        """The dtype of the codes as first added (what `reconstruct` returns)."""
+        return self._dtype
+
+    @property
+    def streamed(self) -> bool:
+        return self._stream
 
     @property
     def in_place(self) -> bool:
         """Whether the index searches the caller's Tensor where it lies (no copy)."""
-        return self._in_place
+        return any(s.in_place for s in self._shards)
 
     @property
     def pieces(self) -> int:
-        """Database pieces (one storage buffer each) a search walks."""
-        return len(self._pieces)
+        """Database pieces (one storage buffer each) the searches walk."""
+        return sum(len(s.pieces) for s in self._shards)
 
-    def search(self, queries, k: int):
-        """The k nearest codes of each query: (distances uint32, indices int64), shape (q, k),
-        numpy's answer exactly (ties by lower row); Tensors (uint32 both) for a Tensor query.
+    def tile_rows(self, k: int, count: int) -> int:
+        """Rows each scan invocation walks in a search of `count` queries for the k nearest."""
+        shard = self._shards[0]
+        return programs.tile_rows(shard.device, [r for _, r in shard.piece_rows()], shard.words, k, count)
+
+    def __repr__(self):
+        where = ", ".join(d.label for d in self._devices_list)
+        body = f"{self.metric}, {self.d} bits, {self.ntotal:,} codes" if self._bits else f"{self.metric}, empty"
+        return f"<dmlgpu.HammingIndex {body} on {where}{' (streamed)' if self._stream else ''}>"
+
+    # -- reading codes back ----------------------------------------------------------------
+    def reconstruct(self, id) -> np.ndarray:
+        """The code of `id`, in the dtype it was first added as (FAISS's `reconstruct`)."""
+        if not _is_int(id):
+            raise ValidationError(self._name, None, "id", id, "allowed: an integer id of the index")
+        return self.reconstruct_batch([id])[0]
+
+    def reconstruct_batch(self, ids) -> np.ndarray:
+        """The codes of `ids` (in that order), shape (len(ids), words)."""
+        wanted = np.asarray(ids)
+        if wanted.dtype == object or wanted.dtype.kind not in "iu" or wanted.ndim != 1:
+            raise ValidationError(self._name, "ids", "type", type(ids).__name__, "allowed: a 1-D array of integer ids")
+        wanted = wanted.astype(np.int64)
+        width = self.d // 8
+        found = np.zeros((wanted.size, width), np.uint8)
+        seen = np.zeros(wanted.size, bool)
+        for shard in self._shards:
+            at = np.searchsorted(shard.ids, wanted)
+            hit = (at < shard.ids.size) & (shard.ids[np.minimum(at, shard.ids.size - 1)] == wanted) \
+                if shard.ids.size else np.zeros(wanted.size, bool)
+            if hit.any():
+                words = shard.read_words(at[hit])
+                found[hit] = words.view(np.uint8)[:, :width]
+                seen |= hit
+        if not seen.all():
+            raise ValidationError(self._name, "ids", "value", int(wanted[~seen][0]), "allowed: ids in the index")
+        dtype = self._dtype or np.dtype(np.uint8)
+        return found.view(dtype).reshape(wanted.size, width // dtype.itemsize)
+
+    def _code_chunks(self):
+        for shard_rows in self._ordered_rows():
+            for shard, rows in shard_rows:
+                yield shard.read_words(rows).view(np.uint8)[:, :self.d // 8]
+
+    def _ordered_rows(self):
+        """[(shard, local rows)] runs covering every code in ascending id order."""
+        ids = self.ids
+        if not ids.size:
+            return
+        owner = np.zeros(ids.size, np.int64)
+        local = np.zeros(ids.size, np.int64)
+        for i, shard in enumerate(self._shards):
+            at = np.searchsorted(ids, shard.ids)
+            owner[at] = i
+            local[at] = np.arange(shard.rows)
+        for start in range(0, ids.size, 1 << 20):
+            o, l = owner[start:start + (1 << 20)], local[start:start + (1 << 20)]
+            cuts = np.flatnonzero(np.diff(o)) + 1
+            yield [(self._shards[int(o[a])], l[a:b]) for a, b in zip(np.r_[0, cuts], np.r_[cuts, o.size])]
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the index to one file (written aside and renamed over `path`: atomic); the
+        format is `dmlgpu.search.index_file`'s."""
+        if not self._bits:
+            raise ValidationError(self._name, None, "ntotal", 0, "allowed: an index with codes (its width unknown)")
+        index_file.write(path, self._metric, self._bits, self._dtype, self.ids, self._code_chunks())
+
+    @classmethod
+    def load(cls, path, device=None, *, devices=None, stream: bool = False) -> "HammingIndex":
+        """An index read from a file `save` wrote.
 
         Raises:
-            ValidationError: widths that differ, k of 0 or above the database's rows, codes that
-                are not unsigned integers; before any work.
+            ValidationError: a missing, truncated, foreign, corrupted or newer file.
         """
-        tensor_out = isinstance(queries, Tensor)
-        words, code_bytes = as_codes(queries, "queries")
-        if code_bytes != self.code_bytes:
-            raise ValidationError(NAME, "queries", "shape", f"{code_bytes * 8}-bit codes",
-                                  f"allowed: the database's {self.code_bytes * 8}-bit codes")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= self.rows:
-            raise ValidationError(NAME, None, "k", k, f"allowed: an integer from 1 to {self.rows} (the database's rows)")
-        k, count = int(k), words.shape[0]
-        pairs = np.empty((count, k, 2), np.uint32)
-        if count:
-            plan = plan_search(self.device, [(first, rows) for _, _, first, rows in self._pieces], self.words, k, count)
-            for start, size in plan.batches():
-                pairs[start:start + size] = self._search_batch(words[start:start + size], plan)
-        distances, indices = pairs[..., 0], pairs[..., 1]
-        if tensor_out:
-            device = queries.device
-            return Tensor.from_numpy(distances, device), Tensor.from_numpy(indices, device)
-        return np.ascontiguousarray(distances), indices.astype(np.int64)
+        metric, bits, dtype, ids, codes = index_file.read(path, INDEX)
+        return cls._from_parts(metric, bits, dtype, ids, codes, device, devices, stream)
 
-    def _launch(self, program, grid, buffers, push, reads, writes):
-        words = np.zeros(len(kernels.HAMMING_PUSH_FIELDS), np.uint32)
-        for name, value in push.items():
-            words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
-        launch = self.device.launch(program, grid, buffers, words, reads=reads, writes=writes,
-                                    name="dmlgpu.hamming_knn")
-        if not self.device.enqueue(launch):
-            raise ValidationError(NAME, None, "device", "closed or released", "allowed: an open device")
+    @classmethod
+    def _from_parts(cls, metric, bits, dtype, ids, codes, device=None, devices=None, stream=False):
+        index = cls(metric=_METRIC_NAMES[metric], device=device, devices=devices, stream=stream)
+        index._bits, index._dtype = bits, dtype
+        if ids.size:
+            index._add(codes, ids, first=False)
+        return index
 
-    def _search_batch(self, words: np.ndarray, plan: SearchPlan) -> np.ndarray:
-        count, k = words.shape[0], plan.k
-        scan, merge = self._kernels(k)
-        steps, sizes, result = plan.steps_for(count)
-        queries = self.device.upload(words)
-        lists = [None] * len(sizes)  # (a buffer dropped here is freed in stream order, after the work using it)
-        for step in steps:
-            if lists[step.writes] is None:  # (every piece's scan writes its slices of list 0)
-                lists[step.writes] = self.device.allocate(sizes[step.writes], zero_fill=False)
-            out = lists[step.writes]
-            if step.kernel == "scan":
-                piece, word_offset, _, _ = self._pieces[step.piece]
-                streamed = isinstance(piece, np.ndarray)
-                if streamed:
-                    piece = self.device.upload(piece)  # freed in stream order once scanned
-                self._launch(scan, step.grid, [piece, queries, out],
-                             dict(step.push, in_offset=piece.arena_offset // 4 + word_offset,
-                                  query_offset=queries.arena_offset // 4, out_offset=out.arena_offset // 4),
-                             reads=[(piece, 0, piece.size_in_bytes), (queries, 0, queries.size_in_bytes)],
-                             writes=[(out, 0, out.size_in_bytes)])
-                if streamed:
-                    piece.release()
-            else:
-                source = lists[step.reads]
-                self._launch(merge, step.grid, [source, out],
-                             dict(step.push, in_offset=source.arena_offset // 4, out_offset=out.arena_offset // 4),
-                             reads=[(source, 0, source.size_in_bytes)], writes=[(out, 0, out.size_in_bytes)])
-        return lists[result].read(0, count * k * 8).view(np.uint32).reshape(count, k, 2)
+    def __reduce__(self):
+        buffer = io.BytesIO()
+        if self._bits:
+            index_file.write(buffer, self._metric, self._bits, self._dtype, self.ids, self._code_chunks())
+        return _unpickle, (buffer.getvalue(), _METRIC_NAMES[self._metric])
+
+    # -- searching -------------------------------------------------------------------------
+    def _queries(self, queries):
+        """(host uint32 words or None, Tensor place or None, count) of queries, checked."""
+        if not self._bits:
+            raise ValidationError(self._name, None, "ntotal", 0, "allowed: an index with codes")
+        place = None
+        if isinstance(queries, Tensor) and len(self._shards) == 1:
+            found = tensor_places(queries, self._shards[0].device)
+            if found is not None and len(found) == 1:
+                bits = queries.shape[1] * queries.itemsize * 8
+                if bits != self._bits:
+                    raise ValidationError(self._name, "queries", "bits", bits,
+                                          f"allowed: {self._bits} bits per code, as the index's (d)")
+                place = (found[0][0], found[0][1])
+                return None, place, int(queries.shape[0])
+        as_bytes = self._codes(queries, "queries")
+        return words_of(as_bytes), None, as_bytes.shape[0]
+
+    def _check_k(self, k) -> int:
+        live = self.ntotal
+        if not _is_int(k) or not 1 <= k <= live:
+            raise ValidationError(self._name, None, "k", k, f"allowed: an integer from 1 to {live} (ntotal)")
+        return int(k)
+
+    def search(self, queries, k: int):
+        """The k nearest codes of each query: (distances uint32, nearest first; or Tanimoto
+        similarities float32, largest first; ids int64), shape (q, k); ties by lower id. A
+        Tensor of queries on a single-device index is read where it lies, and the answer is
+        left on the device as Tensors.
+
+        Raises:
+            ValidationError: codes of another width or not integers, k of 0 or above ntotal;
+                before any work.
+        """
+        words, place, count = self._queries(queries)
+        k = self._check_k(k)
+        if place is not None:
+            return self._search_on_device(place, count, k)
+        parts = self._run(lambda shard, cancel: self._shard_search(shard, words, None, count, k, cancel))
+        keys, ids, cu = _merge(parts, k)
+        values = self._values(keys, cu)
+        if isinstance(queries, Tensor):
+            return Tensor.from_numpy(values, queries.device), Tensor.from_numpy(ids, queries.device)
+        return values, ids
+
+    def _values(self, keys, cu):
+        if self._metric == HAMMING:
+            return np.ascontiguousarray(keys, dtype=np.uint32)
+        c, u = (cu >> 16).astype(np.float64), (cu & 0xFFFF).astype(np.float64)
+        return np.where(u == 0, 1.0, c / np.maximum(u, 1)).astype(np.float32)
+
+    def _run(self, work):
+        """work(shard, cancel) on every shard, concurrently where there are several; a Ctrl-C
+        stops them all (each after its slice in flight) before it propagates."""
+        if len(self._shards) == 1:
+            return [work(self._shards[0], None)]
+        cancel = threading.Event()
+        with ThreadPoolExecutor(len(self._shards), thread_name_prefix="dmlgpu-search") as pool:
+            futures = [pool.submit(work, shard, cancel) for shard in self._shards]
+            try:
+                while not all(f.done() for f in futures):
+                    time.sleep(0.005)
+            except BaseException:
+                cancel.set()
+                for f in futures:
+                    try:
+                        f.result()
+                    except BaseException:  # noqa: BLE001 -- the interrupt below is the news
+                        pass
+                raise
+            return [f.result() for f in futures]
+
+    def _shard_search(self, shard: Shard, words, place, count: int, k: int, cancel):
+        """(keys, global ids, cu or None) of one shard's k' = min(k, rows) nearest, numpy."""
+        k = min(k, shard.rows)
+        pacer = Pacer(shard.device, cancel)
+        try:
+            entries = self._shard_entries(shard, words, place, count, k, pacer)
+        except BaseException:
+            pacer.drain()  # nothing left writing into buffers about to be dropped
+            raise
+        keys, rows = entries[..., 0], entries[..., 1].astype(np.int64)
+        return keys, shard.ids[rows], (entries[..., 2] if entries.shape[-1] == 3 else None)
+
+    def _shard_entries(self, shard: Shard, words, place, count: int, k: int, pacer) -> np.ndarray:
+        """The answer entries (count, k, 2 or 3) uint32 of one shard, on the host."""
+        queries = shard.queries(words, place)
+        if self._metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
+            found = np.empty((count, k, 2), np.uint32)
+            for start, size, buffer in shard.search_registers(queries, count, k, pacer):
+                found[start:start + size] = buffer.read(0, size * k * 8).view(np.uint32).reshape(size, k, 2)
+            return found
+        entry = programs.ENTRY_WORDS[self._metric]
+        found = np.empty((count, k, entry), np.uint32)
+        failed = []
+        for start, size, buffer, status in shard.search_selection(queries, count, k, pacer):
+            found[start:start + size] = buffer.read(0, size * k * entry * 4).view(np.uint32).reshape(size, k, entry)
+            failed.extend(start + np.flatnonzero(status))
+        if failed:  # regions that overflowed: every row a candidate for those queries
+            failed = np.array(failed)
+            again_words = words[failed] if words is not None else self._download_queries(shard, place, count)[failed]
+            again = shard.queries(again_words)
+            for start, size, buffer, status in shard.search_selection(again, failed.size, k, pacer, mode="full"):
+                found[failed[start:start + size]] = \
+                    buffer.read(0, size * k * entry * 4).view(np.uint32).reshape(size, k, entry)
+        return found
+
+    def _download_queries(self, shard, place, count):
+        buffer, word_offset = place
+        return buffer.read(word_offset * 4, count * shard.words * 4).view(np.uint32).reshape(count, shard.words)
+
+    def _search_on_device(self, place, count: int, k: int):
+        """A single-device search of a Tensor of queries bound where it lies; the answer left
+        on the device (values and int64 ids Tensors, no copy through the host)."""
+        shard = self._shards[0]
+        values, ids = device_tensors(shard.device, count, k, self._metric)
+        pacer = Pacer(shard.device)
+        try:
+            queries = shard.queries(None, place)
+            if self._metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
+                for start, size, buffer in shard.search_registers(queries, count, k, pacer):
+                    shard.finish(buffer, size * k, 2, values.buffer, ids.buffer, start * k)
+                return values, ids
+            entry = programs.ENTRY_WORDS[self._metric]
+            for start, size, buffer, status in shard.search_selection(queries, count, k, pacer):
+                failed = np.flatnonzero(status)
+                if failed.size:  # searched again with every row a candidate
+                    again = shard.queries(self._download_queries(shard, place, count)[start + failed])
+                    fixed = np.empty((failed.size, k, entry), np.uint32)
+                    for s2, n2, b2, _ in shard.search_selection(again, failed.size, k, pacer, mode="full"):
+                        fixed[s2:s2 + n2] = b2.read(0, n2 * k * entry * 4).view(np.uint32).reshape(n2, k, entry)
+                    for row, entries in zip(failed, fixed):
+                        buffer.write(entries, int(row) * k * entry * 4)
+                shard.finish(buffer, size * k, entry, values.buffer, ids.buffer, start * k)
+            return values, ids
+        except BaseException:
+            pacer.drain()
+            raise
+
+    def range_search(self, queries, radius):
+        """Every code within `radius` of each query, in FAISS's layout: (lims int64 (q + 1),
+        distances, ids int64), query i's results at [lims[i], lims[i + 1]), in `search`'s
+        order. Hamming: distance < radius (an integer, FAISS's rule); Tanimoto: similarity >=
+        radius (a threshold from 0 to 1, FPSim2's and chemfp's rule).
+
+        Raises:
+            ValidationError: bad queries or a radius out of range; before any work.
+        """
+        words, place, count = self._queries(queries)
+        if words is None:
+            words = self._download_queries(self._shards[0], place, count)
+        if self._metric == HAMMING:
+            if not _is_int(radius) or not 0 <= radius <= self._bits + 1:
+                raise ValidationError(self._name, None, "radius", radius,
+                                      f"allowed: an integer from 0 to {self._bits + 1} (distances < radius)")
+            bound = int(radius) - 1
+        else:
+            if isinstance(radius, bool) or not isinstance(radius, (int, float, np.integer, np.floating)) \
+                    or not 0.0 <= float(radius) <= 1.0:
+                raise ValidationError(self._name, None, "radius", radius,
+                                      "allowed: a similarity threshold from 0 to 1 (similarities >= it)")
+            bound = tanimoto_bound(float(radius), self._bits)
+        if bound < 0:
+            empty = np.zeros(0, np.uint32 if self._metric == HAMMING else np.float32)
+            return np.zeros(count + 1, np.int64), empty, np.zeros(0, np.int64)
+        parts = self._run(lambda shard, cancel: self._shard_range(shard, words, count, bound, cancel))
+        per_query = []
+        for q in range(count):
+            keys = np.concatenate([p[q][0] for p in parts])
+            ids = np.concatenate([p[q][1] for p in parts])
+            cu = np.concatenate([p[q][2] for p in parts]) if self._metric == TANIMOTO else None
+            order = np.lexsort((ids, keys))
+            per_query.append((keys[order], ids[order], cu[order] if cu is not None else None))
+        lims = np.zeros(count + 1, np.int64)
+        lims[1:] = np.cumsum([p[0].size for p in per_query])
+        keys = np.concatenate([p[0] for p in per_query]) if per_query else np.zeros(0, np.uint32)
+        ids = np.concatenate([p[1] for p in per_query]) if per_query else np.zeros(0, np.int64)
+        cu = np.concatenate([p[2] for p in per_query]) if self._metric == TANIMOTO and per_query else None
+        return lims, self._values(keys, cu), ids
+
+    def _shard_range(self, shard: Shard, words, count: int, bound: int, cancel):
+        """Per query (keys, global ids, cu or None) of one shard's rows within the bound."""
+        if not shard.rows:
+            empty = (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.uint32))
+            return [empty] * count
+        pacer = Pacer(shard.device, cancel)
+        entry = programs.ENTRY_WORDS[self._metric]
+        found = [None] * count
+        try:
+            for start, size, buffer, lims in shard.search_selection(shard.queries(words), count, 0, pacer, bound=bound):
+                total = int(lims[-1])
+                entries = (buffer.read(0, total * entry * 4).view(np.uint32).reshape(total, entry) if total
+                           else np.zeros((0, entry), np.uint32))
+                for i in range(size):
+                    part = entries[lims[i]:lims[i + 1]]
+                    found[start + i] = (part[:, 0], shard.ids[part[:, 1].astype(np.int64)],
+                                        part[:, 2] if entry == 3 else None)
+        except BaseException:
+            pacer.drain()
+            raise
+        return found
+
+
+def _merge(parts, k: int):
+    """The k least (key, id) of each query over the shards' partial answers."""
+    if len(parts) == 1:
+        keys, ids, cu = parts[0]
+        return keys, ids, cu
+    keys = np.concatenate([p[0] for p in parts], axis=1)
+    ids = np.concatenate([p[1] for p in parts], axis=1)
+    order = np.lexsort((ids, keys), axis=1)[:, :k]
+    cu = None
+    if parts[0][2] is not None:
+        cu = np.take_along_axis(np.concatenate([p[2] for p in parts], axis=1), order, 1)
+    return np.take_along_axis(keys, order, 1), np.take_along_axis(ids, order, 1), cu
+
+
+def _unpickle(data: bytes, metric: str) -> HammingIndex:
+    if not data:
+        return HammingIndex(metric=metric)
+    metric_code, bits, dtype, ids, codes = index_file.read(io.BytesIO(data), INDEX)
+    return HammingIndex._from_parts(metric_code, bits, dtype, ids, codes)
 
 
 def hamming_knn(database, queries, k: int):
     """The k nearest database codes of each query by Hamming distance, exactly numpy's answer.
 
     Args:
-        database: (n, words) unsigned integers, numpy or Tensor (np.packbits output works).
-        queries: (q, words') unsigned integers with the same bits per code.
+        database: (n, words) integer codes, numpy or Tensor (np.packbits output works).
+        queries: (q, words') integer codes with the same bits per code.
         k: from 1 to n.
 
     Returns:
-        (distances, indices), shape (q, k): uint32 distances and int64 rows (uint32 Tensors for
-        a Tensor query), nearest first, ties by lower row.
+        (distances uint32, rows int64), shape (q, k), nearest first, ties by lower row
+        (Tensors for a Tensor query).
 
     Raises:
         ValidationError: bad codes, widths that differ, k out of range; before any work.
 
     For repeated searches keep the database on the device with `HammingIndex(database)`.
     """
-    return HammingIndex(database).search(queries, k)
+    index = HammingIndex.__new__(HammingIndex)
+    index._name = KNN
+    index._setup("hamming", None, None, False, database)
+    index._add(database, None, first=True)
+    if not index.ntotal:
+        raise ValidationError(KNN, "database", "shape", (0, index.d // 8), "allowed: at least one code")
+    return index.search(queries, k)

@@ -1,0 +1,451 @@
+"""One device's part of a `HammingIndex`: its codes in pieces of device memory, its ids, and the
+searches over them (dmlgpu/kernels/search_programs.py plans them).
+
+Rows are kept in ascending id order, so "ties by lower row" on the device is "ties by lower
+id" (adding ids below the largest present re-sorts the shard). A piece is one storage buffer
+(or a host array with `stream=True`, uploaded for each search and freed once scanned, or a
+caller's Tensor searched where it lies) with room for `capacity` rows; adds fill the last piece
+before they take a new one, pieces growing geometrically.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import DeviceMemoryError, ValidationError
+from ..front.tensor import Tensor
+from ..kernels import search_programs as programs, variants as kernels
+from ..kernels.search_programs import HAMMING, TANIMOTO
+from ..layout.pieces import Pieces
+from ..table.dtypes import DataType
+from .codes import words_of
+from .pacing import Pacer
+
+__all__ = ["Shard", "tanimoto_bound", "tensor_places"]
+
+#: A database piece holds at most this many bytes (and never more than one storage buffer).
+PIECE_BYTES = 1 << 30
+#: The first piece of an index built by small adds holds at least this many rows.
+MIN_PIECE_ROWS = 1024
+ALL = 0xFFFFFFFF
+
+
+@dataclass
+class _Piece:
+    memory: object  # Buffer, or a host uint32 array (stream=True)
+    word_offset: int
+    rows: int
+    capacity: int
+    owned: bool  # False: a caller's Tensor, searched where it lies (never written)
+
+
+def tensor_places(value, device) -> list | None:
+    """Where a Tensor of codes can be searched as it lies: (buffer, word offset, rows) per buffer
+    its rows span; None if it cannot (not packed whole-word rows of one device, a piece not
+    starting at a row or a 16-byte boundary)."""
+    if not (isinstance(value, Tensor) and (device is None or device is value.device) and value.dtype.kind in "iu"
+            and value.ndim == 2 and value.shape[0] >= 1 and value.shape[1] >= 1 and value.is_packed
+            and (value.shape[1] * value.itemsize) % 4 == 0):
+        return None
+    memory, row_bytes, start = value.buffer, value.shape[1] * value.itemsize, value.offset
+    end = start + value.shape[0] * row_bytes
+    if not isinstance(memory, Pieces):
+        return [(memory, start // 4, value.shape[0])] if start % 16 == 0 else None
+    places = []
+    for buffer, begins in zip(memory.buffers, memory.starts):
+        first, last = max(start, begins), min(end, memory.piece_end(begins))
+        if first >= last:
+            continue
+        if (first - start) % row_bytes or (last - start) % row_bytes or (first - begins) % 16:
+            return None
+        places.append((buffer, (first - begins) // 4, (last - first) // row_bytes))
+    return places
+
+
+def tanimoto_bound(threshold: float, bits: int) -> int:
+    """The largest Tanimoto key (shaders/search.comp) of a similarity >= `threshold` with codes
+    of `bits` bits: the key of the least fraction c / u >= threshold, u <= bits."""
+    if threshold <= 0:
+        return 1 << programs.TANIMOTO_SCALE_BITS
+    exact = Fraction(threshold)
+    least = Fraction(1)
+    for u in range(1, bits + 1):
+        c = math.ceil(exact * u)
+        if c <= u and Fraction(c, u) < least:
+            least = Fraction(c, u)
+    scale = 1 << programs.TANIMOTO_SCALE_BITS
+    return scale - (least.numerator * scale) // least.denominator
+
+
+def _push(base=None, **fields) -> np.ndarray:
+    """The push words of a selection kernel: `base`'s fields, then `fields` over them."""
+    fields = {**(base or {}), **fields}
+    words = np.zeros(len(kernels.SEARCH_PUSH_FIELDS), np.uint32)
+    for name in ("bounds_at", "regions_at"):
+        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = ALL
+    for name, value in fields.items():
+        words[kernels.SEARCH_PUSH_FIELDS.index(name)] = value
+    return words
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+class _Queries:
+    """A batch of queries on the shard's device: a buffer and the word offset of the first."""
+
+    def __init__(self, device, words: np.ndarray | None, place=None):
+        self.device = device
+        if place is not None:
+            self.buffer, self.word_offset = place
+        else:
+            self.buffer, self.word_offset = device.upload(words), 0
+
+    def at(self, first: int, words: int) -> int:
+        return self.buffer.arena_offset // 4 + self.word_offset + first * words
+
+
+class Shard:
+    """Codes and ids on one device; see the module docstring."""
+
+    def __init__(self, device, code_bytes: int, metric: int, streamed: bool, name: str):
+        self.device = device
+        self.code_bytes = code_bytes
+        self.words = -(-code_bytes // 4)
+        self.metric = metric
+        self.streamed = streamed
+        self.name = name
+        self.pieces: list[_Piece] = []
+        self.ids = np.zeros(0, np.int64)
+        self._id_table = None  # the ids as a device buffer (answers that stay on the device)
+
+    # -- contents --------------------------------------------------------------------------
+    @property
+    def rows(self) -> int:
+        return int(self.ids.size)
+
+    @property
+    def in_place(self) -> bool:
+        return any(not p.owned for p in self.pieces)
+
+    def piece_rows(self) -> list[tuple[int, int]]:
+        first, found = 0, []
+        for piece in self.pieces:
+            found.append((first, piece.rows))
+            first += piece.rows
+        return found
+
+    def _per_piece(self) -> int:
+        return max(1, min(self.device.max_buffer_size, PIECE_BYTES) // (self.words * 4))
+
+    def add_places(self, places, ids: np.ndarray) -> None:
+        """Search a caller's Tensor where it lies (its pieces as `tensor_places` found them)."""
+        for buffer, word_offset, rows in places:
+            self.pieces.append(_Piece(buffer, word_offset, rows, rows, False))
+        self.ids = ids
+        self._id_table = None
+
+    def add(self, words: np.ndarray, ids: np.ndarray) -> None:
+        """Append codes (uint32 words) with their ids (sorted here if they are not above the
+        shard's largest)."""
+        if not ids.size:
+            return
+        order = np.argsort(ids, kind="stable")
+        if np.any(order != np.arange(ids.size)):
+            words, ids = words[order], ids[order]
+        if self.rows and ids[0] <= self.ids[-1]:  # below the largest: the shard is laid out again
+            all_words = np.concatenate([self.read_words(np.arange(self.rows)), words])
+            all_ids = np.concatenate([self.ids, ids])
+            order = np.argsort(all_ids, kind="stable")
+            self.pieces, self.ids = [], np.zeros(0, np.int64)
+            words, ids = all_words[order], all_ids[order]
+        self._append(words)
+        self.ids = np.concatenate([self.ids, ids])
+        self._id_table = None
+
+    def _append(self, words: np.ndarray) -> None:
+        done, per_piece = 0, self._per_piece()
+        while done < words.shape[0]:
+            last = self.pieces[-1] if self.pieces else None
+            if last is not None and last.owned and last.rows < last.capacity:
+                n = min(last.capacity - last.rows, words.shape[0] - done)
+                chunk = words[done:done + n]
+                if self.streamed:
+                    last.memory = np.concatenate([last.memory, chunk])
+                else:
+                    last.memory.write(np.ascontiguousarray(chunk), (last.word_offset + last.rows * self.words) * 4)
+                last.rows += n
+                done += n
+                continue
+            left = words.shape[0] - done
+            grown = 2 * last.capacity if last is not None else MIN_PIECE_ROWS
+            capacity = min(per_piece, max(left, grown))
+            n = min(capacity, left)
+            chunk = np.ascontiguousarray(words[done:done + n])
+            if self.streamed:
+                self.pieces.append(_Piece(chunk, 0, n, n, True))
+            else:
+                try:
+                    buffer = self.device.allocate(capacity * self.words * 4, zero_fill=False)
+                    buffer.write(chunk, 0)
+                except DeviceMemoryError as error:
+                    raise DeviceMemoryError(
+                        f"{self.name}: the codes ({(self.rows + words.shape[0]) * self.words * 4} bytes) do not fit "
+                        f"in {self.device.label}'s memory; HammingIndex(..., stream=True) keeps them on the host "
+                        "and searches them piece by piece") from error
+                self.pieces.append(_Piece(buffer, 0, n, capacity, True))
+            done += n
+
+    def remove(self, keep: np.ndarray) -> None:
+        """Keep the rows where `keep` is True (in order), compacting each piece on the device."""
+        first, pieces = 0, []
+        for piece in self.pieces:
+            mask = keep[first:first + piece.rows]
+            first += piece.rows
+            live = int(mask.sum())
+            if live == piece.rows:
+                pieces.append(piece)
+            elif live and self.streamed:
+                pieces.append(_Piece(np.ascontiguousarray(piece.memory[:piece.rows][mask]), 0, live, live, True))
+            elif live:
+                index = self.device.upload(np.flatnonzero(mask).astype(np.uint32))
+                out = self.device.allocate(live * self.words * 4, zero_fill=False)
+                self._copy_rows(piece, index, out, live)
+                pieces.append(_Piece(out, 0, live, live, True))
+        self.pieces = pieces
+        self.ids = self.ids[keep]
+        self._id_table = None
+
+    def _copy_rows(self, piece: _Piece, index, out, rows: int) -> None:
+        program = programs.selection_program(kernels.SEARCH_ROWS, self.words, self.metric)
+        total = rows * self.words
+        groups = math.ceil(total / kernels.SELECTION_WORKGROUP_SIZE)
+        grid = (min(groups, 1 << 15), _pow2(math.ceil(groups / (1 << 15))), 1)
+        source = piece.memory
+        push = _push(db_offset=source.arena_offset // 4 + piece.word_offset, aux_offset=index.arena_offset // 4,
+                     out_offset=out.arena_offset // 4, rows=rows, regions_at=0)
+        self._launch(program, grid, [source, index, out], push, [source, index], [out])
+
+    def read_words(self, rows: np.ndarray) -> np.ndarray:
+        """The codes of local rows `rows` (sorted or not) as uint32 words."""
+        found = np.empty((rows.size, self.words), np.uint32)
+        bounds = np.cumsum([0] + [p.rows for p in self.pieces])
+        where = np.searchsorted(bounds, rows, side="right") - 1
+        for i, piece in enumerate(self.pieces):
+            picked = np.flatnonzero(where == i)
+            if not picked.size:
+                continue
+            local = rows[picked] - bounds[i]
+            if self.streamed:
+                found[picked] = piece.memory[local]
+                continue
+            low, high = int(local.min()), int(local.max()) + 1
+            data = piece.memory.read((piece.word_offset + low * self.words) * 4, (high - low) * self.words * 4)
+            found[picked] = data.view(np.uint32).reshape(high - low, self.words)[local - low]
+        return found
+
+    def id_table(self):
+        """The ids as int64 words on the device (made when first asked after a change)."""
+        if self._id_table is None:
+            self._id_table = self.device.upload(self.ids)
+        return self._id_table
+
+    # -- dispatches ------------------------------------------------------------------------
+    def _launch(self, program, grid, buffers, push, reads, writes) -> None:
+        launch = self.device.launch(program, grid, buffers, push, reads=[(b, 0, b.size_in_bytes) for b in reads],
+                                    writes=[(b, 0, b.size_in_bytes) for b in writes], name=self.name)
+        if not self.device.enqueue(launch):
+            raise ValidationError(self.name, None, "device", "closed or released", "allowed: an open device")
+
+    def _piece_buffers(self):
+        """(piece, buffer) per piece: streamed pieces uploaded now (freed in stream order)."""
+        for piece in self.pieces:
+            yield piece, (self.device.upload(piece.memory[:piece.rows]) if self.streamed else piece.memory)
+
+    def queries(self, words: np.ndarray | None, place=None) -> _Queries:
+        return _Queries(self.device, words, place)
+
+    # -- the register path -----------------------------------------------------------------
+    def search_registers(self, queries: _Queries, count: int, k: int, pacer: Pacer):
+        """The k nearest (Hamming, k <= kernels.HAMMING_REGISTER_K): the answer's (distance,
+        row) pairs, (count, k, 2) uint32 in a device buffer per batch: [(first, size, buffer)]."""
+        plan = programs.plan_search(self.device, self.piece_rows(), self.words, k, count, operator=self.name)
+        scan, merge = programs.search_programs(self.words, k)
+        answers = []
+        for start, size in plan.batches():
+            per_tile = plan.per_slice * size * self.words
+            steps, sizes, result = plan.steps_for(size, max(1, pacer.budget // per_tile))
+            lists = [None] * len(sizes)
+            buffers = None
+            for step in steps:
+                if lists[step.writes] is None:
+                    lists[step.writes] = self.device.allocate(sizes[step.writes], zero_fill=False)
+                out = lists[step.writes]
+                words = np.zeros(len(kernels.HAMMING_PUSH_FIELDS), np.uint32)
+                push = dict(step.push, out_offset=out.arena_offset // 4)
+                if step.kernel == "scan":
+                    if buffers is None:
+                        buffers = list(self._piece_buffers())
+                    piece, memory = buffers[step.piece]
+                    offset = 0 if self.streamed else piece.word_offset
+                    push.update(in_offset=memory.arena_offset // 4 + offset, query_offset=queries.at(start, self.words))
+                    bound, reads = [memory, queries.buffer, out], [memory, queries.buffer]
+                    program = scan
+                else:
+                    source = lists[step.reads]
+                    push.update(in_offset=source.arena_offset // 4)
+                    bound, reads, program = [source, out], [source], merge
+                for name, value in push.items():
+                    words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
+                self._launch(program, step.grid, bound, words, reads, [out])
+                pacer.queued(step.cost)
+            answers.append((start, size, lists[result]))
+            pacer.submit()
+        return answers
+
+    # -- the selection path ----------------------------------------------------------------
+    def search_selection(self, queries: _Queries, count: int, k: int, pacer: Pacer, mode=None, bound=None):
+        """The k nearest by the selection path (any k; k = 0 with `bound`: every row within the
+        bound key, range search). Returns [(first, size, answer buffer, status or lims)]:
+        status: per query 0, or 1 where its regions overflowed (search it again in "full" mode);
+        for a range search the lims (size + 1 entries) instead."""
+        plan = programs.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
+                                       self.metric, "range" if bound is not None else mode)
+        found = []
+        for start, size in plan.batches():
+            found.append(self._selection_batch(plan, queries, start, size, pacer, bound))
+        return found
+
+    def _selection_batch(self, plan, queries: _Queries, start: int, size: int, pacer: Pacer, bound):
+        device, entry, k, tiles_total = self.device, plan.entry, plan.k, plan.tiles_total
+        bins = kernels.SEARCH_HIST_BINS
+        hist_at = 0
+        bounds_at = size * bins if plan.mode == "sampled" else 0
+        counts_at = bounds_at + size
+        status_at = counts_at + size * tiles_total
+        regions_at = status_at + size
+        lims_at = regions_at + size * tiles_total + 1
+        aux_words = lims_at + size + 1
+        initial = np.zeros(aux_words, np.uint32)
+        if bound is not None:
+            initial[bounds_at:bounds_at + size] = bound
+        aux = device.upload(initial)
+        buffers = list(self._piece_buffers())
+        query_push = dict(words=self.words, queries=size, tiles_total=tiles_total, rows_per_tile=plan.rows_per_tile,
+                          aux_offset=aux.arena_offset // 4, hist_at=hist_at, counts_at=counts_at, status_at=status_at)
+        if plan.mode == "sampled":
+            self._histogram(plan, buffers, queries, start, size, aux, query_push, pacer)
+        if bound is not None:  # range search: count first, then regions at their offsets
+            self._gather(plan, buffers, queries, start, size, aux, None, dict(query_push, bounds_at=bounds_at,
+                                                                              regions_at=regions_at), pacer)
+            counts = aux.read(counts_at * 4, size * tiles_total * 4).view(np.uint32)
+            offsets = np.zeros(size * tiles_total + 1, np.uint32)
+            np.cumsum(counts, out=offsets[1:])
+            per_query = counts.reshape(size, tiles_total).sum(axis=1)
+            lims = np.zeros(size + 1, np.uint32)
+            np.cumsum(per_query, out=lims[1:])
+            total = int(lims[-1])
+            aux.write(np.concatenate([offsets, lims]), regions_at * 4)
+            if total == 0:
+                return start, size, None, lims
+            candidates = device.allocate(total * entry * 4, zero_fill=False)
+            self._gather(plan, buffers, queries, start, size, aux, candidates,
+                         dict(query_push, bounds_at=bounds_at, regions_at=regions_at), pacer)
+            out = device.allocate(total * entry * 4, zero_fill=False)
+            scratch = device.allocate(2 * total * entry * 4, zero_fill=False)
+            self._select(plan, aux, candidates, scratch, out, size,
+                         dict(query_push, k=0, regions_at=regions_at, lims_at=lims_at), total, pacer)
+            return start, size, out, lims
+        candidates = device.allocate(max(4, plan.candidate_words(size) * 4), zero_fill=False)
+        bounds = bounds_at if plan.mode == "sampled" else ALL
+        self._gather(plan, buffers, queries, start, size, aux, candidates,
+                     dict(query_push, bounds_at=bounds, capacity=plan.capacity), pacer)
+        out = device.allocate(size * k * entry * 4, zero_fill=False)
+        scratch = device.allocate(2 * size * k * entry * 4, zero_fill=False)
+        self._select(plan, aux, candidates, scratch, out, size, dict(query_push, k=k, capacity=plan.capacity),
+                     size * plan.tiles_total * plan.capacity, pacer)
+        status = aux.read(status_at * 4, size * 4).view(np.uint32).copy()
+        return start, size, out, status
+
+    def _histogram(self, plan, buffers, queries, start, size, aux, base, pacer) -> None:
+        program = programs.selection_program(kernels.SEARCH_HIST, self.words, self.metric)
+        groups_y = _pow2(math.ceil(size / kernels.SEARCH_HIST_QUERIES))
+        for (piece, memory), tiles in zip(buffers, plan.tiles):
+            blocks = math.ceil(tiles / plan.stride)
+            per_block = plan.rows_per_tile * size * self.words
+            step = max(1, min(blocks, pacer.budget // max(1, per_block)))
+            offset = 0 if self.streamed else piece.word_offset
+            for block_base in range(0, blocks, step):
+                n = min(step, blocks - block_base)
+                push = _push(base, db_offset=memory.arena_offset // 4 + offset,
+                             query_offset=queries.at(start, self.words), rows=piece.rows, tiles=n,
+                             tile_base=block_base, stride=plan.stride, shift=plan.shift)
+                self._launch(program, (_pow2(n), groups_y, 1), [memory, queries.buffer, aux], push,
+                             [memory, queries.buffer], [aux])
+                pacer.queued(n * per_block)
+        program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
+        push = _push(base, k=plan.k, shift=plan.shift, bounds_at=size * kernels.SEARCH_HIST_BINS)
+        self._launch(program, (_pow2(math.ceil(size / kernels.SELECTION_WORKGROUP_SIZE)), 1, 1), [aux], push, [aux], [aux])
+
+    def _gather(self, plan, buffers, queries, start, size, aux, candidates, base, pacer) -> None:
+        program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
+        grid_x = _pow2(math.ceil(size / kernels.SELECTION_WORKGROUP_SIZE))
+        out = candidates if candidates is not None else aux  # (counting only: nothing is written there)
+        tile_index_base = 0
+        for (piece, memory), tiles in zip(buffers, plan.tiles):
+            per_tile = plan.rows_per_tile * size * self.words
+            step = max(1, min(tiles, pacer.budget // max(1, per_tile)))
+            offset = 0 if self.streamed else piece.word_offset
+            for tile_base in range(0, tiles, step):
+                n = min(step, tiles - tile_base)
+                push = _push(base, db_offset=memory.arena_offset // 4 + offset,
+                             query_offset=queries.at(start, self.words), out_offset=out.arena_offset // 4,
+                             rows=piece.rows, row_base=self.piece_rows()[self.pieces.index(piece)][0], tiles=n,
+                             tile_base=tile_base, tile_index_base=tile_index_base)
+                bound = [memory, queries.buffer, aux, out]
+                self._launch(program, (grid_x, _pow2(n), 1), bound, push, [memory, queries.buffer, aux],
+                             [aux] if out is aux else [aux, out])
+                pacer.queued(n * per_tile)
+            tile_index_base += tiles
+
+    def _select(self, plan, aux, candidates, scratch, out, size, base, candidates_total, pacer) -> None:
+        program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
+        levels = math.ceil(plan.key_bits / kernels.SEARCH_DIGIT_BITS)
+        per_query = max(1, candidates_total // max(1, size)) * plan.entry * 2 * levels + plan.tiles_total
+        step = max(1, min(size, pacer.budget // per_query))
+        for query_base in range(0, size, step):
+            n = min(step, size - query_base)
+            push = _push(base, aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
+                         scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4,
+                         query_base=query_base, key_bits=plan.key_bits)
+            self._launch(program, (_pow2(n), 1, 1), [aux, candidates, scratch, out], push,
+                         [aux, candidates], [aux, scratch, out])
+            pacer.queued(n * per_query)
+
+    # -- answers that stay on the device -----------------------------------------------------
+    def finish(self, entries, count: int, entry: int, values, ids, first: int) -> None:
+        """Answer entries (count of them, `entry` words each) -> values (uint32 distances or
+        float32 similarities) and int64 ids, written from element `first` of `values`/`ids`."""
+        metric = HAMMING if entry == 2 else TANIMOTO
+        program = programs.selection_program(kernels.SEARCH_FINISH, self.words, metric)
+        table = self.id_table()
+        groups = math.ceil(count / kernels.SELECTION_WORKGROUP_SIZE)
+        grid = (min(groups, 1 << 15), _pow2(math.ceil(groups / (1 << 15))), 1)
+        push = _push(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
+                     out_offset=values.arena_offset // 4 + first, cand_offset=ids.arena_offset // 4 + 2 * first,
+                     rows=count, regions_at=0)
+        self._launch(program, grid, [entries, table, values, ids], push, [entries, table], [values, ids])
+
+
+def device_tensors(device, count: int, k: int, metric: int):
+    """Fresh Tensors for an answer left on the device: values (uint32 or float32) and int64 ids."""
+    values = Tensor.empty((count, k), np.uint32 if metric == HAMMING else np.float32, device)
+    ids = Tensor.empty((count, k), np.int64, device)
+    return values, ids
+
+
+_ = DataType  # (the Tensor dtypes above are numpy's names)

@@ -1,0 +1,195 @@
+"""HammingIndex as a product: ids, add and remove_ids, reconstruct, Tanimoto (exact fractions,
+0/0 = 1 as RDKit), range search for both metrics, save/load and pickling, sharding over two
+devices (a private second device on one driver), and ValidationError labelled with the index."""
+import pickle
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import dmlgpu
+from dmlgpu import ValidationError
+
+
+def as_bytes(codes):
+    return np.ascontiguousarray(codes).view(np.uint8).reshape(len(codes), -1)
+
+
+def hamming_ref(database, ids, queries, k):
+    d = np.bitwise_count(as_bytes(queries)[:, None, :] ^ as_bytes(database)[None]).sum(2)
+    order = np.lexsort((np.broadcast_to(ids, d.shape), d), axis=1)[:, :k]
+    return np.take_along_axis(d, order, 1).astype(np.uint32), ids[order]
+
+
+def tanimoto_ref(database, ids, queries, k):
+    """Sorted by the exact fraction (largest first), then id; 0/0 = 1."""
+    qa, da = as_bytes(queries), as_bytes(database)
+    common = np.bitwise_count(qa[:, None, :] & da[None]).sum(2)
+    union = np.bitwise_count(qa[:, None, :] | da[None]).sum(2)
+    sims, found = [], []
+    for c, u in zip(common, union):
+        fractions = [Fraction(int(a), int(b)) if b else Fraction(1) for a, b in zip(c, u)]
+        order = sorted(range(len(fractions)), key=lambda r: (-fractions[r], ids[r]))[:k]
+        found.append(ids[order])
+        sims.append([np.float32(float(fractions[r])) for r in order])
+    return np.array(sims, np.float32), np.array(found, np.int64)
+
+
+def fingerprints(rng, rows, bits=128, density=0.08):
+    return np.packbits(rng.random((rows, bits)) < density, axis=1)
+
+
+def test_ids_add_remove_reconstruct(rng):
+    database = rng.integers(0, 4, size=(600, 4), dtype=np.uint8)  # ties everywhere
+    index = dmlgpu.HammingIndex(database[:400], ids=np.arange(1000, 1400))
+    index.add(database[400:])  # default ids continue after the largest
+    assert index.ntotal == len(index) == 600 and index.d == 32
+    assert np.array_equal(index.ids, np.r_[np.arange(1000, 1400), np.arange(1400, 1600)])
+    queries = database[:5]
+    for k in (1, 40, 600):
+        assert all(np.array_equal(a, b) for a, b in zip(index.search(queries, k),
+                                                        hamming_ref(database, index.ids, queries, k)))
+    assert index.remove_ids(np.array([1000, 1001, 1450, 99])) == 3
+    keep = ~np.isin(np.arange(1000, 1600), [1000, 1001, 1450])
+    live, live_ids = database[keep], np.arange(1000, 1600)[keep]
+    for k in (3, 33, 597):
+        assert all(np.array_equal(a, b) for a, b in zip(index.search(queries, k), hamming_ref(live, live_ids, queries, k)))
+    index.add(database[:3], ids=[5, 7, 6])  # below the largest: laid out again in id order
+    live, live_ids = np.concatenate([database[[0, 2, 1]], live]), np.r_[5, 6, 7, live_ids]
+    assert np.array_equal(index.ids, live_ids)
+    assert np.array_equal(index.reconstruct(6), database[2])
+    assert np.array_equal(index.reconstruct_batch([1599, 5]), database[[599, 0]])
+    assert all(np.array_equal(a, b) for a, b in zip(index.search(queries, 50), hamming_ref(live, live_ids, queries, 50)))
+    assert "hamming, 32 bits, 600 codes" in repr(index)
+
+
+def test_empty_index_then_adds(rng):
+    index = dmlgpu.HammingIndex()
+    assert index.ntotal == 0 and "empty" in repr(index)
+    database = rng.integers(-128, 128, size=(3000, 16), dtype=np.int8)  # int8 binary embeddings
+    for start in range(0, 3000, 700):
+        index.add(database[start:start + 700])
+    assert index.reconstruct(2999).dtype == np.int8
+    queries = rng.integers(-128, 128, size=(3, 16), dtype=np.int8)
+    assert all(np.array_equal(a, b) for a, b in zip(index.search(queries, 70), hamming_ref(database, np.arange(3000), queries, 70)))
+
+
+@pytest.mark.parametrize("k", [1, 10, 33, 300])
+def test_tanimoto_exact_with_empty_codes(k, rng):
+    database = fingerprints(rng, 300, density=0.05)
+    database[[3, 40]] = 0  # 0/0 against an empty query: similarity 1 (RDKit's rule)
+    database[50:60] = database[60:70]  # equal fractions: ties by lower id
+    queries = np.concatenate([np.zeros((1, 16), np.uint8), fingerprints(rng, 3, density=0.05), database[[60]]])
+    index = dmlgpu.HammingIndex(database, metric="jaccard")
+    similarities, ids = index.search(queries, k)
+    want_s, want_i = tanimoto_ref(database, np.arange(300), queries, k)
+    assert similarities.dtype == np.float32 and np.array_equal(ids, want_i) and np.array_equal(similarities, want_s)
+    if k == 300:  # on the device too (float32 rounded from the integers there)
+        t_s, t_i = index.search(dmlgpu.Tensor.from_numpy(queries), k)
+        assert np.array_equal(t_s.numpy(), want_s) and np.array_equal(t_i.numpy(), want_i)
+
+
+def test_tanimoto_against_rdkit(rng):
+    DataStructs = pytest.importorskip("rdkit.DataStructs")
+    bits = rng.random((60, 256)) < 0.1
+    bits[0] = bits[1] = False
+    vectors = []
+    for row in bits:
+        v = DataStructs.ExplicitBitVect(256)
+        v.SetBitsFromList([int(i) for i in np.flatnonzero(row)])
+        vectors.append(v)
+    index = dmlgpu.HammingIndex(np.packbits(bits, axis=1), metric="tanimoto")
+    similarities, ids = index.search(np.packbits(bits[:3], axis=1), 60)
+    for q in range(3):
+        want = np.array(DataStructs.BulkTanimotoSimilarity(vectors[q], vectors), np.float32)
+        assert np.array_equal(similarities[q], want[ids[q]])
+        assert np.array_equal(ids[q], np.lexsort((np.arange(60), -want.astype(np.float64))))
+
+
+def test_range_search_both_metrics(rng):
+    database = rng.integers(0, 16, size=(500, 2), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    queries = database[:4]
+    d = np.bitwise_count(queries[:, None, :] ^ database[None]).sum(2)
+    for radius in (0, 1, 3, 17):
+        lims, distances, ids = index.range_search(queries, radius)
+        for q in range(4):
+            want = np.lexsort((np.arange(500), d[q]))[:int((d[q] < radius).sum())]
+            assert np.array_equal(ids[lims[q]:lims[q + 1]], want)
+            assert np.array_equal(distances[lims[q]:lims[q + 1]], d[q][want])
+    prints = fingerprints(rng, 400, density=0.1)
+    tanimoto = dmlgpu.HammingIndex(prints, metric="tanimoto")
+    for threshold in (0.0, 0.25, 1 / 3, 1.0):
+        lims, sims, ids = tanimoto.range_search(prints[:3], threshold)
+        all_s, all_i = tanimoto_ref(prints, np.arange(400), prints[:3], 400)
+        for q in range(3):
+            exact = [Fraction(float(s)) for s in all_s[q]]  # (float32 of fractions: their order)
+            n = int((all_s[q].astype(np.float64) >= threshold).sum()) if threshold != 1 / 3 else lims[q + 1] - lims[q]
+            assert np.array_equal(ids[lims[q]:lims[q + 1]], all_i[q][:n]) and len(exact) == 400
+
+
+def test_save_load_pickle_and_bad_files(tmp_path, rng):
+    database = rng.integers(0, 2**16, size=(700, 3), dtype=np.uint16)
+    index = dmlgpu.HammingIndex(database, ids=np.arange(700) * 3)
+    index.remove_ids([0, 3])
+    path = tmp_path / "codes.index"
+    index.save(path)
+    for again in (dmlgpu.HammingIndex.load(path), pickle.loads(pickle.dumps(index))):
+        assert again.ntotal == 698 and again.d == 48 and again.dtype == np.uint16
+        assert np.array_equal(again.ids, index.ids)
+        assert all(np.array_equal(a, b) for a, b in zip(again.search(database[:5], 60), index.search(database[:5], 60)))
+    data = path.read_bytes()
+    for name, content in [("truncated", data[:-5]), ("foreign", b"PK\x03\x04" + data[4:]), ("empty", b""),
+                          ("corrupt", data[:-1] + bytes([data[-1] ^ 1])),
+                          ("newer", data[:8] + (99).to_bytes(4, "little") + data[12:])]:
+        bad = tmp_path / name
+        bad.write_bytes(content)
+        with pytest.raises(ValidationError) as info:
+            dmlgpu.HammingIndex.load(bad)
+        assert info.value.operator == "dmlgpu.HammingIndex", name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["codes.index", "corrupt", "empty", "foreign", "newer",
+                                                         "truncated"]  # (no temporary left behind)
+
+
+def test_sharded_over_two_devices(device, rng):
+    other = dmlgpu.Device(device.index, private=True)
+    database = rng.integers(0, 8, size=(900, 8), dtype=np.uint8)  # ties across the shards
+    index = dmlgpu.HammingIndex(database, devices=[device, other])
+    assert len(index.devices) == 2 and index.ntotal == 900 and "2 codes" not in repr(index)
+    queries = database[:6]
+    for k in (1, 32, 100, 900):
+        assert all(np.array_equal(a, b) for a, b in zip(index.search(queries, k), hamming_ref(database, np.arange(900), queries, k)))
+    index.add(database[:50])
+    index.remove_ids(np.arange(0, 950, 9))
+    live_ids = np.setdiff1d(np.arange(950), np.arange(0, 950, 9))
+    live = np.concatenate([database, database[:50]])[live_ids]
+    assert all(np.array_equal(a, b) for a, b in zip(index.search(queries, 77), hamming_ref(live, live_ids, queries, 77)))
+    lims, distances, ids = index.range_search(queries, 5)
+    want_d, want_i = hamming_ref(live, live_ids, queries, len(live))
+    for q in range(6):
+        n = int((want_d[q] < 5).sum())
+        assert np.array_equal(ids[lims[q]:lims[q + 1]], want_i[q][:n])
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda i: i.search(np.zeros((2, 5), np.uint8), 1), "bits"),
+    (lambda i: i.search(np.zeros((2, 4), np.uint8), 0), "k"),
+    (lambda i: i.search(np.zeros((2, 4), np.uint8), 11), "k"),
+    (lambda i: i.search(np.zeros((2, 4), np.float64), 1), "dtype"),
+    (lambda i: i.add(np.zeros((2, 4), np.uint8), ids=[1, 1]), "value"),
+    (lambda i: i.add(np.zeros((2, 4), np.uint8), ids=[3, 20]), "value"),  # 3 is present
+    (lambda i: i.add(np.zeros((2, 4), np.uint8), ids=["a", "b"]), "dtype"),
+    (lambda i: i.add(np.zeros((2, 4), np.uint8), ids=[1]), "shape"),
+    (lambda i: i.range_search(np.zeros((2, 4), np.uint8), -1), "radius"),
+    (lambda i: i.range_search(np.zeros((2, 4), np.uint8), 1.5), "radius"),
+    (lambda i: i.reconstruct(10), "value"),
+    (lambda i: i.reconstruct("x"), "id"),
+    (lambda i: dmlgpu.HammingIndex(np.zeros((2, 4), np.uint8), metric="cosine"), "metric"),
+    (lambda i: dmlgpu.HammingIndex(np.zeros((2, 4), np.uint8), devices=[7]), "devices"),
+])
+def test_bad_input_is_labelled_with_the_index(call, field):
+    index = dmlgpu.HammingIndex(np.zeros((10, 4), np.uint8))
+    with pytest.raises(ValidationError) as info:
+        call(index)
+    assert info.value.operator == "dmlgpu.HammingIndex" and info.value.field == field
+    assert index.ntotal == 10  # nothing was done
