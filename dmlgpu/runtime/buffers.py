@@ -71,7 +71,8 @@ def upload(device, resources, array) -> "Buffer":
         if size > data.size:  # the padding bytes are defined: zero
             _write(resources, buffer, np.zeros(size - data.size, np.uint8), data.size, fresh=True)
         _write(resources, buffer, data, 0, fresh=True)
-        resources.transfers.upload(data.size)
+        if data.size:
+            resources.transfers.upload(data.size)
         return buffer
 
 
@@ -137,7 +138,8 @@ class Buffer:
                 raise ValidationError("dmlgpu", None, "out", given,
                                       f"allowed: a writeable, contiguous 1-D uint8 array of {size} bytes")
             result = _read(self._resources, self, int(offset), int(size), out)
-            self._resources.transfers.download(size)
+            if size:
+                self._resources.transfers.download(size)
             return result
 
     def write(self, array, offset: int = 0) -> None:
