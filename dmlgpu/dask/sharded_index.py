@@ -63,7 +63,6 @@ class HammingIndex:
     """
 
     def __init__(self, database, *, client=None, chunks="auto"):
-        self._client = client or get_client()
         if not isinstance(database, da.Array):
             if isinstance(database, Tensor):
                 database = database.numpy()
@@ -80,6 +79,7 @@ class HammingIndex:
                                   "allowed: (rows, words) of known size, words >= 1")
         if len(database.chunks[1]) > 1:
             database = database.rechunk({1: -1})
+        self._client = client or get_client()
         self._dtype = database.dtype
         self._bits = int(database.shape[1]) * database.dtype.itemsize * 8
         self._chunk_rows = max(database.chunks[0]) if database.chunks[0] else 1
