@@ -57,12 +57,13 @@ class HammingIndex:
             (cut into blocks of `chunks` rows).
         client: the `distributed.Client` (default: the current one).
         chunks: rows per block for a numpy database (dask's "auto" by default).
+        workers: worker addresses to hold the shards (default: any; dask places the blocks).
 
     Raises:
         ValidationError: not 2-D integer codes of known size, on the client, before any work.
     """
 
-    def __init__(self, database, *, client=None, chunks="auto"):
+    def __init__(self, database, *, client=None, chunks="auto", workers=None):
         if not isinstance(database, da.Array):
             if isinstance(database, Tensor):
                 database = database.numpy()
@@ -87,7 +88,8 @@ class HammingIndex:
         self._next_id = 0
         self._actors: dict = {}  # worker address -> ShardServer actor
         self._stale = True
-        self._append(database, workers=None)
+        self._workers = list(workers) if workers is not None else None
+        self._append(database, workers=self._workers)
         self._place()
 
     # -- facts ---------------------------------------------------------------------------------
@@ -129,10 +131,11 @@ class HammingIndex:
                 f"on {len(self.placement)} workers>")
 
     # -- placing shards ----------------------------------------------------------------------------
-    def _append(self, codes: da.Array, workers) -> list[_Record]:
-        """Persist `codes` on the workers (on their devices) as new shards with the next ids."""
+    def _append(self, codes: da.Array, workers, strict: bool = True) -> list[_Record]:
+        """Persist `codes` on the workers (on their devices) as new shards with the next ids: on
+        `workers` only (`strict`), or there first."""
         blocks = to_device(codes).to_delayed().ravel()
-        where = {} if workers is None else dict(workers=workers, allow_other_workers=True)
+        where = {} if workers is None else dict(workers=workers, allow_other_workers=not strict)
         futures = self._client.compute(list(blocks), **where)
         added = []
         for future, rows in zip(futures, codes.chunks[0]):
@@ -251,10 +254,10 @@ class HammingIndex:
         counts: dict = {}
         for record in self._records:
             counts[record.worker] = counts.get(record.worker, 0) + record.spec.live
-        workers = self._client.scheduler_info(n_workers=-1)["workers"]
+        workers = self._workers or list(self._client.scheduler_info(n_workers=-1)["workers"])
         target = min(workers, key=lambda w: counts.get(w, 0)) if workers else None
         added = self._append(da.from_array(codes, chunks=(self._chunk_rows, -1)),
-                             workers=[target] if target else None)
+                             workers=[target] if target else None, strict=False)
         wait([r.future for r in added])
         self._place(added)
 
