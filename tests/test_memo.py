@@ -32,10 +32,10 @@ def test_lru_evicts_the_least_recently_used():
 
 def test_sizes_are_documented_defaults_and_settable(restore_sizes):
     assert memo.sizes() == {name: memo.DEFAULT_SIZE for name in
-                            ("host_plans", "host_parts", "tensor_calls", "tensor_results", "tensor_scalars", "tensor_spans")}
-    memo.set_sizes(8, tensor_calls=3)
-    assert memo.sizes() == {"host_plans": 8, "host_parts": 8, "tensor_calls": 3, "tensor_results": 8,
-                            "tensor_scalars": 8, "tensor_spans": 8}
+                            ("host_plans", "host_parts", "tensor_plans", "tensor_scalars", "tensor_spans")}
+    memo.set_sizes(8, tensor_plans=3)
+    assert memo.sizes() == {"host_plans": 8, "host_parts": 8, "tensor_plans": 3, "tensor_scalars": 8,
+                            "tensor_spans": 8}
     with pytest.raises(ValueError, match="unknown memos"):
         memo.set_sizes(plans=3)
     for bad in (-1, 1.5, True, "3"):
@@ -59,11 +59,10 @@ def test_calls_beyond_the_bound_stay_right(restore_sizes, rng, size):
             v = t ^ u
             dmlgpu.bit_xor(t, u, out=v)
             assert testing.same_bits(v.numpy(), x ^ y)
-            assert max(len(memo.HOST_PLANS), len(memo.HOST_PARTS), len(memo.TENSOR_CALLS),
-                       len(memo.TENSOR_RESULTS)) <= size
+            assert max(len(memo.HOST_PLANS), len(memo.HOST_PARTS), len(memo.TENSOR_PLANS)) <= size
     assert bool(len(memo.HOST_PLANS)) == bool(size)  # the memo serves within its bound
     memo.clear()
-    assert len(memo.HOST_PLANS) == len(memo.TENSOR_CALLS) == 0
+    assert len(memo.HOST_PLANS) == len(memo.TENSOR_PLANS) == 0
 
 
 def test_tensor_calls_with_python_scalars_are_memoised_and_stay_right(device, rng, restore_sizes):

@@ -150,10 +150,7 @@ def test_barriers_only_between_dependent_operations(fresh, rng):
             assert counts[-1] >= 6
         assert testing.same_bits(outs[2].numpy(), np.full_like(x, 0xFFFFFFFF))
         assert testing.same_bits(outs[3].numpy(), x)
-        # The stream tracks the ranges of a remembered launch without ever changing its lists:
-        # the same calls again give the same barriers.
-        launches = list(dmlgpu.layout.memo.TENSOR_CALLS.values())
-        spans = [(list(launch.reads), list(launch.writes)) for launch in launches]
+        # Planned calls (by layout) track their ranges afresh: the same calls again give the same barriers.
         fresh.synchronize()
         before = fresh.memory_stats()["barriers"]
         for o in outs:
@@ -161,7 +158,6 @@ def test_barriers_only_between_dependent_operations(fresh, rng):
         dmlgpu.bit_xor(outs[0], outs[1], out=outs[2])
         if fine:
             assert fresh.memory_stats()["barriers"] - before == 1
-        assert [(list(launch.reads), list(launch.writes)) for launch in launches] == spans
 
 
 def test_a_queued_chain_across_tensors_matches_the_reference(fresh, rng):

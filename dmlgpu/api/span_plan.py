@@ -18,6 +18,7 @@ memory), so a repeated call plans nothing: `dmlgpu.front.resident` runs a plan's
 `CommandList` records them (the same steps, so the same bits).
 """
 from __future__ import annotations
+from ..describe.shapes import coalesce, extent, fit_dimensions  # noqa: F401 (re-exported)
 
 import bisect
 import math
@@ -25,14 +26,13 @@ from typing import NamedTuple
 
 from ..layout import memo, pieces
 from ..describe.bindings import Binding
-from ..kernels.compiled_operator import coalesce
 from ..describe.operator_descs import DESC_CLASSES
 from ..errors import ValidationError
 from ..table.operators import BIT_XOR
 from ..layout.pieces import Pieces
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from ..describe.validation import support_row, validate
-from ..layout.views import View, extent
+from ..layout.views import View
 
 __all__ = ["Plan", "Step", "allocate_result", "bindings", "fit_dimensions", "plan", "run", "temporaries"]
 
@@ -44,14 +44,6 @@ VIEW, TEMP, ZERO = "view", "temp", "zero"
 _ZERO_BYTES = 16
 
 
-def fit_dimensions(op, row, sizes, strides):
-    """Add leading 1s until the level's smallest dimension count; too many dims is an error."""
-    lowest, highest = row.dims[0], row.dims[-1]
-    if len(sizes) > highest:
-        raise ValidationError(op.dml_name, op.output, "DimensionCount", len(sizes),
-                              f"allowed: {highest} after merging contiguous dimensions; these do not merge")
-    pad = max(0, lowest - len(sizes))
-    return [1] * pad + list(sizes), [[0] * pad + list(st) for st in strides]
 
 
 class Step(NamedTuple):

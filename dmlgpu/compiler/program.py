@@ -20,7 +20,7 @@ import numpy as np
 from ..kernels import graph_abi as gk
 from . import graph_source
 from ..kernels import variants as kernels, spirv
-from ..kernels.compiled_operator import coalesce
+from ..describe.shapes import coalesce
 from ..kernels.variants import WORKGROUP_SIZE
 from ..runtime import Program, shader_compiler
 from ..describe.tensor_desc import packed_strides

@@ -2,6 +2,6 @@
 
 Imports only `table` (and `errors`).
 """
-from . import bindings, graph_descs, operator_descs, tensor_desc, validation  # noqa: F401
+from . import bindings, graph_descs, operator_descs, shapes, tensor_desc, validation  # noqa: F401
 
-__all__ = ["bindings", "graph_descs", "operator_descs", "tensor_desc", "validation"]
+__all__ = ["bindings", "graph_descs", "operator_descs", "shapes", "tensor_desc", "validation"]

@@ -4,6 +4,7 @@ A TensorDesc stores what it is given; `dmlgpu.validate` decides whether it is ac
 every rejection comes from one place with one kind of message.
 """
 from __future__ import annotations
+from .shapes import packed_strides  # noqa: F401 (re-exported)
 
 from dataclasses import dataclass
 from typing import Sequence
@@ -24,13 +25,6 @@ UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1
 
 
-def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Row-major strides, in elements, of a packed tensor with these sizes."""
-    strides, step = [], 1
-    for size in reversed(sizes):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
 
 
 def calc_buffer_tensor_size(data_type, sizes: Sequence[int], strides: Sequence[int] | None = None) -> int:

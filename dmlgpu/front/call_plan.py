@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.compiled_operator import coalesce
 from ..describe.operator_descs import DESC_CLASSES
 from ..api.device import default_device
 from ..table.dtypes import DataType
@@ -25,7 +24,7 @@ from ..errors import DataTypeError, ValidationError
 from ..layout.host_chunks import Piece, pieces
 from ..layout.operands import PLAIN_ARRAYS, SUBCLASS_ALLOWED, data_type, native_dtype
 from ..table.operators import Operator
-from .resident import broadcast_shape, broadcast_strides as _broadcast_strides, fit_dimensions as _fit_dimensions
+from ..describe.shapes import broadcast_shape, broadcast_strides as _broadcast_strides, coalesce, fit_dimensions as _fit_dimensions
 from ..describe.tensor_desc import MAX_ELEMENTS, TensorDesc
 
 __all__ = ["HostKind", "HostPlan", "judge_out", "output_type", "plan"]

@@ -3,8 +3,8 @@ buffers (`views.View`; users hold them as `dmlgpu.Tensor`), planned, validated a
 
 This layer sits below both callers: Tensor's Python operators and methods (`t ^ u`, `~t`,
 `t.copy()`, numpy ufuncs on Tensors) and the numpy front end's functions when an operand is a
-Tensor. It also holds the operand rules both share (`operands`: NEP 50 scalars, byte orders,
-subclasses; `data_type`, `broadcast_shape`, `broadcast_strides`, `fit_dimensions`).
+Tensor. The operand rules both share are `dmlgpu.layout.operands` (NEP 50 scalars, byte orders,
+subclasses); the shape rules, `dmlgpu.describe.shapes`.
 
 A call runs as one dispatch over the views' own layouts: inputs are bound where they lie,
 broadcast through zero strides; results are new views of the class of the operands. A call
@@ -16,6 +16,7 @@ chunk per band and buffer), else pieces of single rows; an output chunk off a 16
 is written from its element offset by the strided kernel.
 """
 from __future__ import annotations
+from ..describe.shapes import broadcast_shape, broadcast_strides, coalesce, fit_dimensions  # noqa: F401 (re-exported)
 
 import math
 
@@ -23,7 +24,6 @@ import numpy as np
 
 from ..layout import pieces
 from ..describe.bindings import Binding
-from ..kernels.compiled_operator import coalesce
 from ..describe.operator_descs import DESC_CLASSES
 from ..table.dtypes import DataType
 from ..errors import DataTypeError, ValidationError
@@ -33,18 +33,15 @@ from ..api import span_plan
 from ..table.operators import BIT_XOR, Operator
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc, packed_strides
 from ..layout.pieces import Pieces
-from ..api.span_plan import fit_dimensions
 from ..describe.validation import resolve_feature_level, support_row
 from ..layout.views import View
 
 __all__ = ["apply", "broadcast_shape", "broadcast_strides", "copy", "data_type", "fail", "fit_dimensions",
            "operands", "output_dtype"]
 
-#: (operator, level as given, dtype as given, operand keys) -> the prepared dispatch (holds no memory).
-_CALLS = memo.TENSOR_CALLS
-#: (operator, level as given, dtype as given, operand keys) -> (runtime.Results making each
-#: new result, its class, shape, data type, offset and strides): a new result needs no validation again.
-_RESULTS = memo.TENSOR_RESULTS
+#: (operator, level as given, dtype as given, operand layouts, output layout, which inputs share
+#: the output's buffer) -> `_Plan`: the call planned once per layout, re-aimed at each call's buffers.
+_PLANS = memo.TENSOR_PLANS
 #: (device, dtype, bytes) -> the Buffer of a Python scalar operand: the two memos above bind it
 #: (weakly), so a repeated call with the same scalar finds its dispatch still valid.
 _SCALARS = memo.TENSOR_SCALARS
@@ -78,38 +75,61 @@ def operands(op, row, arrays) -> list:
                                  "numpy.ndarray, dmlgpu.Tensor or a Python scalar", "numpy.ndarray or dmlgpu.Tensor")
 
 
-def broadcast_shape(op, shapes) -> tuple[int, ...]:
-    """numpy's broadcasting of operand shapes (any number of dimensions; numpy's own helper
-    stops at 32), or ValidationError naming the operand that does not fit."""
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    result = []
-    for sizes in zip(*padded):
-        sized = {n for n in sizes if n != 1}
-        if len(sized) > 1:
-            fail(op, op.inputs[1], "shape", shapes[1], f"must broadcast with {op.inputs[0]}'s shape {shapes[0]}")
-        result.append(sized.pop() if sized else 1)
-    return tuple(result)
 
 
-def broadcast_strides(shape, target, strides=None):
-    """Element strides of an array of `shape` (packed unless `strides` are given) seen with
-    numpy broadcasting as `target`."""
-    if strides is None:
-        strides = packed_strides(shape)
-    lead = len(target) - len(shape)
-    return [0 if d < lead or (shape[d - lead] == 1 and target[d] != 1) else strides[d - lead]
-            for d in range(len(target))]
 
 
-def _operand_keys(arrays) -> tuple:
-    """What a call's operands are found by in the memos: a view's key, a Python scalar's
-    `scalar_key`; AttributeError for other operands (numpy data is never memoised here)."""
-    try:
-        return tuple([x.key for x in arrays])
-    except AttributeError:
-        return tuple([x.key if isinstance(x, View) or not operand_rules.is_python_scalar(x)
-                      else operand_rules.scalar_key(x) for x in arrays])
+def _layouts(arrays) -> tuple:
+    """What a call's operands are planned by: a view's `layout`, a Python scalar's `scalar_key`;
+    AttributeError for other operands (numpy data is uploaded and planned in full)."""
+    return tuple([x.layout if isinstance(x, View) else operand_rules.scalar_key(x) if
+                  operand_rules.is_python_scalar(x) else x.layout for x in arrays])
+
+
+class _Plan:
+    """A Tensor call planned once for its layouts: the dispatch (`runtime.Rebound`), where each
+    binding comes from, and the result's fields. `run` re-aims it at a call's own views; it
+    checks only what a layout does not fix (each range inside its buffer, an output sharing an
+    input's buffer only over the identical range, as when the plan was checked)."""
+
+    __slots__ = ("rebound", "scalars", "sizes", "make", "shape", "out_type", "out_offset", "out_strides")
+
+    def __init__(self, rebound, scalars, sizes, make, shape, out_type, out_offset, out_strides):
+        self.rebound, self.scalars, self.sizes, self.make = rebound, scalars, sizes, make
+        self.shape, self.out_type, self.out_offset, self.out_strides = shape, out_type, out_offset, out_strides
+
+    def run(self, arrays, out):
+        """The call over these operands (as given) and `out`: the result, or None where the
+        general path must decide (a range past its buffer, a released buffer, an overlap)."""
+        buffers, starts = [], []
+        for x, scalar, size in zip(arrays, self.scalars, self.sizes):
+            if scalar is None:
+                buffer = x.buffer
+                offset = x.offset
+                start = offset - offset % 16
+                if start + size > buffer.size_in_bytes:
+                    return None
+                buffers.append(buffer)
+                starts.append(start)
+            else:
+                buffers.append(scalar)
+                starts.append(0)
+        if out is None:
+            buffers.append(None)
+            starts.append(0)
+            made = self.rebound(buffers, starts)
+            if made is None:
+                return None
+            return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides)
+        buffer, start = out.buffer, out.offset
+        if start + self.sizes[-1] > buffer.size_in_bytes:
+            return None
+        for x, s in zip(buffers, starts):
+            if x is buffer and s != start:
+                return None
+        buffers.append(buffer)
+        starts.append(start)
+        return out if self.rebound(buffers, starts) is not None else None
 
 
 def _scalar_buffer(device, value: np.ndarray):
@@ -127,28 +147,24 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
     """One call of `op` where an operand or `out` is a view: the result is `out`, or a new view.
 
     `arrays` are the operands as given (views, numpy data, Python scalars); `out_dtype` is None
-    for "the input's type" (same-type operators) or "not given". Repeated calls with the same
-    views (or a new result from the same views) are found by the views' keys and not planned
-    again.
+    for "the input's type" (same-type operators) or "not given". A call is planned once per
+    layout of its operands and output (`_PLANS`, keyed by `View.layout`, never by which views
+    or buffers they are): a view not seen before costs what one seen before costs.
     """
     call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
-    if isinstance(out, View):  # hot path: the same views (and Python scalars) as an earlier call
-        try:
-            launch = _CALLS.get((*call, (*_operand_keys(arrays), out.key)))
-        except (AttributeError, TypeError):
-            launch = None
-        if launch is not None and launch.device.enqueue(launch):
-            return out
-    elif out is None:
-        try:  # hot path: a new result of an earlier call's shape from the same views
-            known = _RESULTS.get((*call, _operand_keys(arrays)))
-        except (AttributeError, TypeError):
-            known = None
-        if known is not None:
-            results, cls, shape, out_type, offset, strides = known
-            made = results()  # None: an input was released (the general path explains)
-            if made is not None:
-                return cls.from_fields(made[0], shape, out_type, offset, strides)
+    try:  # a call of a layout planned before, whichever views it names
+        if out is None:
+            plan = _PLANS.get((call, _layouts(arrays)))
+        else:
+            target = out.buffer
+            plan = _PLANS.get((call, _layouts(arrays), out.layout,
+                               tuple([isinstance(x, View) and x.buffer is target for x in arrays])))
+    except (AttributeError, TypeError):
+        plan = None
+    if plan is not None:
+        made = plan.run(arrays, out)
+        if made is not None:
+            return made
     level = resolve_feature_level(feature_level, op.dml_name)
     row = support_row(op, level)
     given = arrays
@@ -241,14 +257,27 @@ def _apply_views(op, level, row, given, arrays, out, out_dtype, call):
     ranges = compiled.check(*bindings)  # hazards are checked on the bindings
     launch = compiled.launch(ranges)
     compiled.enqueue(launch)
-    # Views and Python scalars only (a scalar's buffer is kept in `_SCALARS`): it can repeat as is.
-    if call is not None and all(x is t or operand_rules.is_python_scalar(x) for x, t in zip(given, tensors)):
-        keys = _operand_keys(given)
-        _CALLS[(*call, (*keys, out.key))] = launch
-        if not given_out and ranges[-1].start == 0 and compiled.layout != STRIDED:  # its offset counts words
-            _RESULTS[(*call, keys)] = (compiled.results(launch, ranges[-1].end), type(anchor), out.shape,
-                                       out.data_type, out.offset, out.strides)
+    if call is not None and not realign and all(x is t or operand_rules.is_python_scalar(x)
+                                                for x, t in zip(given, tensors)):
+        _remember_plan(compiled, ranges, call, given, tensors, out, given_out, make, fresh_bytes if any(shifts)
+                       else (None if given_out else ranges[-1].end - ranges[-1].start))
     return out
+
+
+def _remember_plan(compiled, ranges, call, given, tensors, out, given_out, make, fresh):
+    """Keep the call just queued as a plan of its layouts (`_PLANS`)."""
+    try:
+        if given_out:
+            key = (call, _layouts(given), out.layout, tuple([isinstance(x, View) and x.buffer is out.buffer
+                                                             for x in given]))
+        else:
+            key = (call, _layouts(given))
+    except (AttributeError, TypeError):
+        return
+    scalars = [None if x is t else t.buffer for x, t in zip(given, tensors)]
+    sizes = [r.end - r.start for r in ranges]
+    _PLANS[key] = _Plan(compiled.rebound(ranges, fresh), scalars, sizes, make, out.shape, out.data_type,
+                        out.offset, out.strides)
 
 
 def _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make):

@@ -120,7 +120,7 @@ class Tensor(views.View, TensorOperators):
                                   f"the view ends at byte {end}, past its buffer's {buffer.size_in_bytes}")
         self._buffer, self._shape, self._data_type, self._offset, self._strides = \
             buffer, shape, data_type, offset, strides
-        self._key = None
+        self._key = self._layout = None
 
     @classmethod
     def from_numpy(cls, array, device=None) -> "Tensor":

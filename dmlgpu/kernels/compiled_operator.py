@@ -14,6 +14,7 @@ Sizes and strides are fixed as specialization constants after merging dimensions
 index arithmetic.
 """
 from __future__ import annotations
+from ..describe.shapes import coalesce  # noqa: F401 (re-exported)
 
 import math
 
@@ -34,23 +35,6 @@ _PUSH = {name: i for i, name in enumerate(kernels.PUSH_FIELDS)}
 _MEMO = 64
 
 
-def coalesce(sizes, strides_per_tensor):
-    """Drop size-1 dimensions and merge neighbours that every tensor walks contiguously.
-
-    Returns (sizes, [strides per tensor]) with at least one dimension.
-    """
-    dims = [(s, [st[d] for st in strides_per_tensor]) for d, s in enumerate(sizes) if s != 1]
-    merged: list = []
-    for size, strides in dims:
-        if merged:
-            outer_size, outer = merged[-1]
-            if all(o == i * size for o, i in zip(outer, strides)):
-                merged[-1] = (outer_size * size, strides)
-                continue
-        merged.append((size, strides))
-    if not merged:
-        merged = [(1, [0] * len(strides_per_tensor))]
-    return [s for s, _ in merged], [[st[k] for _, st in merged] for k in range(len(strides_per_tensor))]
 
 
 def binding_key(inputs, outputs):
@@ -206,6 +190,16 @@ class CompiledOperator:
         last = len(template.arena_ids) - 1  # the output binds last
         return self.device.results([template], [out_bytes], [[(0, _PUSH["out_offset"], (last,))]],
                                    template.buffers[:-1])
+
+    def rebound(self, ranges, fresh: int | None):
+        """This operator's dispatch over checked `ranges`, re-aimed per call at other buffers of
+        the same layout (`runtime.Rebound`: call it with the buffers, the output last or None
+        for a new one of `fresh` bytes, and each binding's start byte)."""
+        words = [0, 2] if len(ranges) == 2 else list(range(len(ranges)))
+        units = [4] * len(ranges)
+        if self.layout == kernels.STRIDED:
+            units[-1] = self._descs[list(self._descs)[-1]].data_type.size
+        return self.device.rebound(self.launch(ranges), words, units, [r.end - r.start for r in ranges], fresh)
 
     def launch(self, ranges, out_shift: int = 0):
         """The runtime's prepared dispatch of this operator over checked `ranges`; the STRIDED

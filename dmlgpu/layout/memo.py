@@ -7,11 +7,11 @@ Tensors' keys):
 - `HOST_PLANS`: numpy-data calls -> their validated plan (device, pieces, result shape and dtype).
 - `HOST_PARTS`: the same keys -> the pieces such a call runs as through the device's kept host
   calls.
-- `TENSOR_CALLS`: Tensor calls with `out` -> the prepared dispatch (holds no memory).
-- `TENSOR_RESULTS`: Tensor calls without `out` -> how to make each new result.
 - `TENSOR_SCALARS`: Python scalar operands of Tensor calls (device, dtype, bytes) -> the device
-  buffer holding the value, which the two above bind (weakly: an evicted scalar's calls are
-  planned again).
+  buffer holding the value (a plan of `TENSOR_PLANS` holds its own scalars' buffers).
+- `TENSOR_PLANS`: Tensor calls by the layouts of their operands and output (`View.layout`: never
+  by which buffers they view) -> the planned dispatch, re-aimed at each call's buffers: a Tensor
+  not seen before costs what one seen before costs.
 - `TENSOR_SPANS`: calls over Tensors that span several buffers, by the views' layouts -> their
   plan (`dmlgpu.api.span_plan`: the compiled operator and bindings of each per-piece step).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["DEFAULT_SIZE", "HOST_PARTS", "HOST_PLANS", "LRU", "TENSOR_CALLS", "TENSOR_RESULTS", "TENSOR_SCALARS",
+__all__ = ["DEFAULT_SIZE", "HOST_PARTS", "HOST_PLANS", "LRU", "TENSOR_PLANS", "TENSOR_SCALARS",
            "TENSOR_SPANS", "clear", "set_sizes", "sizes", "stats"]
 
 #: Entries per memo unless `set_sizes` changes it.
@@ -79,16 +79,15 @@ class LRU:
 
 HOST_PLANS = LRU()
 HOST_PARTS = LRU()
-TENSOR_CALLS = LRU()
-TENSOR_RESULTS = LRU()
 TENSOR_SCALARS = LRU()
 TENSOR_SPANS = LRU()
-_MEMOS = {"host_plans": HOST_PLANS, "host_parts": HOST_PARTS, "tensor_calls": TENSOR_CALLS,
-          "tensor_results": TENSOR_RESULTS, "tensor_scalars": TENSOR_SCALARS, "tensor_spans": TENSOR_SPANS}
+TENSOR_PLANS = LRU()
+_MEMOS = {"host_plans": HOST_PLANS, "host_parts": HOST_PARTS, "tensor_plans": TENSOR_PLANS,
+          "tensor_scalars": TENSOR_SCALARS, "tensor_spans": TENSOR_SPANS}
 
 
 def sizes() -> dict:
-    """Each memo's bound, by name (`host_plans`, `host_parts`, `tensor_calls`, `tensor_results`,
+    """Each memo's bound, by name (`host_plans`, `host_parts`, `tensor_plans`,
     `tensor_scalars`, `tensor_spans`)."""
     return {name: memo.maxsize for name, memo in _MEMOS.items()}
 
@@ -100,7 +99,7 @@ def stats() -> dict:
 
 
 def set_sizes(size: int | None = None, **by_name: int) -> None:
-    """Bound every memo at `size` entries, or those named (`set_sizes(tensor_calls=1024)`);
+    """Bound every memo at `size` entries, or those named (`set_sizes(tensor_plans=1024)`);
     0 turns a memo off. Entries beyond a smaller bound are evicted at once.
 
     Raises:

@@ -6,6 +6,7 @@ strides are unsigned element counts, so a negative step (which numpy expresses w
 stride) has no view: it raises `ValidationError`.
 """
 from __future__ import annotations
+from ..describe.shapes import extent, is_packed  # noqa: F401 (re-exported)
 
 import math
 import operator
@@ -48,16 +49,8 @@ def check_shape(shape) -> tuple[int, ...]:
     return tuple(int(n) for n in items)
 
 
-def extent(shape, strides) -> int:
-    """Elements from the first to one past the last (0 when there are none)."""
-    if 0 in shape:
-        return 0
-    return sum((n - 1) * s for n, s in zip(shape, strides)) + 1
 
 
-def is_packed(shape, strides) -> bool:
-    """C order without gaps (strides of size-1 dimensions do not count)."""
-    return all(n == 1 or s == p for n, s, p in zip(shape, strides, packed_strides(shape)))
 
 
 _INDEX_ALLOWED = ("allowed: basic indexing - integers, slices with positive steps, ... and None "
@@ -184,7 +177,7 @@ class View:
     makes its results as the class of its operands; `dmlgpu.Tensor` is the View users hold.
     """
 
-    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "__weakref__")
+    __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "_layout", "__weakref__")
 
     @classmethod
     def from_fields(cls, buffer, shape: tuple, data_type, offset: int = 0, strides: tuple | None = None):
@@ -193,7 +186,7 @@ class View:
         view = object.__new__(cls)
         view._buffer, view._shape, view._data_type, view._offset = buffer, shape, data_type, offset
         view._strides = packed_strides(shape) if strides is None else strides
-        view._key = None
+        view._key = view._layout = None
         return view
 
     @property
@@ -228,6 +221,19 @@ class View:
         if key is None:
             key = self._key = (self._buffer.serial, self._offset, self._shape, self._strides, self._data_type)
         return key
+
+    @property
+    def layout(self) -> tuple:
+        """(device, whether the memory spans several buffers, data type, shape, strides, offset
+        within its 16-byte binding unit): equal for two views that any call plans the same way,
+        whichever buffers they view and wherever in them (the call pipeline's memos are keyed
+        by it, never by a view's identity)."""
+        layout = self._layout
+        if layout is None:
+            buffer = self._buffer
+            layout = self._layout = (buffer.device, type(buffer), self._data_type, self._shape, self._strides,
+                                     self._offset % 16)
+        return layout
 
     @property
     def device(self):

@@ -22,7 +22,7 @@ from ..errors import DeviceError, ValidationError
 from . import buffers, debug_layer, discovery, fork, host_calls, interrupts, launches, shader_compiler, timing, vulkan
 from .buffers import Buffer
 from .hand_over import HandOvers
-from .launches import Launch, Program, Recorded, Results
+from .launches import Launch, Program, Rebound, Recorded, Results
 from .limits import is_int
 from .memory import trim_host_heap
 from .pipelines import seeded_disk_cache
@@ -233,6 +233,10 @@ class Device:
         writes, the push-constant word of each one's word offset in its arena and the binding
         positions that bind it; `inputs` are weak references to the buffers that stay bound)."""
         return Results(self, self._resources, templates, ends, writes, inputs)
+
+    def rebound(self, template: Launch, words, units, sizes, fresh) -> Rebound:
+        """`template` re-aimed per call at other buffers of the same layout (`launches.Rebound`)."""
+        return Rebound(self, self._resources, template, words, units, sizes, fresh)
 
     def rebind(self, launch: Launch, buffers) -> Launch:
         """`launch` for other live `buffers` (in binding order) in the very blocks its own

@@ -1,5 +1,6 @@
 """What the device runs: `Program`s, prepared dispatches (`Launch`), repeated dispatches into
-fresh outputs (`Results`) and command buffers recorded once (`Recorded`).
+fresh outputs (`Results`), dispatches re-aimed at other buffers of one layout (`Rebound`) and
+command buffers recorded once (`Recorded`).
 
 Pipelines: one per program (a shader variant with its specialization) x grid x the arenas it
 binds, so creating buffers or results never compiles one in steady state. Offsets into the
@@ -178,7 +179,7 @@ class Results:
             memory, device = resources.memory, self.device
             blocks, buffers = [], []
             for end in self.ends:
-                block = resources.take(memory, end)
+                block = resources.take(memory, end, device_writes_first=True)
                 blocks.append((block.arena.id, block.offset))
                 buffers.append(Buffer(device, resources, end, block))
             stream, templates = resources.stream, self.templates
@@ -214,6 +215,112 @@ class Results:
             remembered.clear()
         entry = remembered[key] = (pipeline, push, spans, replay_key(pipeline, push))
         return entry
+
+
+class Rebound:
+    """One prepared dispatch aimed, call after call, at other buffers laid out as its template's
+    were (`u = ~u` in a loop: a new operand and a new result every call).
+
+    What a call of one layout needs is fixed by its first call: the program, the grid, the push
+    constants but the bindings' offsets, and the size of each binding's range. A call names its
+    buffers and the byte where each binding starts; the output may be a fresh buffer of `fresh`
+    bytes, taken from the pool here. Under one hold of the device's lock it checks that every
+    buffer is live, finds the pipeline for their arenas (remembered per arena set), writes the
+    offsets into a copy of the push constants and queues the dispatch: no Launch is made and
+    nothing is checked again (the caller planned the layout once and checked it then).
+
+    Args:
+        template: the first call's Launch.
+        words: per binding, the push-constant word that holds its offset.
+        units: per binding, the unit that offset counts in bytes (4: words; the element size
+            for the strided kernel's output, which may start at any element).
+        sizes: per binding, the bytes its range spans from its start.
+        fresh: bytes of a new output buffer (the last binding), or None when the output is given.
+    """
+
+    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines", "_recent")
+    #: Arena sets remembered (then forgotten all at once): a loop uses a few.
+    ARENA_SETS = 64
+
+    def __init__(self, device, resources, template, words, units, sizes, fresh):
+        self.device = device
+        self._resources = resources
+        self._template = template
+        self._words, self._units, self._sizes = tuple(words), tuple(units), tuple(sizes)
+        self._fresh = fresh
+        self._pipelines: dict = {}
+        self._recent: tuple = ()  # the two latest calls' blocks and what they made
+
+    def __call__(self, buffers, starts, shift: int = 0):
+        """Queue the dispatch over `buffers` (the output last; None there for a fresh one)
+        from byte `starts` (`shift` elements more for a strided output); returns the output
+        Buffer, or None, queuing nothing, if a buffer was released or belongs to another device."""
+        resources, template, device = self._resources, self._template, self.device
+        threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
+        lock = resources.lock
+        lock.acquire()
+        try:
+            if resources.closed:
+                resources.check_open()
+            fresh = self._fresh
+            if fresh is not None:
+                block = resources.take(resources.memory, fresh, device_writes_first=True)
+                buffers[-1] = Buffer(device, resources, fresh, block)
+            blocks = []
+            for buffer in buffers:
+                block = buffer.block
+                if block is None or buffer.device is not device:
+                    return None
+                blocks.append(block)
+            for entry in self._recent:  # the same blocks as a recent call (a loop): all made
+                if entry[0] == starts and entry[1] == shift and all(a is b for a, b in zip(entry[2], blocks)) \
+                        and entry[3].handle is not None:
+                    _, _, _, pipeline, push, reads, writes, key = entry
+                    break
+            else:
+                pipeline, push, reads, writes, key = self._prepare(blocks, starts, shift)
+            stream = resources.stream
+            position = stream.position
+            stream.dispatch(pipeline, push, reads, writes, template.name, key)
+            for buffer in buffers:
+                buffer.last_use = position
+            return buffers[-1]
+        finally:
+            lock.release()
+
+    def _prepare(self, blocks, starts, shift):
+        """Pipeline, push constants, read and write spans and replay key of a call over
+        `blocks` from `starts`, remembered as one of the two most recent."""
+        resources = self._resources
+        arena_ids = tuple([block.arena.id for block in blocks])
+        pipeline = self._pipelines.get(arena_ids)
+        if pipeline is None or pipeline.handle is None:
+            pipeline = self._pipeline(arena_ids, blocks)
+        push = self._template.push.copy()
+        spans = []
+        whole = resources.whole_arenas
+        for word, unit, size, block, start in zip(self._words, self._units, self._sizes, blocks, starts):
+            offset = block.offset + start
+            push[word] = offset // unit
+            arena = block.arena
+            spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
+        if shift:
+            push[self._words[-1]] += shift
+        key = replay_key(pipeline, push)
+        # A Block keeps its arena and offset for life, so the same Block objects (held here,
+        # which keeps their ids unique) give the same push constants and spans.
+        self._recent = ((list(starts), shift, tuple(blocks), pipeline, push, spans[:-1], spans[-1:], key),
+                        *self._recent[:1])
+        return pipeline, push, spans[:-1], spans[-1:], key
+
+    def _pipeline(self, arena_ids, blocks):
+        """The pipeline of this program over these arenas (remembered per arena set)."""
+        _, grid, _ = self._template.key
+        _, pipeline = self._resources.pipelines.get(self._template.program, grid, [b.arena for b in blocks])
+        if len(self._pipelines) >= self.ARENA_SETS:
+            self._pipelines.clear()
+        self._pipelines[arena_ids] = pipeline
+        return pipeline
 
 
 class Recorded:

@@ -9,7 +9,10 @@ kept for reuse after it is freed until `empty_cache()`.
 
 Frees are stream-ordered: a block freed while queued or running work may still use it is
 parked with the stream position after which it is free (`Stream.position`), and only returns
-to the bins once the stream has completed that far.
+to the bins once the stream has completed that far. Memory that a dispatch on the same stream
+writes first may take a parked block at once (`take_parked`): the stream's barriers order that
+write after the block's earlier uses, as PyTorch's caching allocator reuses a block freed on
+the stream that next writes it.
 """
 from __future__ import annotations
 
@@ -193,6 +196,23 @@ class MemoryPool:
                 keep.append((position, block))
         self._parked = keep
         return freed
+
+    def take_parked(self, nbytes: int) -> Block | None:
+        """A parked block of `nbytes` (as `allocate` would round them), the most recently parked
+        first, for memory whose first access is a device write queued on the stream that parked
+        it: the stream orders that write after the block's queued uses (its barriers track
+        reads and writes), so the block need not wait for the device. None if none fits."""
+        size = _round(nbytes)
+        dedicated = size > self.arena_bytes // 2
+        if dedicated:
+            size = -(-nbytes // 16) * 16
+        parked = self._parked
+        for i in range(len(parked) - 1, -1, -1):
+            block = parked[i][1]
+            if block.size == size or (dedicated and block.arena.dedicated and size <= block.size <= size + size // 4):
+                del parked[i]
+                return block  # still counted in use, as every parked block is
+        return None
 
     @property
     def parked_bytes(self) -> int:

@@ -90,12 +90,20 @@ class Resources:
             fork.check()
 
     # -- memory ----------------------------------------------------------------------------
-    def take(self, pool: MemoryPool, nbytes: int):
-        """A block, reusing memory freed by finished work before growing the pool."""
+    def take(self, pool: MemoryPool, nbytes: int, device_writes_first: bool = False):
+        """A block, reusing memory freed by finished work before growing the pool.
+
+        `device_writes_first`: the block's first access is a dispatch or copy queued on this
+        device's stream, which orders it after any queued use of a parked block: such a block
+        is taken at once rather than waited for (`MemoryPool.take_parked`)."""
         threads.entered()
         if self.closed:  # (callers hold the lock: checked where no close can slip in)
             self.check_open()
-        block = pool.allocate(nbytes, grow=False)
+        block = None
+        if device_writes_first and pool is self.memory:  # the most recently parked first: a loop
+            block = pool.take_parked(nbytes)  # that drops its results reuses two or three blocks
+        if block is None:
+            block = pool.allocate(nbytes, grow=False)
         if block is None:
             self.stream.poll()  # retire finished batches, reclaim what they freed
             block = pool.allocate(nbytes, grow=False)

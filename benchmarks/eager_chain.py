@@ -1,0 +1,207 @@
+"""Eager expressions with temporaries (issue 31): per operation of a chain of dependent small ops
+written as a user writes them, against PyTorch eager (and CuPy) on the same card, or against our
+own `out=` chain on a CPU device.
+
+    python benchmarks/eager_chain.py [--ops 1000] [--elements 1024] [--out eager_chain.json]
+
+Rows, each the median over `--repeats` chains of `--ops` operations on `--elements` uint32, timed
+on the wall clock from the first operation to the result on the host (the download of the last
+result, or torch.cuda.synchronize), divided by the number of operations:
+- `u = ~u`: each result a new Tensor, the previous one dropped;
+- `u = ~u` kept: every result kept alive in a list (no memory comes back during the chain);
+- `u = (u ^ s) >> 1`: two operations per step, both new results;
+- `bit_not(o, out=o)`: the same Tensor every time (the floor of a call);
+- `~s` dropped: the same input each time, the result dropped (no dependency between calls).
+Before any timing each route's result is checked against numpy once, and the GPU runs the same
+calls for `--warm` seconds (an idle GPU drops its clocks). The ratios the issue asks for are
+written beside the rows: the chains against torch eager, the chain against `out=` on a CPU device,
+`~s` dropped against `out=`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import dmlgpu  # noqa: E402
+
+
+def median_of(fn, repeats) -> float:
+    """Median wall seconds of `fn()` over `repeats` runs (this script also runs against older
+    dmlgpu builds for before/after figures, so it imports nothing of benchmarks/common.py)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _clock() -> str | None:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def dmlgpu_routes(x, s_host, ops):
+    t = dmlgpu.Tensor.from_numpy(x)
+    s = dmlgpu.Tensor.from_numpy(s_host)
+    o = dmlgpu.Tensor.from_numpy(x)
+
+    def new():
+        u = t
+        for _ in range(ops):
+            u = ~u
+        return u.numpy()
+
+    def kept():
+        u, keep = t, []
+        for _ in range(ops):
+            u = ~u
+            keep.append(u)
+        return u.numpy()
+
+    def two():
+        u = t
+        for _ in range(ops // 2):
+            u = (u ^ s) >> 1
+        return u.numpy()
+
+    def out():
+        for _ in range(ops):
+            dmlgpu.bit_not(o, out=o)
+        return o.numpy()
+
+    def dropped():
+        for _ in range(ops):
+            ~s
+        return s.numpy()
+
+    return {"u = ~u": new, "u = ~u kept": kept, "u = (u ^ s) >> 1": two, "bit_not(o, out=o)": out,
+            "~s dropped": dropped}
+
+
+def torch_routes(x, s_host, ops):
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    # int64 holds every uint32 value: ~ and ^ and >> of non-negative values give the uint32 bits
+    # after masking; masking costs an op, so the chains use int32 for ~ (same bits) and int64 for
+    # the shift chain (a logical shift of non-negative values).
+    t32 = torch.from_numpy(x.view(np.int32)).cuda()
+    t64 = torch.from_numpy(x.astype(np.int64)).cuda()
+    s64 = torch.from_numpy(s_host.astype(np.int64)).cuda()
+    o32 = t32.clone()
+
+    def new():
+        u = t32
+        for _ in range(ops):
+            u = ~u
+        torch.cuda.synchronize()
+        return u.cpu().numpy().view(np.uint32)
+
+    def two():
+        u = t64
+        for _ in range(ops // 2):
+            u = (u ^ s64) >> 1
+        torch.cuda.synchronize()
+        return u.cpu().numpy().astype(np.uint32)
+
+    def out():
+        for _ in range(ops):
+            torch.bitwise_not(o32, out=o32)
+        torch.cuda.synchronize()
+        return o32.cpu().numpy().view(np.uint32)
+
+    return {"u = ~u": new, "u = (u ^ s) >> 1": two, "bit_not(o, out=o)": out}
+
+
+def cupy_routes(x, s_host, ops):
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 -- no CuPy or no CUDA device: no peer
+        return {}
+    t, s = cupy.asarray(x), cupy.asarray(s_host)
+
+    def new():
+        u = t
+        for _ in range(ops):
+            u = ~u
+        return cupy.asnumpy(u)
+
+    def two():
+        u = t
+        for _ in range(ops // 2):
+            u = (u ^ s) >> 1
+        return cupy.asnumpy(u)
+
+    return {"u = ~u": new, "u = (u ^ s) >> 1": two}
+
+
+def expected(x, s, ops):
+    not_chain = x if ops % 2 == 0 else ~x
+    u = x.copy()
+    for _ in range(ops // 2):
+        u = (u ^ s) >> 1
+    return {"u = ~u": not_chain, "u = ~u kept": not_chain, "u = (u ^ s) >> 1": u,
+            "bit_not(o, out=o)": not_chain, "~s dropped": s}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ops", type=int, default=1000)
+    parser.add_argument("--elements", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--warm", type=float, default=1.5, help="seconds of warm-up per route on a GPU")
+    parser.add_argument("--out", default="eager_chain.json")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 2**32, args.elements, dtype=np.uint32)
+    s = rng.integers(0, 2**32, args.elements, dtype=np.uint32)
+    device = dmlgpu.default_device()
+    gpu = not device.is_cpu
+    want = expected(x, s, args.ops)
+    peers = {"dmlgpu": dmlgpu_routes(x, s, args.ops), "torch": torch_routes(x, s, args.ops),
+             "cupy": cupy_routes(x, s, args.ops)}
+    results = {"device": device.label, "ops": args.ops, "elements": args.elements, "clock_before": _clock(),
+               "rows": {}}
+    for peer, routes in peers.items():
+        for name, fn in routes.items():
+            got = fn()
+            if not np.array_equal(got, want[name]):
+                raise SystemExit(f"{peer} {name}: wrong result")
+            end = time.perf_counter() + (args.warm if gpu else 0.0)
+            while time.perf_counter() < end:
+                fn()
+            seconds = median_of(fn, args.repeats)
+            per_op = seconds / args.ops
+            results["rows"].setdefault(name, {})[peer] = per_op
+            print(f"{peer:7s} {name:20s} {per_op * 1e6:9.2f} us/op", flush=True)
+    rows = results["rows"]
+    ratios = {}
+    for name in ("u = ~u", "u = (u ^ s) >> 1"):
+        if "torch" in rows.get(name, {}):
+            ratios[f"{name} / torch eager"] = rows[name]["dmlgpu"] / rows[name]["torch"]
+        ratios[f"{name} / our out= chain"] = rows[name]["dmlgpu"] / rows["bit_not(o, out=o)"]["dmlgpu"]
+    ratios["~s dropped / out="] = rows["~s dropped"]["dmlgpu"] / rows["bit_not(o, out=o)"]["dmlgpu"]
+    results["ratios"] = ratios
+    results["clock_after"] = _clock()
+    for name, value in ratios.items():
+        print(f"{name:40s} {value:6.2f}x")
+    with open(args.out, "w") as handle:
+        json.dump(results, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
