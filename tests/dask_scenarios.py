@@ -440,6 +440,19 @@ def hosts_killed_worker_mid_search(client):
         assert time.monotonic() < deadline, "the killed worker did not come back"
         time.sleep(0.2)
     assert all(np.array_equal(x, y) for x, y in zip(index.search(queries, 10), expected))
+    holder = next(iter(index.placement))  # now every shard: killed between two searches
+    os.kill(client.run(os.getpid)[holder], signal.SIGKILL)
+    deadline = time.monotonic() + STARTUP_S
+    while holder in client.scheduler_info(n_workers=-1)["workers"]:
+        assert time.monotonic() < deadline, "the scheduler did not notice the killed worker"
+        time.sleep(0.1)
+    assert all(np.array_equal(x, y) for x, y in zip(index.search(queries, 10), expected))
+    assert all(np.array_equal(x, y) for x, y in zip(index.search(queries, 10), expected))  # placed again
+    assert index.ntotal == codes.shape[0] and holder not in index.placement, index.placement
+    deadline = time.monotonic() + STARTUP_S
+    while len(client.scheduler_info(n_workers=-1)["workers"]) < 2:
+        assert time.monotonic() < deadline, "the killed worker did not come back"
+        time.sleep(0.2)
 
 
 def group_hosts():

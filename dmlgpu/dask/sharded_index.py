@@ -186,9 +186,12 @@ class HammingIndex:
         if self._stale:
             self._place()
         groups = self._groups()
-        calls = {address: on_actor(self._actors[address], [r.spec.brief() for r in group])
-                 for address, group in groups.items()}
-        parts, redo = [], []
+        calls, parts, redo = {}, [], []
+        for address, group in groups.items():
+            try:  # (an actor whose worker is known lost refuses at once)
+                calls[address] = on_actor(self._actors[address], [r.spec.brief() for r in group])
+            except Exception:  # noqa: BLE001 -- the tasks below answer for it
+                redo += group
         for address, call in calls.items():
             try:
                 parts.append(call.result())
@@ -278,11 +281,10 @@ class HammingIndex:
                 continue
             record.spec = Spec(spec.key, spec.first, spec.rows, spec.version + 1, np.union1d(spec.removed, new))
             removed += int(new.size)
-            actor = self._actors.get(record.worker)
-            if actor is None:
+            try:
+                calls.append(self._actors[record.worker].remove(record.spec.brief(), new))
+            except Exception:  # noqa: BLE001 -- no actor or a lost one: the next search rebuilds from the specs
                 self._stale = True
-            else:
-                calls.append(actor.remove(record.spec.brief(), new))
         for call in calls:
             try:
                 if not call.result():
