@@ -1,16 +1,24 @@
-"""Dask scaling: `bit_count(bit_xor(a, b))` over data made on the workers, 1 worker vs N.
+"""Dask scaling over data made on the workers, 1 worker vs N: numpy-backed blocks through the
+front end (each block up and down per call) beside Tensor-backed blocks kept on the devices.
 
     .venv/bin/python benchmarks/dask_scaling.py --gib 32 --out benchmarks/results/HOST-DATE
-    .venv/bin/python benchmarks/dask_scaling.py --gib 0.25 --workers 2   # lavapipe: two on one
+    .venv/bin/python benchmarks/dask_scaling.py --quick     # lavapipe: two workers on one device
+
+Pipelines over a and b (uint32 random bits, `--gib` of them in all):
+- host: `dd.bit_count(dd.bit_xor(a, b))` on numpy-backed blocks (the only way before Tensor chunks);
+- device-readme: `dd.bit_count(~a ^ b)` (the README's pipeline) on Tensor-backed blocks;
+- device-chain: `bit_count(((~a ^ b) & (a | b)) ^ (a >> b))`, 7 steps, on Tensor-backed blocks.
 
 One `LocalVulkanCluster` (one worker process per device, pinned by DMLGPU_DEVICE), or the
 cluster at `--scheduler` (workers started with `python -m dmlgpu worker`). Each run is restricted
-to its first k workers: a and b (uint32 random bits, `--gib` in all) are made and persisted on
-those workers first (not timed), then the pipeline is timed from submission until its result
-blocks are in the workers' memory; nothing crosses to the client. Each run is repeated and the
-best time is kept; the first repetition includes pipeline creation on each worker. Afterwards
-the first, a middle and the last block are checked bit for bit against `dmlgpu.table.reference` on
-the workers. Writes `dask_scaling.json` (speed-up, every worker's device, the check) to `--out`.
+to its first k workers: a and b are made on those workers (uploaded where they are made for the
+device pipelines) and persisted first (not timed); then the pipeline is timed from submission
+until its result blocks are in the workers' memory and, for Tensor results, the workers' devices
+have finished (`synchronize` on each, inside the timing); nothing crosses to the client. Each
+run is repeated and the best time is kept (the first repetition includes pipeline creation).
+Afterwards the first, a middle and the last block are checked bit for bit against
+`dmlgpu.table.reference` on the workers. Writes `dask_scaling.json` (per pipeline: each run,
+the speed-up of N workers over 1, and the device rows over the host row of the same run).
 """
 from __future__ import annotations
 
@@ -22,41 +30,78 @@ import sys
 import time
 
 import dask
-import dask.array as da
 import distributed
 import numpy as np
 
 import dmlgpu
 import dmlgpu.dask as dd
-from dmlgpu.table.reference import REFERENCES
+from dmlgpu.table.reference import REFERENCES as R
 
 DTYPE = np.dtype(np.uint32)
 
 
-def reference_pipeline(a, b):
-    return REFERENCES["bit_count"](REFERENCES["bit_xor"](a, b))
+def _host(a, b):
+    return dd.bit_count(dd.bit_xor(a, b))
+
+
+def _readme(a, b):
+    return dd.bit_count(~a ^ b)
+
+
+def _chain(a, b):
+    return dd.bit_count(((~a ^ b) & (a | b)) ^ (a >> b))
+
+
+def _reference_host(a, b):
+    return R["bit_count"](R["bit_xor"](a, b))
+
+
+def _reference_readme(a, b):
+    return R["bit_count"](R["bit_xor"](R["bit_not"](a), b))
+
+
+def _reference_chain(a, b):
+    return R["bit_count"](R["bit_xor"](R["bit_and"](R["bit_xor"](R["bit_not"](a), b), R["bit_or"](a, b)),
+                                       R["bit_shift_right"](a, b)))
+
+
+#: name -> (blocks on the device?, pipeline over dask arrays, reference over numpy blocks)
+PIPELINES = {
+    "host": (False, _host, _reference_host),  # bit_count(bit_xor(a, b)), numpy-backed
+    "device-readme": (True, _readme, _reference_readme),  # bit_count(~a ^ b), Tensor-backed
+    "device-chain": (True, _chain, _reference_chain),  # the 7-step chain, Tensor-backed
+}
 
 
 def same(block):
     return block
 
 
-def mismatches(result, a, b):
+def synchronize() -> None:
+    dmlgpu.default_device().synchronize()
+
+
+def _numpy(block):
+    return block.numpy() if isinstance(block, dmlgpu.Tensor) else block
+
+
+def mismatches(reference, result, a, b):
     """Elements of one result block that differ from the reference (run on a worker)."""
-    return int(np.count_nonzero(result != reference_pipeline(a, b)))
+    return int(np.count_nonzero(_numpy(result) != reference(_numpy(a), _numpy(b))))
 
 
-def inputs(gib: float, chunk_mib: float, seed: int):
+def inputs(gib: float, chunk_mib: float, seed: int, device: bool):
     count = int(gib * 2**30) // (2 * DTYPE.itemsize)  # a and b together
     chunk = max(1, int(chunk_mib * 2**20) // DTYPE.itemsize)
-    return (dd.random_bits((count,), DTYPE, chunks=(chunk,), seed=seed),
-            dd.random_bits((count,), DTYPE, chunks=(chunk,), seed=seed + 1))
+    made = [dd.random_bits((count,), DTYPE, chunks=(chunk,), seed=seed + i) for i in range(2)]
+    return [dd.to_device(x) for x in made] if device else made
 
 
-def run(client, workers, args):
-    """Time the pipeline on `workers` only; returns the run's record."""
+def run(client, workers, name, args):
+    """Time pipeline `name` on `workers` only; returns the run's record."""
+    device, pipeline, reference = PIPELINES[name]
     on = dict(workers=workers, allow_other_workers=False)
-    a, b = inputs(args.gib, args.chunk_mib, args.seed + 2 * len(workers))  # keys of this run only
+    a, b = inputs(args.gib, args.chunk_mib, args.seed + 2 * len(workers), device)  # keys of this run only
     start = time.perf_counter()
     a, b = client.persist([a, b], **on)
     distributed.wait([a, b])
@@ -64,37 +109,51 @@ def run(client, workers, args):
     times = []
     for rep in range(args.repeat):
         # New keys per repetition (or it finds the last one's blocks done); the alias is fused away.
-        x, y = (v.map_blocks(same, dtype=v.dtype, name=f"{v.name}-{rep}") for v in (a, b))
+        x, y = (v.map_blocks(same, dtype=v.dtype, meta=v._meta, name=f"{v.name}-{rep}") for v in (a, b))
         start = time.perf_counter()
-        result = client.persist(dd.bit_count(dd.bit_xor(x, y)), **on)
+        result = client.persist(pipeline(x, y), **on)
         distributed.wait(result)
+        if device:
+            client.run(synchronize, workers=workers)
         times.append(time.perf_counter() - start)
     nblocks = result.numblocks[0]
     sample = sorted({0, nblocks // 2, nblocks - 1})
-    checks = [dask.delayed(mismatches)(result.blocks[i], a.blocks[i], b.blocks[i]) for i in sample]
+    checks = [dask.delayed(mismatches)(reference, result.blocks[i], a.blocks[i], b.blocks[i]) for i in sample]
     bad = sum(client.compute(checks, sync=True, **on))
     checked = sum(int(result.chunks[0][i]) for i in sample)
     devices = client.run(dd.worker_device, workers=workers)
     del result, a, b, x, y
     best = min(times)
-    return {"workers": len(workers), "devices": list(devices.values()), "generate_s": generate_s,
+    return {"pipeline": name, "workers": len(workers), "devices": list(devices.values()), "generate_s": generate_s,
             "pipeline_s": times, "best_s": best, "input_gb_per_s": args.gib * 2**30 / best / 1e9,
             "check": {"blocks": sample, "elements": checked, "mismatches": bad}}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gib", type=float, default=32.0, help="a and b together, GiB (default 32)")
-    parser.add_argument("--chunk-mib", type=float, default=256.0, help="block size per input (default 256)")
+    parser.add_argument("--gib", type=float, default=None, help="a and b together, GiB (default 32; --quick 0.125)")
+    parser.add_argument("--chunk-mib", type=float, default=None, help="block size per input (default 256; --quick 8)")
     parser.add_argument("--workers", type=int, default=None,
-                        help="N: workers of the local cluster (default: one per device)")
+                        help="N: workers of the local cluster (default: one per device; --quick 2)")
     parser.add_argument("--devices", default=None, help="devices of the local cluster, e.g. 0,1")
     parser.add_argument("--scheduler", default=None, help="use this cluster instead of a local one")
     parser.add_argument("--threads", type=int, default=1, help="threads per worker (local cluster)")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=None, help="repetitions per run (default 3; --quick 2)")
+    parser.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated names to run")
+    parser.add_argument("--quick", action="store_true", help="small sizes for a CPU driver such as lavapipe")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default=".", help="folder for dask_scaling.json")
+    parser.add_argument("--out", default="benchmarks/out", help="folder for dask_scaling.json")
     args = parser.parse_args(argv)
+    quick = dict(gib=0.125, chunk_mib=8, repeat=2, workers=2) if args.quick else {}
+    for key, default in dict(gib=32.0, chunk_mib=256.0, repeat=3).items():
+        if getattr(args, key) is None:
+            setattr(args, key, quick.get(key, default))
+    if args.workers is None and not args.devices:
+        args.workers = quick.get("workers")
+    names = [n.strip() for n in args.pipelines.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(PIPELINES))
+    if unknown:
+        parser.error(f"unknown pipelines {unknown}; known: {list(PIPELINES)}")
 
     if args.scheduler:
         cluster, client = None, distributed.Client(args.scheduler)
@@ -109,20 +168,30 @@ def main(argv=None) -> int:
         info = client.scheduler_info(n_workers=-1)["workers"]
         workers = sorted(info, key=lambda w: str(info[w]["name"]))
         runs = []
-        for k in sorted({1, len(workers)}):
-            record = run(client, workers[:k], args)
-            runs.append(record)
-            print(f"{k} worker(s): best {record['best_s']:.3f} s of {len(record['pipeline_s'])}, "
-                  f"{record['input_gb_per_s']:.2f} GB/s of input; mismatches {record['check']['mismatches']}",
-                  flush=True)
+        for name in names:
+            for k in sorted({1, len(workers)}):
+                record = run(client, workers[:k], name, args)
+                runs.append(record)
+                print(f"{name}, {k} worker(s): best {record['best_s']:.3f} s of {len(record['pipeline_s'])}, "
+                      f"{record['input_gb_per_s']:.2f} GB/s of input; mismatches {record['check']['mismatches']}",
+                      flush=True)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+    summary = {}
+    for name in names:
+        mine = [r for r in runs if r["pipeline"] == name]
+        summary[name] = {"speedup": mine[0]["best_s"] / mine[-1]["best_s"], "workers": mine[-1]["workers"]}
+        host = [r for r in runs if r["pipeline"] == names[0] and not PIPELINES[names[0]][0]]
+        if host and PIPELINES[name][0]:  # device rows against the host row of the same run, same workers
+            summary[name]["over_host_at_n_workers"] = host[-1]["best_s"] / mine[-1]["best_s"]
+        print(f"{name}: speed-up {summary[name]['speedup']:.2f}x with {mine[-1]['workers']} workers"
+              + (f", {summary[name]['over_host_at_n_workers']:.2f}x the host row"
+                 if "over_host_at_n_workers" in summary[name] else ""))
     report = {
-        "pipeline": "bit_count(bit_xor(a, b)), uint32 -> uint8, persisted on the workers",
-        "gib": args.gib, "chunk_mib": args.chunk_mib, "threads_per_worker": args.threads,
-        "runs": runs, "speedup": runs[0]["best_s"] / runs[-1]["best_s"],
+        "gib": args.gib, "chunk_mib": args.chunk_mib, "threads_per_worker": args.threads, "quick": args.quick,
+        "runs": runs, "summary": summary,
         "host": platform.node(), "python": sys.version.split()[0], "dmlgpu": dmlgpu.__version__,
         "dask": dask.__version__, "distributed": distributed.__version__,
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -131,7 +200,7 @@ def main(argv=None) -> int:
     path = os.path.join(args.out, "dask_scaling.json")
     with open(path, "w") as f:
         json.dump(report, f, indent=1, default=str)
-    print(f"speed-up {report['speedup']:.2f}x with {runs[-1]['workers']} workers; wrote {path}")
+    print(f"wrote {path}")
     return 0 if all(r["check"]["mismatches"] == 0 for r in runs) else 1
 
 

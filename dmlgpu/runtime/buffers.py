@@ -71,6 +71,8 @@ def upload(device, resources, array) -> "Buffer":
         if size > data.size:  # the padding bytes are defined: zero
             _write(resources, buffer, np.zeros(size - data.size, np.uint8), data.size, fresh=True)
         _write(resources, buffer, data, 0, fresh=True)
+        if data.size:
+            resources.transfers.upload(data.size)
         return buffer
 
 
@@ -146,7 +148,10 @@ class Buffer:
                          else type(out).__name__)
                 raise ValidationError("dmlgpu", None, "out", given,
                                       f"allowed: a writeable, contiguous 1-D uint8 array of {size} bytes")
-            return _read(self._resources, self, int(offset), int(size), out)
+            result = _read(self._resources, self, int(offset), int(size), out)
+            if size:
+                self._resources.transfers.download(size)
+            return result
 
     def write(self, array, offset: int = 0) -> None:
         """Copy the bytes of `array` (C order) into the buffer at `offset`, after queued work."""
@@ -155,6 +160,7 @@ class Buffer:
             self.check_range(offset, data.size, "write range")
             if data.size:
                 _write(self._resources, self, data, int(offset), fresh=False)
+                self._resources.transfers.upload(data.size)
 
     def release(self) -> None:
         """Return the memory to the pool now (after queued work on it; also done by GC)."""

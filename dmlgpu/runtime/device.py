@@ -153,7 +153,9 @@ class Device:
         return buffers.upload(self, self._resources, array)
 
     def memory_stats(self) -> dict:
-        """Bytes in use, reserved, peak; arenas and dedicated buffers; staging; pipelines."""
+        """Bytes in use, reserved, peak; arenas and dedicated buffers; staging; pipelines; host
+        transfers since the device opened (`uploads`/`downloads` and their bytes: writes and
+        reads of buffers, host calls' copies in and out, arrays handed over to the host)."""
         resources = self._resources
         with resources.lock:
             stats = resources.memory.stats()
@@ -166,6 +168,7 @@ class Device:
             stats["host_calls"] = len(resources.host_calls)
             stats["submits"] = resources.stream.submits
             stats["barriers"] = resources.stream.barriers
+            stats.update(resources.transfers.stats())
             return stats
 
     def empty_cache(self) -> None:

@@ -32,6 +32,7 @@ class HandOvers:
             if buffer.last_use > resources.stream.completed:
                 resources.stream.wait(buffer.last_use, interruptible=True)
             view = block.arena.memory.view[block.offset:block.offset + nbytes]
+            resources.transfers.download(nbytes)  # (no copy: the host reads the device's memory)
             owner = _HandedOver(buffer, view)
             self.count += 1
             self._owners.add(owner)

@@ -165,6 +165,7 @@ class HostCall:
                 with resources.lock:
                     if not resources.closed:
                         position = self._recorded.submit((*self.inputs, self.output))
+                        resources.transfers.upload(sum(data.size for data in inputs))
             return position
         finally:
             if position is None:
@@ -184,6 +185,7 @@ class HostCall:
             if out is not None:
                 with resources.lock:
                     resources.stream.wait(position, interruptible)
+                    resources.transfers.download(out.size)
                 host_copy.copy(out, self._views[-1][:out.size])
         finally:
             resources.memory_used()

@@ -19,6 +19,28 @@ from .pipelines import PipelineCache
 from .stream import Stream, replay_key
 
 
+class Transfers:
+    """Copies between host memory and the device's memory, counted where they happen (a buffer's
+    write and read, a host call's copies in and out, an array handed over to the host): how many
+    and how many bytes each way, for `Device.memory_stats`. The caller holds the device's lock."""
+
+    __slots__ = ("uploads", "upload_bytes", "downloads", "download_bytes")
+
+    def __init__(self):
+        self.uploads = self.upload_bytes = self.downloads = self.download_bytes = 0
+
+    def upload(self, nbytes: int) -> None:
+        self.uploads += 1
+        self.upload_bytes += int(nbytes)
+
+    def download(self, nbytes: int) -> None:
+        self.downloads += 1
+        self.download_bytes += int(nbytes)
+
+    def stats(self) -> dict:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
 class Resources:
     """The state of one open device (`context`, named `label` in messages).
 
@@ -45,6 +67,7 @@ class Resources:
         self.staging = None if mapped else MemoryPool(lambda n: context.memory(n, True), staging_bytes)
         self.host_calls: OrderedDict = OrderedDict()  # key -> HostCall, least recently used first
         self.live = 0  # Buffers allocated and not yet released
+        self.transfers = Transfers()
         self.closed = False
         self.closing_now = False  # `close` has begun: no host call starts
         self.forked = False  # a forked child's copy of a parent's device

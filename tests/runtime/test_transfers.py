@@ -491,3 +491,35 @@ print("done")
 
 def test_interpreter_exit_with_handed_over_results_is_clean(tmp_path):
     assert_clean_exit(HANDED_OVER_AT_EXIT, tmp_path)
+
+
+def test_memory_stats_count_every_transfer_each_way(transfer_device, rng):
+    """`memory_stats` counts host <-> device copies where they happen (what dmlgpu.dask's tests
+    read to prove a chain of operations moved nothing): buffer uploads, writes and reads,
+    Tensor round trips, and a numpy front-end call's copies in and out; device work alone
+    counts nothing."""
+    device = transfer_device
+    keys = ("uploads", "upload_bytes", "downloads", "download_bytes")
+
+    def counted():
+        stats = device.memory_stats()
+        return np.array([stats[k] for k in keys])
+
+    start = counted()
+    data = rng.integers(0, 256, 1000, dtype=np.uint8)
+    buffer = device.upload(data)
+    buffer.write(data[:10], 4)
+    buffer.read(0, 100)
+    assert (counted() - start).tolist() == [2, 1010, 1, 100]
+    with device:
+        t = Tensor.from_numpy(rng.integers(0, 2**32, (64, 16), dtype=np.uint32))
+        before = counted()
+        chained = dmlgpu.bit_count(~t ^ t[0])  # device work only (no scalar operand to upload)
+        assert (counted() - before).tolist() == [0, 0, 0, 0]
+        chained.numpy()
+        assert (counted() - before).tolist() == [0, 0, 1, chained.nbytes]
+        before = counted()
+        x = rng.integers(0, 2**16, 5000, dtype=np.uint16)
+        dmlgpu.bit_not(x)  # a call on host data: its input in, its result out
+        moved = counted() - before
+        assert moved[1] >= x.nbytes and moved[0] >= 1 and moved[2] >= 1 and moved[3] >= x.nbytes
