@@ -26,7 +26,6 @@ import inspect
 import math
 import sys
 import threading
-import types
 from collections import OrderedDict
 from typing import Any, Callable, Generic, TypeVar, Union, overload
 
@@ -42,6 +41,7 @@ from ..describe.operator_descs import DESC_CLASSES
 from ..layout.operands import host_array, is_python_scalar, python_scalar, scalar_key
 from ..table.operators import ELEMENT_WISE, OPERATORS
 from .tensor import Tensor
+from .fuse_outside import outside_names, outside_scalars
 from ..describe.tensor_desc import packed_strides, TensorDesc
 from ..describe.validation import resolve_feature_level, support_row
 from ..table.feature_levels import FeatureLevel
@@ -250,76 +250,6 @@ class _Compiled:
         return tuple(results) if self.structure == "tuple" else results
 
 
-def _is_scalar(value) -> bool:
-    return is_python_scalar(value) or isinstance(value, np.generic)
-
-
-def _outside_names(function) -> tuple:
-    """Where `function` reads scalars it is not passed: (a closure cell, None) or (a globals
-    dict, name) pairs holding a Python or numpy scalar now, for its closure and the global
-    names its code (nested code included) uses, then the same for the plain functions found
-    there (helpers), once each."""
-    found, seen, todo = [], set(), [function]
-    while todo:
-        fn = todo.pop()
-        code = getattr(fn, "__code__", None)
-        if not isinstance(fn, types.FunctionType) or code in seen:
-            continue
-        seen.add(code)
-        for cell in fn.__closure__ or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:  # not yet assigned
-                continue
-            if _is_scalar(value):
-                found.append((cell, None))
-            elif isinstance(value, types.FunctionType):
-                todo.append(value)
-        names, codes = set(), [code]
-        while codes:
-            c = codes.pop()
-            names.update(c.co_names)
-            codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        scope = fn.__globals__
-        for name in sorted(names):
-            value = scope.get(name)
-            if _is_scalar(value):
-                found.append((scope, name))
-            elif isinstance(value, types.FunctionType):
-                todo.append(value)
-    return tuple(found)
-
-
-_ABSENT = object()
-
-
-def _outside_scalars(places) -> tuple:
-    """The values at `places` now, as key parts: an int as itself, a float by its bits, a
-    numpy scalar by its type and bytes, anything else by its type (on every call of a fused
-    function that reads such names: kept to a few operations a name)."""
-    key = []
-    for place, name in places:
-        if name is None:
-            try:
-                value = place.cell_contents
-            except ValueError:
-                value = _ABSENT
-        else:
-            value = place.get(name, _ABSENT)
-        kind = type(value)
-        if kind is int:
-            key.append(value)
-        elif kind is float:
-            key.append((kind, value.hex()))  # 0.0 and -0.0 are other bits
-        elif isinstance(value, np.generic):
-            key.append((kind, value.tobytes()))
-        elif isinstance(value, int):  # bool (True is not 1 here), IntEnum
-            key.append((kind, value))
-        else:
-            key.append(kind)
-    return tuple(key)
-
-
 def _call_key(device, args) -> tuple | None:
     """What a call with the very same Tensors is found by: the device and each argument's view
     key (buffer serial, offset, shape, strides, data type; serials are never reused) or scalar
@@ -352,14 +282,14 @@ class Fused(Generic[_P, _R]):
         # new results with no signature, no binding checks and no prepared dispatch.
         self._calls: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
-        self._outside = None  # `_outside_names`, found at the first call
+        self._outside = None  # `outside_names`, found at the first call
 
     def _outside_key(self) -> tuple:
-        """The values of the scalars the function reads from outside it (`_outside_names`)."""
+        """The values of the scalars the function reads from outside it (`fuse_outside.outside_names`)."""
         places = self._outside
         if places is None:
-            places = self._outside = _outside_names(self._function)
-        return _outside_scalars(places) if places else ()
+            places = self._outside = outside_names(self._function)
+        return outside_scalars(places) if places else ()
 
     def _signature(self, args):
         parts = []

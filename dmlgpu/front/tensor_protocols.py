@@ -3,7 +3,8 @@
 - Printing: `repr` and `str` show the values as numpy prints them, with numpy's print options
   (past the `threshold` option, only the corners numpy's summary shows are downloaded).
 - numpy's ufuncs named in the table's `numpy_ufunc` column run on the device (`__array_ufunc__`);
-  numpy's functions (`__array_function__`, NEP 18) run where `ARRAY_FUNCTIONS` has them, else raise
+  numpy's functions (`__array_function__`, NEP 18) run where `ARRAY_FUNCTIONS` has them (the layout
+  functions: transpose, reshape, ravel, copy, shape, ndim, size), else raise
   TypeError naming the dmlgpu function that computes them on the device (`NUMPY_COUNTERPARTS`), or
   saying to download first: no hidden device-to-host copies (`np.asarray(t)` raises too).
 - DLPack is refused with a BufferError saying to download with `.numpy()`: Vulkan memory has no
@@ -32,16 +33,37 @@ NUMPY_COUNTERPARTS = {
     "max": "dmlgpu.max(t) (or t.max())", "amax": "dmlgpu.max(t) (or t.max())",
     "argmin": "dmlgpu.argmin(t) (or t.argmin())", "argmax": "dmlgpu.argmax(t) (or t.argmax())",
     "partition": "dmlgpu.top_k(t, k)", "argpartition": "dmlgpu.top_k(t, k)",
-    "ravel": "t.ravel()", "reshape": "t.reshape(shape)", "transpose": "t.transpose() (or t.T)",
-    "copy": "t.copy()", "shape": "t.shape", "ndim": "t.ndim", "size": "t.size",
 }
-#: numpy function -> its implementation on Tensors (`__array_function__`, NEP 18), for the numpy
-#: functions that take Tensors as they are; every other one raises TypeError.
-ARRAY_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {}
+#: numpy function -> its implementation on Tensors (`__array_function__`, NEP 18): the layout
+#: functions, as the Tensor's own methods (views where numpy's are, no data through the host), so
+#: that code written for arrays (dask's blockwise transpose and reshape among it) takes Tensors as
+#: CuPy's arrays are taken; every other numpy function raises TypeError.
+ARRAY_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
+    np.transpose: lambda a, axes=None: a.transpose() if axes is None else a.transpose(tuple(axes)),
+    np.reshape: lambda a, *args, **kwargs: a.reshape(_new_shape(args, kwargs)),
+    np.ravel: lambda a, order="C": a.ravel() if order == "C" else _order_refused("ravel", order),
+    np.copy: lambda a, order="K", subok=False: a.copy(),
+    np.shape: lambda a: a.shape,
+    np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+}
 #: What the error of a DLPack export says (torch.as_tensor, np.from_dlpack and their kin).
 _NO_DLPACK = ("a dmlgpu.Tensor lives in Vulkan device memory, which DLPack has no device type for, so "
               "no other library can take it over: download it with t.numpy() (torch.from_numpy(t.numpy()), "
               "cupy.asarray(t.numpy()))")
+
+
+def _new_shape(args: tuple, kwargs: dict) -> Any:
+    """np.reshape's shape (positional, `shape=` or numpy 1.x's `newshape=`); C order only."""
+    shape = args[0] if args else kwargs.get("shape", kwargs.get("newshape"))
+    order = args[1] if len(args) > 1 else kwargs.get("order", "C")
+    if order != "C":
+        _order_refused("reshape", order)
+    return shape
+
+
+def _order_refused(name: str, order: Any) -> NoReturn:
+    raise TypeError(f"numpy.{name} on a dmlgpu.Tensor takes order='C' only (given {order!r})")
 
 
 class TensorProtocols:

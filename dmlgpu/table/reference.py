@@ -176,6 +176,28 @@ def _ln(value: Fraction) -> Decimal:
     return Decimal(value.numerator).ln() - Decimal(value.denominator).ln()
 
 
+def _product(wide: np.ndarray, negative: bool) -> Fraction:
+    """The product of finite nonzero float64 values, exactly or with a sticky bit below its top
+    160 bits (it rounds to any float type as the exact product does): their integer significands
+    multiplied as a balanced tree (a running product of n terms costs O(n^2) in its growing
+    length), over the product of their power-of-two denominators."""
+    numerators, shift = [], 0
+    for value in np.abs(wide).tolist():
+        numerator, denominator = value.as_integer_ratio()
+        numerators.append(numerator)
+        shift += denominator.bit_length() - 1
+    while len(numerators) > 1:
+        paired = [a * b for a, b in zip(numerators[::2], numerators[1::2])]
+        numerators = paired + numerators[len(paired) * 2:]
+    whole = numerators[0]
+    # Kept to 160 bits and a sticky bit for whatever lay below them: it rounds to a float (53
+    # bits at most) as the whole product does, and stays a small rational.
+    cut = max(0, whole.bit_length() - 160)
+    if cut:
+        whole = (whole >> cut) | (1 if whole & ((1 << cut) - 1) else 0)
+    return Fraction(-whole if negative else whole, 1 << shift) * Fraction(2) ** cut
+
+
 def float_reduction(values: np.ndarray, function) -> np.floating:
     """One output element of DML_OPERATOR_REDUCE over float `values` (1-D, FLOAT32 or FLOAT16):
     the function of the real values, rounded once to their type.
@@ -214,7 +236,7 @@ def float_reduction(values: np.ndarray, function) -> np.floating:
             return nan
         if np.isinf(wide).any() or (wide == 0).any():
             return out(math.copysign(np.inf if np.isinf(wide).any() else 0.0, -1.0 if negative else 1.0))
-        return round_to(math.prod((Fraction(float(t)) for t in wide), start=Fraction(1)), x.dtype)
+        return round_to(_product(wide, negative), x.dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         terms = np.abs(wide) if function is f.L1 else wide * wide if function in (f.SUM_SQUARE, f.L2) else wide
     if np.isnan(terms).any() or (np.isposinf(terms).any() and np.isneginf(terms).any()):

@@ -1,5 +1,5 @@
 """What tests/test_dask.py runs on real clusters, each group in a child process of its own
-(`python tests/dask_scenarios.py GROUP`), so that a hang or a crash fails a test instead of
+(`python tests/dask/dask_scenarios.py GROUP`), so that a hang or a crash fails a test instead of
 stalling the run. The child prints one JSON line: scenario -> null (passed) or its traceback.
 
 Groups:

@@ -1,5 +1,5 @@
 """dmlgpu.dask: what the client checks before any graph exists, here; and the cluster
-scenarios of tests/dask_scenarios.py, each group run once in a child process with a timeout (a
+scenarios of tests/dask/dask_scenarios.py, each group run once in a child process with a timeout (a
 `LocalVulkanCluster` of two workers; two `python -m dmlgpu worker` commands against one
 scheduler, as two hosts, with a worker killed in the middle of a search; DMLGPU_DEVICES pinning).
 Each scenario is reported as a test of its own. The workers inherit this process's environment,

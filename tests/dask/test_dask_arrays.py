@@ -229,7 +229,7 @@ def test_top_k_merges_along_a_whole_axis(dtype, axes, ks, rng):
 def test_reductions_are_checked_on_the_client():
     x = dd.to_device(da.zeros(SHAPE, dtype=np.float32, chunks=CHUNKS))
     narrow = dd.to_device(da.zeros(4, dtype=np.uint8))
-    cases = [(dd.sum, (x,), {}), (dd.sum, (narrow,), {}), (dd.min, (x,), {"axis": 2}), (dd.argmin, (x,), {"axis": (0, 1)}),
+    cases = [(dd.sum, (narrow,), {}), (dd.min, (x,), {"axis": 2}), (dd.argmin, (x,), {"axis": (0, 1)}),
              (dd.top_k, (x, 50), {"axis": 1}), (dd.top_k, (x, 0), {})]
     for function, args, options in cases:
         with pytest.raises(dmlgpu.ValidationError) as error:

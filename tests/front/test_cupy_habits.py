@@ -122,7 +122,7 @@ def test_print_options_apply_and_a_closed_device_prints(private):
 # -- numpy, DLPack, a closed device -------------------------------------------------------------------
 @pytest.mark.parametrize("call, names", [
     (np.sum, "dmlgpu.sum(t) (or t.sum())"), (np.max, "dmlgpu.max(t) (or t.max())"),
-    (np.argmax, "dmlgpu.argmax(t)"), (np.ravel, "t.ravel()"), (lambda t: np.partition(t, 1), "dmlgpu.top_k(t, k)"),
+    (np.argmax, "dmlgpu.argmax(t)"), (lambda t: np.partition(t, 1), "dmlgpu.top_k(t, k)"),
     (np.add.reduce, "dmlgpu.sum(t) (or t.sum())"), (np.minimum.reduce, "dmlgpu.min(t)"),
     (np.mean, "call t.numpy() to download it first"), (np.concatenate, "call t.numpy()"),
 ])
@@ -131,6 +131,21 @@ def test_numpy_functions_name_what_computes_them(call, names):
     with pytest.raises(TypeError) as error:
         call(t) if call is not np.concatenate else call([t, t])
     assert names in str(error.value)
+
+
+def test_numpy_layout_functions_run_as_the_tensor_methods():
+    """np.transpose/reshape/ravel/copy/shape/ndim/size take a Tensor as CuPy's arrays are taken
+    (dask's blockwise calls them on chunks): Tensors out, views where the methods give views."""
+    x = np.arange(24, dtype=np.uint16).reshape(2, 3, 4)
+    t = dmlgpu.asarray(x)
+    for got, want in ((np.transpose(t), x.T), (np.transpose(t, (1, 0, 2)), np.transpose(x, (1, 0, 2))),
+                      (np.reshape(t, (4, 6)), x.reshape(4, 6)), (np.reshape(t, -1), x.ravel()),
+                      (np.ravel(t), x.ravel()), (np.copy(t), x)):
+        assert isinstance(got, dmlgpu.Tensor) and got.numpy().tolist() == want.tolist()
+    assert np.transpose(t).buffer is t.buffer and np.copy(t).buffer is not t.buffer
+    assert (np.shape(t), np.ndim(t), np.size(t), np.size(t, 1)) == ((2, 3, 4), 3, 24, 3)
+    with pytest.raises(TypeError, match="order='C' only"):
+        np.ravel(t, order="F")
 
 
 def test_dlpack_consumers_are_told_to_download():

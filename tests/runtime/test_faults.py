@@ -594,7 +594,8 @@ def test_graph_constants_are_bounded_and_hashed_once():
         import numpy as np
         import dmlgpu
         from dmlgpu import (ConstantDataGraphNodeDesc, GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
-                            OutputGraphEdgeDesc, graph)
+                            OutputGraphEdgeDesc)
+        from dmlgpu.describe import graph_descs as graph
         device = dmlgpu.default_device()
 
         def masked(data):  # out = x & mask, mask a constant as long as x
