@@ -13,13 +13,15 @@ POISON = 0xA5  # every output byte starts as this, so unwritten elements show
 
 #: What the second CI pass (under the Khronos validation layer) leaves out: tests that make no
 #: Vulkan call of their own (types, docs, the repository's layout, packaging, descriptor
-#: validation, the planner's speed), or whose device work is the operators' that the rest of the
-#: suite runs under the layer already (the benchmark harness's quick run, Dask's cluster
-#: plumbing). The first pass runs them all.
+#: validation, the planner's speed, the cache files' trust checks), or whose device work is what
+#: the rest of the suite runs under the layer already (the benchmark harness's quick run, Dask's
+#: cluster plumbing and chunk protocol, the Ctrl-C sweeps: tests/runtime/test_soak.py interrupts
+#: calls at random under the layer too). The first pass runs them all.
 VALIDATION_PASS_LEAVES_OUT = (
     "tests/test_typing.py", "tests/test_docs.py", "tests/test_structure.py", "tests/test_repository.py",
     "tests/test_package_metadata.py", "tests/test_packaging.py", "tests/test_bench.py",
-    "tests/describe/test_fuzz_descriptors.py", "tests/dask/test_dask.py",
+    "tests/describe/test_fuzz_descriptors.py", "tests/dask/test_dask.py", "tests/dask/test_dask_arrays.py",
+    "tests/runtime/test_cache_trust.py", "tests/runtime/test_interrupts.py",
     "tests/api/test_graphs_command_lists.py::test_hundred_thousand_independent_steps_plan_in_seconds",
 )
 
