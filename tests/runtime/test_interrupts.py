@@ -76,14 +76,18 @@ def loop():
         except KeyboardInterrupt:
             interrupts[0] += 1
 
-if SOURCE == "thread":
-    thread = threading.Thread(target=interrupter)
-    thread.start()
-else:
-    signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, 0.001)
+thread = threading.Thread(target=interrupter)
+started = [False]
 while True:  # a KeyboardInterrupt may also come out between two iterations, or while stopping
     try:
+        # Started in here: the first interrupt may come before Thread.start returns (it comes
+        # from the new thread, so the thread has its ident by then and is not started again).
+        if SOURCE == "thread" and thread.ident is None:
+            thread.start()
+        elif SOURCE != "thread" and not started[0]:
+            started[0] = True
+            signal.signal(signal.SIGALRM, alarm)
+            signal.setitimer(signal.ITIMER_REAL, 0.001)
         loop()  # returns at the deadline
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # signals still in flight land nowhere
         stop.set()
