@@ -14,6 +14,22 @@ from dmlgpu.table.operators import BY_SHORT
 
 __all__ = ["command_list", "median_of", "wall"]
 
+def torch_seconds(fn, repeats=20) -> float:
+    """Median seconds of `fn` on the CUDA device, by CUDA events (torch is imported by the caller)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return float(np.median(times))
+
+
 def wall(fn, repeats=20, warm_seconds=0.0) -> float:
     """Median wall seconds of `fn()` over `repeats` runs, after one run not timed (and after
     `warm_seconds` of runs: a GPU idle for a few seconds drops its clocks)."""

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import dmlgpu  # noqa: E402
 from dmlgpu import Binding, DataType, Tensor, TensorDesc, testing  # noqa: E402
-from common import command_list, wall  # noqa: E402
+from common import command_list, torch_seconds, wall  # noqa: E402
 from graph_cases import int4_unpack, seven_step_chain  # noqa: E402
 
 try:
@@ -56,20 +56,6 @@ U8, U32 = DataType.UINT8, DataType.UINT32
 
 def gpu_seconds(device, launch, repeats=20) -> float:
     return float(np.median(device.time_dispatches(launch, repeats)))
-
-
-def torch_seconds(fn, repeats=20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(repeats):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return float(np.median(times))
 
 
 def alternating(calls: dict, rounds=9, repeats=3) -> dict:

@@ -37,7 +37,7 @@ from dmlgpu.describe.operator_descs import ReduceOperatorDesc
 from dmlgpu.table.operators import ReduceFunction
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import wall  # noqa: E402
+from common import torch_seconds, wall  # noqa: E402
 
 try:
     import torch
@@ -47,20 +47,6 @@ except ImportError:
     torch = None
 
 MiB = 1 << 20
-
-
-def torch_seconds(fn, repeats=20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(repeats):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return float(np.median(times))
 
 
 def read_bandwidth(device, nbytes) -> tuple[float, str]:

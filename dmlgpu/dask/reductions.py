@@ -28,7 +28,7 @@ from dask.array.dispatch import concatenate_lookup
 
 from ..describe.operator_descs import DESC_CLASSES
 from ..describe.tensor_desc import TensorDesc
-from ..describe.validation import validate
+from ..describe.validation import checked_axes, validate
 from ..errors import ValidationError
 from ..front import reductions as front
 from ..front.tensor import Tensor
@@ -45,20 +45,6 @@ INDEX_DTYPE = np.dtype(np.int64)
 
 def _meta_of(x: da.Array, dtype, ndim: int):
     return meta(dtype, ndim) if is_device_backed(x) else np.empty((0,) * ndim, dtype)
-
-
-def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    out = []
-    for a in axes:
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            raise ValidationError(name, None, "axis", axis, f"allowed: None, or integers in [{-ndim}, {ndim - 1}]")
-        out.append(int(a) % ndim)
-    if len(set(out)) != len(out):
-        raise ValidationError(name, None, "axis", axis, "allowed: each axis at most once")
-    return tuple(out)
 
 
 def _check_reduce(x, function: ReduceFunction, axes, feature_level) -> np.dtype:
@@ -87,7 +73,7 @@ def _reduce_block(name: str, feature_level, block, axis=None, keepdims=False, co
 
 def _named(function: ReduceFunction, name: str):
     def reduction(x, axis=None, keepdims: bool = False, split_every=None, feature_level=None):
-        axes = _axes(axis, x.ndim if isinstance(x, da.Array) else 0, REDUCE.dml_name)
+        axes = checked_axes(axis, x.ndim if isinstance(x, da.Array) else 0, REDUCE.dml_name)
         dtype = _check_reduce(x, function, axes, feature_level)
         step = functools.partial(_reduce_block, name, feature_level)
         out_ndim = x.ndim if keepdims else x.ndim - len(axes)
@@ -288,7 +274,7 @@ def top_k(x, k: int, axis: int = -1, largest: bool = True, split_every=None, fea
         raise ValidationError(name, "InputTensor", "x", type(x).__name__, "allowed: a dask.array.Array")
     if not x.ndim:
         raise ValidationError(name, "InputTensor", "Sizes", (), "allowed: at least one dimension")
-    (axis,) = _axes(axis, x.ndim, name)
+    (axis,) = checked_axes(axis, x.ndim, name)
     size = x.shape[axis]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or np.isnan(size) or not 0 < k < size:
         raise ValidationError(name, None, "K", k, f"allowed: an integer greater than 0 and less than "

@@ -20,7 +20,7 @@ from .graph_descs import MAX_CONSTANT_BYTES, ConstantDataGraphNodeDesc, FusedRed
 from ..table.operators import ELEMENT_WISE, REDUCE_FAMILY, TOP_K_FAMILY, Operator
 from .tensor_desc import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc
 
-__all__ = ["is_int", "resolve_feature_level", "support_row", "validate", "validate_fused_reduction", "validate_graph"]
+__all__ = ["checked_axes", "is_int", "resolve_feature_level", "support_row", "validate", "validate_fused_reduction", "validate_graph"]
 
 #: Outputs whose layout fails the quick non-overlap proof are enumerated up to this many elements.
 _OVERLAP_ENUMERATION_LIMIT = 1 << 22
@@ -32,6 +32,22 @@ def is_int(value) -> bool:
 
 def _names(items) -> str:
     return ", ".join(getattr(i, "name", str(i)) for i in items)
+
+
+def checked_axes(axis, ndim: int, name: str) -> tuple[int, ...]:
+    """A front-end `axis` argument (None: every axis; an int; a tuple of ints, negative counting
+    from the end) as axes in [0, ndim), each once; else ValidationError naming `name`'s axis."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for a in axes:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            raise ValidationError(name, None, "axis", axis, f"allowed: None, or integers in [{-ndim}, {ndim - 1}]")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValidationError(name, None, "axis", axis, "allowed: each axis at most once")
+    return tuple(out)
 
 
 def resolve_feature_level(feature_level, operator: str = "dmlgpu") -> FeatureLevel:

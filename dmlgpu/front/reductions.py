@@ -45,6 +45,7 @@ from ..layout.views import View
 from ..table.feature_levels import FeatureLevel
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc
 from ..describe.bindings import Binding
+from ..describe.validation import checked_axes
 from .resident import copy
 
 #: A device view in, the same class out (a `dmlgpu.Tensor` gives Tensors).
@@ -86,20 +87,6 @@ def _operand(x, name: str) -> tuple[View, bool]:
     return View.from_fields(pieces.upload(default_device(), x), x.shape, DataType.from_numpy(x.dtype)), True
 
 
-def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    out = []
-    for a in axes:
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            raise ValidationError(name, None, "axis", axis, f"allowed: None, or integers in [{-ndim}, {ndim - 1}]")
-        out.append(int(a) % ndim)
-    if len(set(out)) != len(out):
-        raise ValidationError(name, None, "axis", axis, "allowed: each axis at most once")
-    return tuple(out)
-
-
 def _desc(t: View) -> tuple[TensorDesc, Binding]:
     sizes, strides = (t.shape, t.strides) if t.shape else ((1,), (1,))
     desc = TensorDesc(t.data_type, sizes, strides)
@@ -135,7 +122,7 @@ def reduce(x: Any, function: ReduceFunction, axis: Axis = None, keepdims: bool =
     name = REDUCE.dml_name
     _traced(x, REDUCE, feature_level)
     t, host = _operand(x, name)
-    axes = _axes(axis, builtins.max(1, t.ndim), name)
+    axes = checked_axes(axis, builtins.max(1, t.ndim), name)
     if not t.shape:
         t = _reshaped(t, (1,))
     kept = tuple(1 if d in axes else s for d, s in enumerate(t.shape))
@@ -263,7 +250,7 @@ def top_k(x: Any, k: int, axis: int = -1, largest: bool = True, feature_level: L
         raise ValidationError(name, "InputTensor", "Sizes", (), "allowed: at least one dimension")
     if isinstance(axis, tuple) or isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise ValidationError(name, None, "axis", axis, "allowed: one integer axis (TOP_K1 selects along one)")
-    (axis,) = _axes(axis, t.ndim, name)
+    (axis,) = checked_axes(axis, t.ndim, name)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 < k < t.shape[axis]:
         raise ValidationError(name, None, "K", k, f"allowed: an integer greater than 0 and less than "
                               f"{t.shape[axis]} (the size along axis: DirectML's rule for K)")
