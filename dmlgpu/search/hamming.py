@@ -356,6 +356,37 @@ class HammingIndex:
         return cls._from_parts(metric, bits, dtype, ids, codes, device, devices, stream)
 
     @classmethod
+    def joined(cls, parts) -> "HammingIndex":
+        """One index over the codes of `parts` (single-device indexes of one device, metric and
+        width, none streamed, each part's ids above the one before it's), searched where they
+        lie: no copy, one search over all of them instead of one per part. A snapshot: later
+        adds and removals in the parts are not seen in it, and its own never reach them.
+
+        Raises:
+            ValidationError: parts that differ in device, metric or width, a streamed or
+                several-device part, or ids not ascending from one part to the next.
+        """
+        parts = [p for p in parts if p.ntotal]
+        if not parts:
+            raise ValidationError(INDEX, None, "parts", 0, "allowed: at least one part with codes")
+        first = parts[0]
+        for part in parts:
+            if not isinstance(part, HammingIndex) or len(part._shards) != 1 or part.streamed:
+                raise ValidationError(INDEX, None, "parts", repr(part),
+                                      "allowed: single-device HammingIndexes that are not streamed")
+            if (part.device, part._metric, part.d) != (first.device, first._metric, first.d):
+                raise ValidationError(INDEX, None, "parts", repr(part),
+                                      f"allowed: parts of {first.device.label}, {first.metric}, {first.d} bits")
+        shards = [p._shards[0] for p in parts]
+        if any(a.ids[-1] >= b.ids[0] for a, b in zip(shards, shards[1:])):
+            raise ValidationError(INDEX, None, "parts", "ids", "allowed: each part's ids above the previous part's")
+        index = cls(metric=first.metric, device=first.device)
+        index._bits, index._dtype = first._bits, first._dtype
+        index._shards = [Shard.joined(shards)]
+        index._next_id = max(p._next_id for p in parts)
+        return index
+
+    @classmethod
     def _from_parts(cls, metric, bits, dtype, ids, codes, device=None, devices=None, stream=False):
         index = cls(metric=_METRIC_NAMES[metric], device=device, devices=devices, stream=stream)
         index._bits, index._dtype = bits, dtype
