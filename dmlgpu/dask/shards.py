@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from ..front.tensor import Tensor
 from ..search.hamming import HammingIndex as DeviceIndex
 
 __all__ = ["HANDLER", "SHARD_LIMIT", "ShardPlugin", "Spec", "VIEW_LIMIT", "held_keys", "merge_knn",
-           "merge_ranges", "range_search_shards", "search_shards", "served"]
+           "merge_ranges", "range_search_shards", "search_shards", "served", "served_seconds"]
 
 #: Shards one worker process keeps at most.
 SHARD_LIMIT = 1024
@@ -82,8 +83,10 @@ _LOCK = threading.Lock()  # (the handler's thread and task threads share the reg
 _SERIALS = itertools.count()
 #: The handler's searches run here, one at a time, off the worker's event loop.
 _EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix="dmlgpu-shards")
-#: Requests this process served, by kind (what `served` reports).
+#: Requests this process served, by kind, and the seconds their answers took on the shard
+#: thread (what `served` and `served_seconds` report).
 _SERVED: Counter = Counter()
+_SECONDS: Counter = Counter()
 
 
 def _forget(keys) -> None:
@@ -125,9 +128,10 @@ def _build(spec: Spec, block) -> _Shard:
 
 
 def _view(shards: list[_Shard]) -> DeviceIndex | None:
-    """One index over the live rows of `shards` (in id order): the shard's own where there is
-    one, else their joined view, made once while none of them changes."""
-    live = sorted((s for s in shards if s.index.ntotal), key=lambda s: s.index.ids[0])
+    """One index over the live rows of `shards` (given in id order, as the client lists them):
+    the shard's own where there is one, else their joined view, made once while none of them
+    changes."""
+    live = [s for s in shards if s.index.ntotal]
     if len(live) <= 1:
         return live[0].index if live else None
     key = tuple(s.serial for s in live)
@@ -215,7 +219,16 @@ def _held(specs, blocks: dict) -> tuple[list[_Shard], list]:
 
 
 def _answer(request: dict, blocks: dict) -> dict:
-    """A request's answer (on the handler's thread): {"result": ...} or {"missing": [keys]}."""
+    """A request's answer (on the handler's thread), timed."""
+    start = time.perf_counter()
+    try:
+        return _answer_now(request, blocks)
+    finally:
+        _SECONDS[request["kind"]] += time.perf_counter() - start
+
+
+def _answer_now(request: dict, blocks: dict) -> dict:
+    """{"result": ...} or {"missing": [keys]}."""
     kind = request["kind"]
     if kind == "remove":
         done = []
@@ -276,6 +289,12 @@ class ShardPlugin(WorkerPlugin):
 def served() -> dict:
     """Requests this worker's handler served so far, by kind (`client.run(served)`)."""
     return dict(_SERVED)
+
+
+def served_seconds() -> dict:
+    """Seconds the handler's answers took on its thread so far (building shards and views,
+    device searches), by kind (`client.run(served_seconds)`)."""
+    return dict(_SECONDS)
 
 
 def held_keys(dask_worker) -> list:
