@@ -18,9 +18,11 @@ result, or torch.cuda.synchronize), divided by the number of operations:
   allocation: with `out=` it is the floor of a call that makes a new result.
 Beside each dmlgpu row, `host`: the CPU time of the calling thread per op from the first operation
 to the last one queued (the wait for the device left out; `time.thread_time`, so other
-processes' and the driver's threads' time is not counted): what the call costs in Python.
-Before any timing each route's result is checked against numpy once, and the GPU runs the same
-calls for `--warm` seconds (an idle GPU drops its clocks). The ratios the issue asks for are
+processes' and the driver's threads' time is not counted), median and least over the rounds:
+what the call costs in Python (and in the driver's recording and submits on this thread).
+Before any timing each route's result is checked against numpy once, and the GPU runs every
+route in turn for `--warm` seconds per route (an idle GPU drops its clocks). Then `--repeats`
+rounds each run every route of a peer once, in a new random order per round. The ratios the issue asks for are
 written beside the rows: the chains against torch eager, the chain against `out=` on a CPU device,
 `~s` dropped against `out=`.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import time
@@ -37,20 +40,29 @@ import numpy as np
 import dmlgpu  # noqa: E402
 
 
-def median_of(fn, repeats) -> tuple[float, float | None]:
-    """Median wall seconds of `fn()` over `repeats` runs, and the median CPU seconds of this
-    thread until the last operation was queued where `fn` reports it (it returns a pair: the
-    thread time then, and its result); None otherwise. This script also runs against older
-    dmlgpu builds for before/after figures, so it imports nothing of benchmarks/common.py."""
-    times, host = [], []
+def timed_rounds(routes, repeats) -> dict:
+    """Per route name: (median wall seconds, median and smallest CPU seconds of this thread until
+    the last operation was queued, or None where the route does not report it: it returns a
+    pair, the thread time then and its result). `repeats` rounds, each running every route once
+    in a new random order, so that a change of load or clocks during the run reaches every route
+    alike. This script also runs against older dmlgpu builds for before/after figures, so it
+    imports nothing of benchmarks/common.py."""
+    walls: dict = {name: [] for name in routes}
+    hosts: dict = {name: [] for name in routes}
+    order = list(routes)
+    shuffle = random.Random(0).shuffle
     for _ in range(repeats):
-        start = time.perf_counter()
-        cpu = time.thread_time()
-        queued = fn()
-        times.append(time.perf_counter() - start)
-        if isinstance(queued, tuple):
-            host.append(queued[0] - cpu)
-    return float(np.median(times)), (float(np.median(host)) if host else None)
+        shuffle(order)
+        for name in order:
+            start = time.perf_counter()
+            cpu = time.thread_time()
+            queued = routes[name]()
+            walls[name].append(time.perf_counter() - start)
+            if isinstance(queued, tuple):
+                hosts[name].append(queued[0] - cpu)
+    return {name: (float(np.median(walls[name])),
+                   (float(np.median(hosts[name])), float(np.min(hosts[name]))) if hosts[name] else None)
+            for name in routes}
 
 
 def _clock() -> str | None:
@@ -231,7 +243,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ops", type=int, default=1000)
     parser.add_argument("--elements", type=int, default=1024)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=7, help="rounds (each runs every route once)")
     parser.add_argument("--warm", type=float, default=1.5, help="seconds of warm-up per route on a GPU")
     parser.add_argument("--out", default="eager_chain.json")
     parser.add_argument("--rows", default=None, help="comma-separated row names to run (default: all)")
@@ -248,23 +260,24 @@ def main(argv=None) -> int:
                "rows": {}}
     chosen = None if args.rows is None else set(args.rows.split(","))
     for peer, routes in peers.items():
+        routes = {name: fn for name, fn in routes.items() if chosen is None or name in chosen}
         for name, fn in routes.items():
-            if chosen is not None and name not in chosen:
-                continue
             got = fn()
             got = got[1] if isinstance(got, tuple) else got
             if want[name] is not None and not np.array_equal(got, want[name]):
                 raise SystemExit(f"{peer} {name}: wrong result")
-            end = time.perf_counter() + (args.warm if gpu else 0.0)
-            while time.perf_counter() < end:
+        end = time.perf_counter() + (args.warm * len(routes) if gpu else 0.0)
+        while time.perf_counter() < end:
+            for fn in routes.values():
                 fn()
-            seconds, host = median_of(fn, args.repeats)
+        for name, (seconds, host) in timed_rounds(routes, args.repeats).items():
             per_op = seconds / args.ops
             results["rows"].setdefault(name, {})[peer] = per_op
             line = f"{peer:7s} {name:20s} {per_op * 1e6:9.2f} us/op"
             if host is not None:
-                results.setdefault("host", {})[name] = host / args.ops
-                line += f"   host {host / args.ops * 1e6:7.2f} us/op"
+                results.setdefault("host", {})[name] = host[0] / args.ops
+                results.setdefault("host_min", {})[name] = host[1] / args.ops
+                line += f"   host {host[0] / args.ops * 1e6:7.2f} (least {host[1] / args.ops * 1e6:6.2f}) us/op"
             print(line, flush=True)
     rows = results["rows"]
     ratios = {}
