@@ -438,7 +438,13 @@ class HammingIndex:
         k = self._check_k(k)
         words, place, count = self._queries(queries)
         if place is not None:
-            return self._search_on_device(place, count, k)
+            return self._search_on_device(None, place, count, k)
+        one = self._shards[0] if len(self._shards) == 1 else None
+        if one is not None and not one.streamed and k <= one.rows and count * k * 8 <= one.device.max_buffer_size:
+            # One resident shard: the answer finished on the device (values, int64 ids: one buffer each),
+            # then two plain copies into numpy
+            values, ids = self._search_on_device(words, None, count, k)
+            return values.numpy(), ids.numpy()
         parts = self._run(lambda shard, cancel: self._shard_search(shard, words, None, count, k, cancel))
         keys, ids, cu = _merge(parts, k)
         values = self._values(keys, cu)
@@ -492,16 +498,17 @@ class HammingIndex:
         keys, rows = found[..., 0], found[..., 1].astype(np.int64)
         return keys, shard.ids[rows], (found[..., 2] if entry == 3 else None)
 
-    def _search_on_device(self, place, count: int, k: int):
-        """A single-device search of a Tensor of queries bound where it lies; the answer left
-        on the device (values and int64 ids Tensors, no copy through the host)."""
+    def _search_on_device(self, words, place, count: int, k: int):
+        """A single-device search of host query words, or of a Tensor of queries bound where
+        it lies (`place`); the answer finished on the device (values and int64 ids Tensors)."""
         shard = self._shards[0]
         values, ids = device_tensors(shard.device, count, k, self._metric)
         entry = programs.ENTRY_WORDS[self._metric]
         pacer = Pacer(shard.device, kind=shard.metric)
         try:
-            for start, size, buffer in shard.search(shard.queries(None, place), count, k, pacer):
-                shard.finish(buffer, size * k, entry, values.buffer, ids.buffer, start * k)
+            for first, n, uploaded in shard.query_uploads(words, place, count):
+                for start, size, buffer in shard.search(uploaded, n, k, pacer):
+                    shard.finish(buffer, size * k, entry, values.buffer, ids.buffer, (first + start) * k)
             return values, ids
         except BaseException:
             pacer.drain()
