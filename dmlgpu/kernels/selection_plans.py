@@ -31,9 +31,11 @@ SAMPLE_FACTOR, MAX_STRIDE = 4, 32
 #: the bound's ties (the rest of its bin). The k-th key of the sample instead (reach = k) would
 #: let about stride * k through.
 BOUND_SIGMAS, BOUND_SLACK = 5, 2
-#: Candidates a (query, tile) region holds: twice the expected share of the sampled bound's
-#: candidates (ties at the bound: a bin whose rows are no more than those below it), plus
-#: REGION_SLACK (the largest of many Poisson counts with a small mean).
+#: Candidates a (query, tile) region holds: twice its share of the most rows below the bound's
+#: bin but for a rare sample, stride * (reach + BOUND_SIGMAS * sqrt(reach) + BOUND_SLACK) (the
+#: bin below the bound has a sample count under reach; twice: ties at the bound, a bin whose rows
+#: are no more than those below it), plus REGION_SLACK (the largest of many Poisson counts with a
+#: small mean). With the expected share alone, 2 of 70 queries at k = 33 (reach 9) overflowed.
 REGION_SLACK = 16
 
 
@@ -195,8 +197,9 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     """The plan of a selection-path search (see `SelectionPlan`), for submits of `budget`
     row-words (`tile_rows`; None: a dispatch per piece); mode None picks "sampled" where a
     sample of at least SAMPLE_FACTOR * k rows in every other row exists, else "full" (every row
-    a candidate: no more than SAMPLE_FACTOR * 2 times the k the answer holds). "exact" is for
-    queries a sampled search reported, "full" for a caller that cannot search a query again."""
+    a candidate: no more than SAMPLE_FACTOR * 2 times the k the answer holds), and "exact"
+    where one query's regions of either would exceed a buffer. "exact" is also for queries a
+    sampled search reported, "full" for a caller that cannot search a query again."""
     rows_of = [r for _, r in pieces]
     rows = sum(rows_of)
     per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count, budget)
@@ -205,6 +208,7 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     total = sum(tiles)
     entry = ENTRY_WORDS[metric]
     stride, capacity, reach = 1, 0, k
+    chosen = mode
     if mode is None:
         stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k))
         mode = "sampled" if stride >= 2 else "full"
@@ -213,9 +217,14 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
         sample = sum(math.ceil(r / stride) for r in rows_of)
         mu = k * sample / rows
         reach = min(sample, math.ceil(mu + BOUND_SIGMAS * math.sqrt(mu)) + BOUND_SLACK)
-        capacity = 2 * math.ceil(reach * rows / sample / total) + REGION_SLACK
+        high = (reach + BOUND_SIGMAS * math.sqrt(reach) + BOUND_SLACK) * rows / sample
+        capacity = 2 * math.ceil(high / total) + REGION_SLACK
     elif mode == "full":
         capacity = per_tile
+    if chosen is None and total * capacity * entry > partial - 2:
+        # One query's fixed regions alone exceed a buffer (many short tiles, or every row of a
+        # huge database): its candidates counted first take what they need.
+        mode, stride, capacity, reach = "exact", 1, 0, k
     # Candidates (fixed capacities; counted ones are allocated as counted), the answer's scratch.
     sizes = (total * capacity * entry, 2 * max(k, 1) * entry)
     batch = _batch(count, partial, sizes, _aux_words(mode in ("sampled", "exact"), total), k)
