@@ -201,7 +201,7 @@ def k_section(quick, ks=(1, 10, 32, 33, 100, 1024, 4096, 16384), breakdown=False
         want_d, want_i = exact(database, queries[:2], k)
         got_d, got_i = index.search(queries[:2], k)
         assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), k
-        seconds = wall(lambda: index.search(queries, k), repeats=3 if not quick else 1,
+        seconds = wall(lambda: index.search(queries, k), repeats=3,
                        warm_seconds=0.0 if quick else WARM_S)
         rate = n * nq / seconds / 1e9
         base = rate if k == 10 else base

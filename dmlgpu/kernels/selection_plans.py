@@ -16,9 +16,12 @@ from .search_programs import (ALL, ENTRY_WORDS, GROUP, HAMMING, NAME, TANIMOTO, 
 
 __all__ = ["SelectionPlan", "histogram_shift", "plan_selection", "push_words"]
 
-#: The sampled search's sample: every `stride`-th row, stride = rows // (SAMPLE_FACTOR * k) at
-#: most MAX_STRIDE; below 2 every row is a candidate ("full"). The histogram costs 1 / stride of
-#: the gather (32: ~3% of a search), and a larger stride only widens the bound's margin below.
+#: The sampled search's sample: every `stride`-th row, the largest power of two up to MAX_STRIDE
+#: whose sample holds SAMPLE_FACTOR times the count its bound must reach (the bound well inside
+#: the sample); where none does, or k is above rows / (2 * SAMPLE_FACTOR), every row is a
+#: candidate ("full"). The histogram costs about 1 / stride of the gather (a tenth on lavapipe
+#: at 32, where its shared-memory atomics are slow), and a larger stride only widens the
+#: bound's margin below (relatively: BOUND_SIGMAS * sqrt(stride / k)).
 SAMPLE_FACTOR, MAX_STRIDE = 4, 32
 #: The sampled bound: the bin where the sample's running sum reaches `reach` = ceil(mu +
 #: BOUND_SIGMAS * sqrt(mu)) + BOUND_SLACK, mu = k * sample / rows: the count a bin holding
@@ -196,8 +199,8 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
                    mode: str | None = None, budget: int | None = None) -> SelectionPlan:
     """The plan of a selection-path search (see `SelectionPlan`), for submits of `budget`
     row-words (`tile_rows`; None: a dispatch per piece); mode None picks "sampled" where a
-    sample of at least SAMPLE_FACTOR * k rows in every other row exists, else "full" (every row
-    a candidate: no more than SAMPLE_FACTOR * 2 times the k the answer holds), and "exact"
+    sample fits (see SAMPLE_FACTOR), else "full" (every row a candidate: no more than
+    SAMPLE_FACTOR * 2 times the k the answer holds), and "exact"
     where one query's regions of either would exceed a buffer. "exact" is also for queries a
     sampled search reported, "full" for a caller that cannot search a query again."""
     rows_of = [r for _, r in pieces]
@@ -210,13 +213,15 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     stride, capacity, reach = 1, 0, k
     chosen = mode
     if mode is None:
-        stride = min(MAX_STRIDE, rows // max(1, SAMPLE_FACTOR * k))
-        mode = "sampled" if stride >= 2 else "full"
+        mode, stride = "full", MAX_STRIDE
+        while k and k * 2 * SAMPLE_FACTOR <= rows and stride >= 2:
+            if _reach(k, rows_of, stride) * SAMPLE_FACTOR <= _sample(rows_of, stride):
+                mode = "sampled"
+                break
+            stride //= 2
     if mode == "sampled":
         stride = max(2, stride)
-        sample = sum(math.ceil(r / stride) for r in rows_of)
-        mu = k * sample / rows
-        reach = min(sample, math.ceil(mu + BOUND_SIGMAS * math.sqrt(mu)) + BOUND_SLACK)
+        sample, reach = _sample(rows_of, stride), _reach(k, rows_of, stride)
         high = (reach + BOUND_SIGMAS * math.sqrt(reach) + BOUND_SLACK) * rows / sample
         capacity = 2 * math.ceil(high / total) + REGION_SLACK
     elif mode == "full":
@@ -230,6 +235,18 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     batch = _batch(count, partial, sizes, _aux_words(mode in ("sampled", "exact"), total), k)
     return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride,
                          capacity, histogram_shift(bits, metric), budget, reach if k else 0)
+
+
+def _sample(rows_of: list, stride: int) -> int:
+    """Rows of a sample of every `stride`-th row of pieces of `rows_of` rows."""
+    return sum(math.ceil(r / stride) for r in rows_of)
+
+
+def _reach(k: int, rows_of: list, stride: int) -> int:
+    """The sample count the sampled bound's bin reaches (see BOUND_SIGMAS)."""
+    sample = _sample(rows_of, stride)
+    mu = k * sample / sum(rows_of)
+    return min(sample, math.ceil(mu + BOUND_SIGMAS * math.sqrt(mu)) + BOUND_SLACK)
 
 
 def _aux_words(sampled: bool, tiles_total: int) -> int:

@@ -92,7 +92,7 @@ def test_the_bound_is_tight():
     """The plan's reach at 1M rows: the sample's expected count of k rows plus its margin, so
     the rows the bound lets through (before ties) stay a small multiple of k, however large k."""
     device = dmlgpu.default_device()
-    for k, most in ((33, 9.0), (100, 4.5), (1024, 2.0), (4096, 1.5), (16384, 1.2)):
+    for k, most in ((33, 9.0), (100, 4.5), (1024, 2.0), (4096, 1.5), (16384, 1.25)):
         plan = selection_plans.plan_selection(device, [(0, 1 << 20)], 8, 256, k, 1024, search_programs.HAMMING)
         sample = math.ceil((1 << 20) / plan.stride)
         mu = k * sample / (1 << 20)
