@@ -27,9 +27,10 @@
 //     order) -> the k-th least key by radix select over the key's digits -> the k least in row
 //     order (ties at the threshold: the lowest rows) -> a stable LSD radix sort by key, each lane
 //     owning a run of the entries (per-lane digit counts: no atomics, no per-entry barriers) ->
-//     the answer; a query whose regions overflowed or hold fewer than k candidates gets status 1
-//     (the host searches it again with a sure bound). k = 0: every candidate, sorted (range
-//     search), written at the query's `lims`.
+//     the answer; a query whose regions overflowed gets status 1 (its bound holds k rows: the
+//     host searches it again with regions counted first), one whose regions hold fewer than k
+//     candidates status 2 (searched again with a sure bound). k = 0: every candidate, sorted
+//     (range search), written at the query's `lims`.
 //   SEARCH_ROWS: copies rows of codes (by an index list, or a run), for add/remove/re-sorting.
 //   SEARCH_FINISH: answer entries -> values (uint32 distance or float32 similarity, rounded
 //     exactly from the integers) and int64 ids, for answers that stay on the device.
@@ -309,8 +310,8 @@ void select_query(uint q, uint lane) {
     barrier();
     uint total = vars[0], k = sp.k == 0u ? total : sp.k;
     uint out_at = sp.k == 0u ? aux_w[sp.aux_offset + sp.lims_at + q] : q * sp.k;  // in entries
-    if (vars[1] != 0u || total < k) {  // a region overflowed: the host searches the query again
-        if (lane == 0u) aux_w[sp.aux_offset + sp.status_at + q] = 1u;
+    if (vars[1] != 0u || total < k) {  // the host searches the query again
+        if (lane == 0u) aux_w[sp.aux_offset + sp.status_at + q] = total < k ? 2u : 1u;
         return;  // (uniform over the workgroup)
     }
     // The k-th least key by radix select, most significant digit first: `threshold`, and

@@ -297,13 +297,18 @@ class Shard:
             return self.search_registers(queries, count, k, pacer)
         entry = programs.ENTRY_WORDS[self.metric]
         found = []
-        for start, size, buffer, status in self.search_selection(queries, count, k, pacer):
-            failed = np.flatnonzero(status)
-            if failed.size:
-                again = self.queries(queries.rows(start + failed))
-                for first, n, fixed, _ in self.search_selection(again, failed.size, k, pacer, mode="exact"):
+        for start, size, buffer, retry in self.search_selection(queries, count, k, pacer):
+            failed = np.flatnonzero(retry >= 0)
+            known = retry[failed] != programs.ALL
+            for picked, bound in ((failed[known], retry[failed[known]]), (failed[~known], None)):
+                if not picked.size:
+                    continue
+                again = self.queries(queries.rows(start + picked))
+                for first, n, fixed, left in self.search_selection(again, picked.size, k, pacer, "exact", bound):
+                    if (left >= 0).any():
+                        raise RuntimeError(f"{self.name}: an exact search again reported a query")  # (a bug)
                     entries = fixed.read(0, n * k * entry * 4).view(np.uint32).reshape(n, k, entry)
-                    for row, answer in zip(failed[first:first + n], entries):
+                    for row, answer in zip(picked[first:first + n], entries):
                         buffer.write(answer, int(row) * k * entry * 4)
             found.append((start, size, buffer))
         return found
@@ -350,16 +355,19 @@ class Shard:
     # -- the selection path ----------------------------------------------------------------
     def search_selection(self, queries: _Queries, count: int, k: int, pacer: Pacer, mode=None, bound=None):
         """The k nearest by the selection path (any k; k = 0 with `bound`: every row within the
-        bound key, range search). Returns [(first, size, answer buffer, status or lims)]:
-        status: per query 0, or 1 where its sampled bound failed (its regions overflowed, or hold
-        fewer than k rows: search it again "exact"); for a range search the lims (size + 1
-        entries) instead."""
+        bound key, range search; mode "exact" with `bound`, one bound key per query: the k
+        nearest within it, which holds k rows). Returns [(first, size, answer buffer, retry or
+        lims)]: retry, per query (int64), -1 where it is answered, else the bound to search it
+        again "exact" with: where its sampled bound held k rows but its regions overflowed,
+        that bound; where the bound held fewer, ALL (none: every row's histogram). For a range
+        search the lims (size + 1 entries) instead."""
         plan = selections.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
-                                       self.metric, "range" if bound is not None else mode,
+                                       self.metric, "range" if bound is not None and k == 0 else mode,
                                        planned_budget(self.device))
         found = []
         for start, size in plan.batches():
-            found.append(self._selection_batch(plan, queries, start, size, pacer, bound))
+            part = bound if bound is None or np.isscalar(bound) else bound[start:start + size]
+            found.append(self._selection_batch(plan, queries, start, size, pacer, part))
         return found
 
     def _selection_batch(self, plan, queries: _Queries, start: int, size: int, pacer: Pacer, bound):
@@ -371,7 +379,7 @@ class Shard:
         aux = device.upload(initial)
         buffers = list(self._piece_buffers())
         fields = dict(plan.fields(size), aux_offset=aux.arena_offset // 4, query_offset=queries.at(start))
-        if plan.sampled:
+        if plan.sampled and bound is None:
             self._histogram(plan, buffers, queries, size, aux, fields, pacer)
         if plan.counted:
             return self._counted_batch(plan, buffers, queries, start, size, aux, fields, pacer)
@@ -380,8 +388,20 @@ class Shard:
         out = device.allocate(size * k * entry * 4, zero_fill=False)
         scratch = device.allocate(2 * size * k * entry * 4, zero_fill=False)
         self._select(plan, aux, candidates, scratch, out, size, fields, size * plan.tiles_total * plan.capacity, pacer)
-        status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32).copy()
-        return start, size, out, status
+        return start, size, out, self._retry(plan, aux, size)
+
+    @staticmethod
+    def _retry(plan, aux, size: int) -> np.ndarray:
+        """Per query of a batch: -1 (answered), its bound (status 1: the regions overflowed, the
+        bound holds k rows) or ALL (status 2: fewer than k rows within the bound)."""
+        at = plan.layout(size)
+        status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32)
+        retry = np.full(size, -1, np.int64)
+        if status.any():  # (the bounds read back only then)
+            bounds = aux.read(at["bounds_at"] * 4, size * 4).view(np.uint32)
+            retry[status == 1] = bounds[status == 1]
+            retry[status == 2] = programs.ALL
+        return retry
 
     def _counted_batch(self, plan, buffers, queries, start, size, aux, fields, pacer):
         """A batch whose rows within the bound are counted per (query, tile) region first (one
@@ -419,8 +439,7 @@ class Shard:
             first = last
         if k == 0:
             return start, size, out, lims.astype(np.uint32)
-        status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32).copy()
-        return start, size, out, status
+        return start, size, out, self._retry(plan, aux, size)
 
     def _db_offset(self, piece: _Piece, memory) -> int:
         """The word offset (in its arena) of a piece's first code, `memory` its buffer now."""
