@@ -394,11 +394,10 @@ class Shard:
     def _retry(plan, aux, size: int) -> np.ndarray:
         """Per query of a batch: -1 (answered), its bound (status 1: the regions overflowed, the
         bound holds k rows) or ALL (status 2: fewer than k rows within the bound)."""
-        at = plan.layout(size)
-        status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32)
+        status = aux.read(plan.layout(size)["status_at"] * 4, size * 4).view(np.uint32)
         retry = np.full(size, -1, np.int64)
         if status.any():  # (the bounds read back only then)
-            bounds = aux.read(at["bounds_at"] * 4, size * 4).view(np.uint32)
+            bounds = aux.read(plan.layout(size)["bounds_at"] * 4, size * 4).view(np.uint32)
             retry[status == 1] = bounds[status == 1]
             retry[status == 2] = programs.ALL
         return retry
@@ -412,10 +411,8 @@ class Shard:
         at = plan.layout(size)
         self._gather(plan, buffers, queries, size, aux, None, fields, pacer)
         counts = aux.read(at["counts_at"] * 4, size * tiles_total * 4).view(np.uint32).astype(np.int64)
-        per_query = counts.reshape(size, tiles_total).sum(axis=1)
-        ends = np.cumsum(per_query)
-        lims = np.zeros(size + 1, np.int64)
-        lims[1:] = ends
+        lims = np.concatenate([[0], np.cumsum(counts.reshape(size, tiles_total).sum(axis=1))])
+        ends = lims[1:]
         # Region offsets (entries) wrap at 2^32 as the kernels' uint arithmetic does: a group's
         # word offsets, made relative to its first entry, come out right.
         offsets = np.zeros(size * tiles_total + 1, np.int64)
@@ -456,8 +453,8 @@ class Shard:
         self._launch(program, [aux], selections.push_words(fields), [aux], [aux])
 
     def _gather(self, plan, buffers, queries, size, aux, candidates, fields, pacer, span=None, out_offset=None):
-        """SEARCH_GATHER over the batch's queries `span` (None: all) into `candidates` at word
-        `out_offset` (None: the buffer's start); candidates None: the regions' counts alone."""
+        """SEARCH_GATHER of the batch's queries `span` (None: all) to word `out_offset` (None: the
+        start) of `candidates` (None: the regions' counts alone)."""
         program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
         out = candidates if candidates is not None else aux  # (counts alone: nothing is written there)
         at = out.arena_offset // 4 if out_offset is None else out_offset
@@ -471,8 +468,7 @@ class Shard:
 
     def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer, span=None,
                 cand_offset=None) -> None:
-        """SEARCH_SELECT over the batch's queries `span` (None: all), candidates at word
-        `cand_offset` (None: the buffer's start)."""
+        """SEARCH_SELECT of the batch's queries `span` (None: all), candidates at `cand_offset`."""
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
         offsets = dict(aux_offset=aux.arena_offset // 4,
                        cand_offset=candidates.arena_offset // 4 if cand_offset is None else cand_offset,
