@@ -368,7 +368,9 @@ class Shard:
         for start, size in plan.batches():
             part = bound if bound is None or np.isscalar(bound) else bound[start:start + size]
             found.append(self._selection_batch(plan, queries, start, size, pacer, part))
-        return found
+        # (Statuses read once every batch is queued: the device never waits for the host between.)
+        return [(start, size, out, self._retry(plan, aux, size) if plan.k else lims)
+                for start, size, out, (aux, lims) in found]
 
     def _selection_batch(self, plan, queries: _Queries, start: int, size: int, pacer: Pacer, bound):
         device, entry, k = self.device, plan.entry, plan.k
@@ -388,7 +390,7 @@ class Shard:
         out = device.allocate(size * k * entry * 4, zero_fill=False)
         scratch = device.allocate(2 * size * k * entry * 4, zero_fill=False)
         self._select(plan, aux, candidates, scratch, out, size, fields, size * plan.tiles_total * plan.capacity, pacer)
-        return start, size, out, self._retry(plan, aux, size)
+        return start, size, out, (aux, None)
 
     @staticmethod
     def _retry(plan, aux, size: int) -> np.ndarray:
@@ -420,7 +422,7 @@ class Shard:
         aux.write(np.concatenate([offsets, lims]).astype(np.uint64).astype(np.uint32), at["regions_at"] * 4)
         total = int(lims[-1])
         if k == 0 and total == 0:
-            return start, size, None, lims.astype(np.uint32)
+            return start, size, None, (aux, lims.astype(np.uint32))
         out = device.allocate(max(4, (total if k == 0 else size * k) * entry * 4), zero_fill=False)
         scratch = device.allocate(max(4, 2 * (total if k == 0 else size * k) * entry * 4), zero_fill=False)
         limit = max(1, programs.partial_bytes(device) // (entry * 4))
@@ -434,9 +436,7 @@ class Shard:
                 self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer, (first, last), shifted)
                 self._select(plan, aux, candidates, scratch, out, size, fields, n, pacer, (first, last), shifted)
             first = last
-        if k == 0:
-            return start, size, out, lims.astype(np.uint32)
-        return start, size, out, self._retry(plan, aux, size)
+        return start, size, out, (aux, lims.astype(np.uint32))
 
     def _db_offset(self, piece: _Piece, memory) -> int:
         """The word offset (in its arena) of a piece's first code, `memory` its buffer now."""
