@@ -28,7 +28,7 @@ SAMPLE_FACTOR, MAX_STRIDE = 4, 32
 #: exactly k rows gets on average. In rows in random order (or any order sampled evenly by a
 #: systematic sample) a bin's sample count is binomial (~Poisson) with mean N / stride, so the
 #: bound holds fewer than k rows only when a count exceeds its mean by BOUND_SIGMAS standard
-#: deviations (2 slack for the heavier Poisson tail at small mu): about 1e-5 per query, and then
+#: deviations (2 slack for the heavier Poisson tail at small mu): 1e-5 per query or less, and then
 #: the selection reports the query (too few candidates) and it is searched again exactly. The
 #: candidates it lets through: k + BOUND_SIGMAS * sqrt(k * stride) + stride * BOUND_SLACK, and
 #: the bound's ties (the rest of its bin). The k-th key of the sample instead (reach = k) would
@@ -49,7 +49,8 @@ class SelectionPlan:
 
     mode: "sampled" (a histogram of every `stride`-th row bounds the k-th key, its running sum
     reaching `reach`; regions of `capacity` entries; a query whose regions overflowed or hold
-    fewer than k rows is reported in its status, to be searched again "exact"), "exact" (the
+    fewer than k rows is reported in its status, to be searched again "exact", within its bound
+    where that held k rows), "exact" (the
     histogram of every row bounds the k-th key surely; the rows within counted per region
     first, regions at the offsets they give: it never fails), "full" (every row a candidate;
     regions of a tile's rows) or "range" (regions at offsets counted first, under a bound the
@@ -200,10 +201,10 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     """The plan of a selection-path search (see `SelectionPlan`), for submits of `budget`
     row-words (`tile_rows`; None: a dispatch per piece); mode None picks "sampled" where a
     sample fits (see SAMPLE_FACTOR), else "full" (every row a candidate: no more than
-    SAMPLE_FACTOR * 2 times the k the answer holds), and "exact"
-    where one query's regions of either would exceed a buffer. "exact" is also for queries a
-    sampled search reported, "full" for a caller that cannot search a query again."""
-    rows_of = [r for _, r in pieces]
+    SAMPLE_FACTOR * 2 times the k the answer holds), and "exact" where one query's regions of
+    either would exceed a buffer. "exact" is also for the queries a sampled search reported,
+    "full" for a caller that cannot search a query again (a compiled graph)."""
+    rows_of = [rows for _, rows in pieces]
     rows = sum(rows_of)
     per_tile = tile_rows(device, rows_of, words, max(k, kernels.HAMMING_REGISTER_K + 1), count, budget)
     partial = partial_bytes(device) // 4  # words
