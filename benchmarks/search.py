@@ -5,7 +5,7 @@ queries up and results down inside the timing, databases resident. Every answer 
 against numpy's exact one before it is timed.
 
     python benchmarks/search.py [--quick] [--out FOLDER] [--sections k,hamming,tanimoto,shards]
-                                [--ks 10,33,100] [--breakdown]
+                                [--ks 10,33,100] [--breakdown] [--register-k 32]
 
 Sections (each well under two minutes on an H100/H200):
 - k: 1M x 256-bit codes, 1,024 queries, k from 1 to 16,384 (and k = n on 20,000 rows x 64
@@ -22,7 +22,8 @@ a few milliseconds timed cold reads 2-3x slow).
 --quick: small sizes for a CPU driver (lavapipe). --ks: the k section's k (k = 10 always, the
 rate the others are a share of). --breakdown: in the k section, each kernel's GPU time in one
 search (every dispatch it queued, run again alone: `Device.time_dispatches`), summed per kernel.
-Writes FOLDER/search.json.
+--register-k N: the register path's largest k for this run (0: every k by the selection path; to
+compare the two at k <= 32). Writes FOLDER/search.json.
 """
 import argparse
 import json
@@ -32,6 +33,7 @@ import time
 import numpy as np
 
 import dmlgpu
+from dmlgpu.kernels import variants as kernels
 
 from common import wall
 
@@ -328,7 +330,10 @@ def main():
     parser.add_argument("--sections", default="k,hamming,tanimoto,shards")
     parser.add_argument("--ks", default="1,10,32,33,100,1024,4096,16384", help="the k section's k (comma-separated)")
     parser.add_argument("--breakdown", action="store_true", help="the k section: GPU time per kernel of each search")
+    parser.add_argument("--register-k", type=int, default=kernels.HAMMING_REGISTER_K,
+                        help="the register path's largest k (0: the selection path for every k)")
     args = parser.parse_args()
+    kernels.HAMMING_REGISTER_K = args.register_k
     device = dmlgpu.default_device()
     print(f"{device.name} ({device.type}); faiss {getattr(faiss, '__version__', None)}, cupy "
           f"{getattr(cupy, '__version__', None)}, usearch {usearch_index is not None}, rdkit {DataStructs is not None}",
@@ -336,7 +341,7 @@ def main():
     ks = tuple(int(k) for k in args.ks.split(","))
     sections = {"k": lambda quick: k_section(quick, ks, args.breakdown), "hamming": hamming_section,
                 "tanimoto": tanimoto_section, "shards": shards_section}
-    results = {"device": device.name, "quick": args.quick}
+    results = {"device": device.name, "quick": args.quick, "register_k": args.register_k}
     for name in args.sections.split(","):
         start = time.perf_counter()
         results[name] = sections[name](args.quick)
