@@ -40,6 +40,10 @@ BOUND_SIGMAS, BOUND_SLACK = 5, 2
 #: are no more than those below it), plus REGION_SLACK (the largest of many Poisson counts with a
 #: small mean). With the expected share alone, 2 of 70 queries at k = 33 (reach 9) overflowed.
 REGION_SLACK = 16
+#: Regions may take up to 1 / SPARE_SHARE of a batch's largest buffer beyond that, up to a tile's
+#: rows: free (only the rows within a bound are written), and rows clustered in a tile (a query's
+#: near rows added together) then stay in the first pass when the queries are few.
+SPARE_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -224,7 +228,8 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
         stride = max(2, stride)
         sample, reach = _sample(rows_of, stride), _reach(k, rows_of, stride)
         high = (reach + BOUND_SIGMAS * math.sqrt(reach) + BOUND_SLACK) * rows / sample
-        capacity = 2 * math.ceil(high / total) + REGION_SLACK
+        spare = partial // SPARE_SHARE // (min(count, 32768) * total * entry)
+        capacity = max(2 * math.ceil(high / total) + REGION_SLACK, min(per_tile, spare))
     elif mode == "full":
         capacity = per_tile
     if chosen is None and total * capacity * entry > partial - 2:

@@ -75,8 +75,14 @@ def test_every_k_with_ties(device, rng, searches, k):
         assert plan_for(index, k, 70).mode == ("sampled" if k <= 375 else "full")
 
 
+@pytest.fixture
+def no_spare(monkeypatch):
+    """Regions of the capacity the bound needs, none spare (which few queries would get)."""
+    monkeypatch.setattr(selection_plans, "SPARE_SHARE", 1 << 40)
+
+
 @pytest.mark.parametrize("k", [33, 100, 700])
-def test_random_rows_are_never_searched_again(rng, searches, k):
+def test_random_rows_are_never_searched_again(rng, searches, no_spare, k):
     """Random codes in random order: the tight bound holds k rows, and its candidates fit the
     regions sized for them (a bound as loose as the sample's own k-th key would let ~stride x k
     rows through and overflow them), so no query is searched again."""
@@ -115,7 +121,7 @@ def _near(rng, query, count, flips):
                                          ("all equal", ("exact within",)),
                                          ("near rows only where the sample looks", ("exact",)),
                                          ("near rows only where it does not", ())])
-def test_rows_that_mislead_the_sample(device, rng, searches, case, again):
+def test_rows_that_mislead_the_sample(device, rng, searches, no_spare, case, again):
     """Databases built against the sample or the regions: rows sorted (a systematic sample still
     sees them in proportion), a query's near rows all in one tile (its region overflows),
     each row repeated 40 times in a run, every row equal (every row ties), near rows only at
@@ -156,7 +162,7 @@ def test_rows_that_mislead_the_sample(device, rng, searches, case, again):
         assert redone == 6
 
 
-def test_exact_search_in_groups_of_queries(monkeypatch, device, rng, searches):
+def test_exact_search_in_groups_of_queries(monkeypatch, device, rng, searches, no_spare):
     """The exact search again of many queries whose candidates do not fit one buffer: queries
     in groups (one alone where its candidates alone are more), regions at offsets counted
     first, the answers of every group in one buffer."""
@@ -177,6 +183,18 @@ def test_exact_search_in_groups_of_queries(monkeypatch, device, rng, searches):
     groups = [span for mode, span in selects if mode == "exact"]
     assert any(mode.startswith("exact") for mode, _ in searches[1:]) and len(groups) >= 2
     check(index, database, queries, 300)
+
+
+def test_clustered_rows_fit_spare_regions(rng, searches):
+    """A few queries whose near rows were added together (one run of rows each): the regions'
+    spare room (the queries being few) holds them in the first pass: no query searched again."""
+    database = rng.integers(0, 256, size=(4000, 32), dtype=np.uint8)
+    queries = rng.integers(0, 256, size=(6, 32), dtype=np.uint8)
+    for q in range(6):
+        database[600 * q:600 * q + 200] = _near(rng, queries[q], 200, 20)
+    index = dmlgpu.HammingIndex(database)
+    check(index, database, queries, 100)
+    assert searches == [(None, 6)]
 
 
 def test_tanimoto_misled_sample_searched_again(rng, searches):
