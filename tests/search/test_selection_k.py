@@ -220,3 +220,32 @@ def test_tanimoto_misled_sample_searched_again(rng, searches):
         assert list(ids[q]) == order
         assert np.array_equal(similarities[q], np.array([float(exact[r]) for r in order], np.float32))
     assert ("exact", 1) in searches
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_pieces_and_streamed_rows_searched_again(monkeypatch, device, rng, searches, no_spare, stream):
+    """A database in pieces of 300 rows (uploaded for each search where streamed): a sample per
+    piece, regions across pieces; queries searched again both ways (regions overflowed: the
+    bound kept; the bound held too few: every row's histogram). No buffer is left behind."""
+    monkeypatch.setattr(shards, "PIECE_BYTES", 300 * 32)
+    database = rng.integers(0, 256, size=(4000, 32), dtype=np.uint8)
+    queries = rng.integers(0, 256, size=(4, 32), dtype=np.uint8)
+    database[1000:1400] = _near(rng, queries[0], 400, 20)  # one run: regions overflow
+    database[3000:3400] = database[3000]  # 400 equal rows
+    queries[1] = database[3000]
+    index = dmlgpu.HammingIndex(database, stream=stream)
+    assert index.pieces > 10 and index.streamed == stream
+    plan = plan_for(index, 100, 4)
+    assert plan.mode == "sampled"
+    sampled = np.concatenate([np.arange(first, first + rows, plan.stride) for first, rows in plan.pieces])
+    free = sampled[(sampled < 1000) | ((sampled >= 1400) & (sampled < 3000)) | (sampled >= 3400)]
+    picked = rng.choice(free, 40, replace=False)
+    database[picked] = _near(rng, queries[2], 40, 20)  # only where the sample looks: too few
+    index = dmlgpu.HammingIndex(database, stream=stream)
+    check(index, database, queries[3:], 100)  # (a resident index keeps its ids on the device after)
+    searches.clear()
+    live = device.live_buffers
+    poison(device)
+    check(index, database, queries, 100)
+    assert {mode for mode, _ in searches[1:]} == {"exact", "exact within"}, searches
+    assert device.live_buffers == live
