@@ -221,7 +221,11 @@ class Module:
 #: HAMMING_PUSH_FIELDS is their push-constant block, in order. Larger k, range searches and
 #: Tanimoto take the selection kernels (SEARCH_KERNELS, shaders/search.comp).
 HAMMING_REGISTER_SCAN, HAMMING_REGISTER_MERGE = "hamming-register-scan", "hamming-register-merge"
-HAMMING_REGISTER_K = 32
+#: The register path serves k up to 20: past it the sampled selection is faster (an H200, 1M x
+#: 256-bit, 1,024 queries: register 254-275 / 209 G distances/s at k = 24 / 32, selection
+#: 275-292 / 269-277; at k = 16 and below the register path leads; lavapipe: the selection is as
+#: fast or faster at every k from 10; benchmarks/NOTES.md, session 8).
+HAMMING_REGISTER_K = 20
 HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
                        "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries", "tile_base", "tiles",
                        "query_base", "query_end", "in_at", "out_at", "bound_at")

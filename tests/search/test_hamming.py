@@ -1,6 +1,6 @@
 """dmlgpu.hamming_knn / HammingIndex's search on one device: exactly numpy's answer (np.bitwise_count
 summed over a code, stable argsort: ties by lower row) for every word type, every k from 1 to n on
-both paths (the register path up to k = 32, the selection path beyond), databases with many ties,
+both paths (the register path up to k = kernels.HAMMING_REGISTER_K, the selection path beyond), databases with many ties,
 databases split in pieces and queries in batches, Tensors, and ValidationError before any work.
 The index as a product (ids, add/remove, Tanimoto, range search, files, sharding) is in
 tests/search/test_search_index.py."""

@@ -1,8 +1,8 @@
-"""Search past the register path (k > 32) by the sampled selection: a histogram of every
+"""Search past the register path (k > kernels.HAMMING_REGISTER_K) by the sampled selection: a histogram of every
 stride-th row bounds each query's k-th key tightly, one gather keeps the rows within, a
 selection per query answers; a query whose regions overflow or hold fewer than k rows is
 searched again "exact" (every row's histogram, rows counted before they are gathered). Every k
-from 32 to n is numpy's answer (ties by lower row) on databases with many ties; databases built
+from the register path's edge to n is numpy's answer (ties by lower row) on databases with many ties; databases built
 to mislead the sample (sorted, clustered, duplicated, all-equal rows, near rows only where the
 sample looks) are answered exactly, and those that must are searched again; memory handed back
 poisoned shows any entry left unwritten. Small sizes: a CPU driver runs these."""
@@ -14,7 +14,7 @@ import pytest
 
 import dmlgpu
 from conftest import POISON
-from dmlgpu.kernels import search_programs, selection_plans
+from dmlgpu.kernels import search_programs, selection_plans, variants as kernels
 from dmlgpu.search import shard as shards
 
 
@@ -70,7 +70,7 @@ def test_every_k_with_ties(device, rng, searches, k):
     index = dmlgpu.HammingIndex(database)
     poison(device)
     check(index, database, queries, k)
-    if k > 32:
+    if k > kernels.HAMMING_REGISTER_K:
         assert searches[0] == (None, 70)
         assert plan_for(index, k, 70).mode == ("sampled" if k <= 375 else "full")
 
