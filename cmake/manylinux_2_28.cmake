@@ -1,7 +1,8 @@
 # The manylinux preset's toolchain: zig's clang (PyPI's ziglang) compiling for x86_64-linux-gnu.2.28,
-# so that the extension modules need glibc 2.28 or newer and nothing else of the system (zig links
-# its libc++ and libunwind in statically). zig ships the glibc 2.28 headers and link stubs itself:
-# no sysroot to download, and the build host's glibc (2.36 on Debian 12) never leaks in.
+# so that the extension modules need glibc 2.28 or newer and its libgcc_s.so.1 (the unwinder, below)
+# and nothing else of the system (zig links its libc++ in statically). zig ships the glibc 2.28
+# headers and link stubs itself: no sysroot to download, and the build host's glibc (2.36 on
+# Debian 12) never leaks in.
 # glslang and fmt come from DMLGPU_MANYLINUX_PREFIX, built for the same target by
 # tools/build_wheel.sh, with a copy of the Vulkan headers (headers only: the loader is opened at
 # run time, dmlgpu/runtime/vulkan_loader.py).
@@ -49,6 +50,21 @@ set(CMAKE_C_COMPILER ${DMLGPU_ZIG_WRAPPERS}/cc)
 set(CMAKE_CXX_COMPILER ${DMLGPU_ZIG_WRAPPERS}/c++)
 set(CMAKE_AR ${DMLGPU_ZIG_WRAPPERS}/ar CACHE FILEPATH "" FORCE)
 set(CMAKE_RANLIB ${DMLGPU_ZIG_WRAPPERS}/ranlib CACHE FILEPATH "" FORCE)
+
+# The unwinder: the system's libgcc_s.so.1, not the LLVM libunwind that zig links in with libc++.
+# glibc ends a thread (pthread_exit: CPython's end of a daemon thread that takes the GIL back while
+# the interpreter finalizes) with a forced unwind run by libgcc_s, which calls each frame's
+# personality routine; the one in zig's libc++abi, bound to a libunwind of its own inside the
+# module, would read libgcc_s's unwind context as libunwind's and jump through garbage (SIGSEGV at
+# exit where a daemon thread was in a native copy). With libgcc_s.so.1 linked first, every _Unwind_
+# function binds to it (the linker then takes nothing from zig's libunwind): one unwinder in the
+# process, as with the system's compilers. glibc itself loads libgcc_s.so.1 for pthread_exit, and
+# every manylinux policy allows it.
+find_file(DMLGPU_UNWINDER libgcc_s.so.1 PATHS /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/lib64 /lib64
+          /usr/lib /lib NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH)
+if(NOT DMLGPU_UNWINDER)
+  message(FATAL_ERROR "dmlgpu's manylinux build needs the system's libgcc_s.so.1 (installed with glibc's compiler runtime: libgcc-s1, libgcc)")
+endif()
 
 if(DMLGPU_MANYLINUX_PREFIX)
   list(PREPEND CMAKE_PREFIX_PATH ${DMLGPU_MANYLINUX_PREFIX})
