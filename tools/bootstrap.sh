@@ -10,7 +10,7 @@
 # Every step is skipped when its result is already there, so a second run starts the job within
 # seconds. Steps: system packages (installed with apt on Debian and Ubuntu; elsewhere named, for
 # you to install, before anything is changed) -> .venv with the build and test requirements and
-# zig (PyPI's ziglang) -> glslang and fmt built for glibc 2.28 (tools/manylinux_deps.sh, once) ->
+# zig (PyPI's ziglang) -> glslang and fmt built for glibc 2.28 (tools/manylinux_deps.sh, once per user) ->
 # dmlgpu installed editable into .venv: pip runs scikit-build-core, which builds CMake's manylinux
 # preset (the SPIR-V; dmlgpu.runtime._kompute from the kp sdist with third_party/kompute/patches,
 # _glsl and _host_copy, compiled by zig for glibc 2.28) in build/manylinux-<wheel tag> and
@@ -31,7 +31,7 @@ shift || true
 
 # shellcheck source=tools/versions.sh
 source "$root/tools/versions.sh"
-say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+say() { printf '\033[1m[bootstrap %ss]\033[0m %s\n' "$SECONDS" "$*"; }  # seconds since it started
 stamp() { printf '%s' "$*" | sha256sum | cut -c1-16; }
 pip_quiet=(-q --disable-pip-version-check)
 
@@ -158,13 +158,22 @@ if [ -e .venv/.kp ]; then
   rm -f .venv/.kp
 fi
 
-# 3. glslang and fmt for glibc 2.28 (built once into .cache/manylinux; minutes the first time), then
-#    dmlgpu, editable, with its build tree in build/manylinux-<wheel tag> and zig's cache in
-#    .cache/zig. Python sources are read from the tree and a changed shader, patch or table
-#    rebuilds at the next import (the table's typed front end, dmlgpu/front/functions.py and
-#    tensor_operators.py, is written by CMake's configure step: a clone has it after this step),
-#    so this only reruns when the packaging itself changed.
-export ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-$root/.cache/zig}
+# 3. glslang and fmt for glibc 2.28 (minutes, once: tools/manylinux_deps.sh), then dmlgpu, editable,
+#    with its build tree in build/manylinux-<wheel tag>. Python sources are read from the tree and
+#    a changed shader, patch or table rebuilds at the next import (the table's typed front end,
+#    dmlgpu/front/functions.py and tensor_operators.py, is written by CMake's configure step: a
+#    clone has it after this step), so this only reruns when the packaging itself changed.
+#    glslang and fmt's prefix and zig's cache (its libc++ for the target: minutes to build) are
+#    each named by what they are made from, so they are kept per user, not per clone, in
+#    ${XDG_CACHE_HOME:-~/.cache}/dmlgpu-build: a second clone or branch builds neither again.
+#    That folder is used only while private (0700, the user's own, not a link); else .cache here.
+#    Compilers run one job per core (CMAKE_BUILD_PARALLEL_LEVEL), not ninja's cores + 2.
+private_dir() { [ ! -L "$1" ] && mkdir -p -m 700 "$1" 2>/dev/null && [ -O "$1" ] && [ "$(stat -c %a "$1")" = 700 ]; }
+build_cache=${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/dmlgpu-build
+private_dir "$build_cache" || build_cache=$root/.cache
+export DMLGPU_BUILD_CACHE=$build_cache
+export ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-$build_cache/zig}
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 deps=$(tools/manylinux_deps.sh "$py")
 # Builds without isolation, in a build tree that persists (the editable install rebuilds there,
 # and the wheel is packed from it): the manylinux preset, zig's compilers, glslang and fmt above.

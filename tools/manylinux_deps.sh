@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # glslang and fmt for the manylinux preset, compiled by zig for glibc 2.28 (cmake/manylinux_2_28.cmake),
-# with a copy of the Vulkan headers, into one prefix under .cache/manylinux; prints the prefix.
+# with a copy of the Vulkan headers, into one prefix under $DMLGPU_BUILD_CACHE/manylinux (bootstrap.sh
+# names a folder per user; .cache in the clone without it); prints the prefix.
 #
 #   tools/manylinux_deps.sh PYTHON     # PYTHON: the interpreter whose environment has ziglang
 #
@@ -15,8 +16,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/tools/versions.sh"
 python=${1:?usage: tools/manylinux_deps.sh PYTHON}
 say() { printf '\033[1m[manylinux deps]\033[0m %s\n' "$*" >&2; }
-cache=$root/.cache/manylinux
-export ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-$root/.cache/zig}
+cache=${DMLGPU_BUILD_CACHE:-$root/.cache}/manylinux
+export ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-${DMLGPU_BUILD_CACHE:-$root/.cache}/zig}
 export ZIG_LOCAL_CACHE_DIR=$ZIG_GLOBAL_CACHE_DIR
 toolchain=$root/cmake/manylinux_2_28.cmake
 
@@ -30,6 +31,13 @@ target=$(grep -E '^set\(DMLGPU_ZIG_TARGET|target_flag " ' "$toolchain")
 key=$(printf '%s\n' "$zig_version" "$target" "${GLSLANG_SOURCE[*]}" "${FMT_SOURCE[*]}" "$vulkan_version" \
         "$(cat "$0")" | sha256sum | cut -c1-16)
 prefix=$cache/deps-$key
+if [ -f "$prefix/.complete" ]; then
+  echo "$prefix"; exit 0
+fi
+# One build per prefix: a second clone that asks meanwhile waits for it, then takes it.
+mkdir -p "$cache"
+exec 9>"$cache/.lock-$key"
+flock 9
 if [ -f "$prefix/.complete" ]; then
   echo "$prefix"; exit 0
 fi
