@@ -11,8 +11,12 @@
 // lane j + s for s = lanes/2, ..., 1). With one chunk the unit writes the output element; with
 // several each writes its state (SP_MODE's REDUCE_TO_STATES) and a second dispatch
 // (REDUCE_FROM_STATES) merges each output element's states the same way: lane j takes states
-// j, j + lanes, ... in order, then the tree. Nothing depends on timing: no atomics but the
-// stores of sub-word outputs.
+// j, j + lanes, ... in order, then the tree. With REDUCE_MERGE_LAST that merge runs in the same
+// dispatch: each workgroup, done, counts itself in a word after the states; the last one to
+// count merges every output element's states with the merge's own parameter words (push word
+// source_offset) and sets the count back to 0. The merge's order is the second dispatch's, so
+// the bits are the same; nothing depends on timing but which workgroup runs the merge (and the
+// stores of sub-word outputs, by atomics).
 #define PARAMS_BINDING 3
 #include "select.glsl"
 
@@ -23,9 +27,11 @@
 #include "reduce_acc.glsl"
 
 layout(std430, binding = 0) readonly buffer InVecs { uvec4 in_v[]; };
-layout(std430, binding = 2) buffer States { Acc states[]; };  // sp.aux_offset: its word offset
+layout(std430, binding = 2) coherent buffer States { Acc states[]; };  // sp.aux_offset: its word offset
+layout(std430, binding = 2) coherent buffer StateWords { uint state_w[]; };  // the same, as words (the count)
 
 shared Acc tree[SELECTION_WORKGROUP_SIZE];
+shared bool merges;  // REDUCE_MERGE_LAST: this workgroup counted last
 
 // Set on GPUs (dmlgpu/kernels/compiled_selection.py): float sums load four blocks at a time.
 layout(constant_id = 0) const bool WIDE_LOADS = false;
@@ -156,12 +162,11 @@ Acc lane_states(uint item, uint lane, uint lanes) {
     return acc;
 }
 
-void main() {
+// Every unit of the parameter words' that falls to workgroup `group` of `groups`.
+void reduce_units(uint group, uint groups) {
     uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), mode = param(SP_MODE);
     uint local = gl_LocalInvocationID.x, lane = local % lanes;
     uint per_group = SELECTION_WORKGROUP_SIZE / lanes, units = items * chunks;
-    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
     for (uint first = group * per_group; first < units; first += groups * per_group) {  // uniform per group
         uint unit = first + local / lanes, item = unit % items, chunk = unit / items;
         bool live = unit < units;
@@ -191,4 +196,21 @@ void main() {
         }
         barrier();
     }
+}
+
+void main() {
+    uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+    reduce_units(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x, groups);
+    if ((param(SP_MODE) & REDUCE_MERGE_LAST) == 0u) return;
+    uint count_at = sp.aux_offset + 8u * param(SP_ITEMS) * param(SP_CHUNKS);  // after the states
+    memoryBarrierBuffer();  // this workgroup's states, before it counts itself
+    barrier();
+    if (gl_LocalInvocationID.x == 0u)
+        merges = atomicAdd(state_w[count_at], 1u) == groups - 1u;
+    barrier();
+    if (!merges) return;
+    memoryBarrierBuffer();
+    params_base = sp.source_offset - sp.params_offset;  // the merge's parameter words: one workgroup's
+    reduce_units(0u, 1u);
+    if (gl_LocalInvocationID.x == 0u) state_w[count_at] = 0u;
 }

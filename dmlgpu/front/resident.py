@@ -88,17 +88,21 @@ class _Plan:
     checks only what a layout does not fix (each range inside its buffer, an output sharing an
     input's buffer only over the identical range, as when the plan was checked)."""
 
-    __slots__ = ("rebound", "scalars", "sizes", "make", "shape", "out_type", "out_offset", "out_strides")
+    __slots__ = ("rebound", "inputs", "out_size", "make", "shape", "out_type", "out_offset", "out_strides",
+                 "out_layout")
 
-    def __init__(self, rebound, scalars, sizes, make, shape, out_type, out_offset, out_strides):
-        self.rebound, self.scalars, self.sizes, self.make = rebound, scalars, sizes, make
+    def __init__(self, rebound, scalars, sizes, make, shape, out_type, out_offset, out_strides, out_layout):
+        self.rebound, self.make = rebound, make
+        self.inputs = tuple(zip(scalars, sizes))  # per input: (its scalar's buffer or None, bytes bound)
+        self.out_size = sizes[-1]
         self.shape, self.out_type, self.out_offset, self.out_strides = shape, out_type, out_offset, out_strides
+        self.out_layout = out_layout  # a new result's `View.layout` (None where `out` is given)
 
     def run(self, arrays, out):
         """The call over these operands (as given) and `out`: the result, or None where the
         general path must decide (a range past its buffer, a released buffer, an overlap)."""
         buffers, starts = [], []
-        for x, scalar, size in zip(arrays, self.scalars, self.sizes):
+        for x, (scalar, size) in zip(arrays, self.inputs):
             if scalar is None:
                 buffer = x.buffer
                 offset = x.offset
@@ -116,9 +120,9 @@ class _Plan:
             made = self.rebound(buffers, starts)
             if made is None:
                 return None
-            return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides)
+            return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides, self.out_layout)
         buffer, start = out.buffer, out.offset
-        if start + self.sizes[-1] > buffer.size_in_bytes:
+        if start + self.out_size > buffer.size_in_bytes:
             return None
         for x, s in zip(buffers, starts):
             if x is buffer and s != start:
@@ -273,7 +277,7 @@ def _remember_plan(compiled, ranges, call, given, tensors, out, given_out, make,
     scalars = [None if x is t else t.buffer for x, t in zip(given, tensors)]
     sizes = [r.end - r.start for r in ranges]
     _PLANS[key] = _Plan(compiled.rebound(ranges, fresh), scalars, sizes, make, out.shape, out.data_type,
-                        out.offset, out.strides)
+                        out.offset, out.strides, None if given_out else out.layout)
 
 
 def _apply_pieces(op, level, row, tensors, in_types, out, out_type, shape, make):

@@ -8,7 +8,8 @@ documents its words), so one pipeline per variant serves every shape and layout.
 REDUCE runs in a fixed order of operations (shaders/reduce.comp): each output element's walk is
 cut into chunks, each reduced by `lanes` lanes of a workgroup; with more than one chunk a first
 dispatch writes each chunk's state into a buffer the compiled operator keeps and a second merges
-them. `reduce_shape` picks lanes and chunks from the output and walk sizes and whether the device
+them, or, where that merge is one workgroup's work, the first dispatch's last workgroup to finish
+merges them in the same order (REDUCE_MERGE_LAST: one dispatch, no barrier between). `reduce_shape` picks lanes and chunks from the output and walk sizes and whether the device
 is a CPU, nothing else: one input gives the same bits on every run.
 """
 from __future__ import annotations
@@ -113,16 +114,18 @@ def _groups(units: int, lanes: int) -> tuple[int, int, int]:
 
 
 class Pass(NamedTuple):
-    """One dispatch: its parameter words, grid and mode (SELECT_MODES bits)."""
+    """One dispatch: its parameter words, grid and mode (SELECT_MODES bits); with
+    REDUCE_MERGE_LAST, `merge` is where in `words` the merge's own words start."""
 
     words: np.ndarray
     grid: tuple
     mode: int = 0
+    merge: int = 0
 
 
 class Passes(NamedTuple):
     """Dispatches ready to launch: their parameter words in one Buffer, and per pass (word
-    offset in it, grid, mode)."""
+    offset in it, grid, mode, the merge's word offset in it or 0)."""
 
     params: object
     passes: tuple
@@ -150,7 +153,7 @@ class CompiledSelection:
         self.items, self.walked = items, int(params[_HEADER["walked"]])
         if op.family == REDUCE_FAMILY:
             self.shape = reduce_shape(items, self.walked, device.is_cpu)
-            self._passes = self.upload(self.reduce_passes(self.shape))
+            self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True))
         else:
             self.shape = None
             self._passes = self.upload(self.top_k_passes())
@@ -159,9 +162,11 @@ class CompiledSelection:
 
     def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
                       count: int | None = None, to_states: bool = False, in_base: int = 0,
-                      out_base: int = 0) -> list:
+                      out_base: int = 0, merge_last: bool = False) -> list:
         """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
-        writing states and a second merging them. For a piece of a spanning call
+        writing states and a second merging them; `merge_last`: where the merge is one
+        workgroup's, the first's last workgroup merges (one dispatch: its state buffer needs
+        STATE_BYTES more, zeroed, for the count). For a piece of a spanning call
         (dmlgpu/api/selection_spans.py): `descs`/`attributes` describe the piece, `to_states`
         writes its chunks' states and stops, `index_base` is its first walked element's index,
         `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
@@ -177,8 +182,13 @@ class CompiledSelection:
                                     chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
         passes = [Pass(first, _groups(items * shape.chunks, shape.lanes), mode)]
         if shape.chunks > 1 and not to_states:
-            passes.append(self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
-                                            **bases))
+            combine = self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
+                                        **bases)
+            if merge_last and combine.grid == (1, 1, 1):
+                first[_HEADER["mode"]] |= kernels.SELECT_MODES["REDUCE_MERGE_LAST"]
+                return [Pass(np.concatenate([first, combine.words]), passes[0].grid, int(first[_HEADER["mode"]]),
+                             first.size)]
+            passes.append(combine)
         return passes
 
     def combine_pass(self, states: int, lanes: int, *, descs=None, attributes=None, **header) -> Pass:
@@ -207,7 +217,8 @@ class CompiledSelection:
         """`passes`' parameter words in one new Buffer."""
         words = np.concatenate([p.words for p in passes])
         offsets = np.cumsum([0] + [p.words.size for p in passes[:-1]]).tolist()
-        return Passes(self.device.upload(words), tuple((o, p.grid, p.mode) for o, p in zip(offsets, passes)))
+        return Passes(self.device.upload(words),
+                      tuple((o, p.grid, p.mode, o + p.merge if p.merge else 0) for o, p in zip(offsets, passes)))
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -218,10 +229,12 @@ class CompiledSelection:
 
     @property
     def state_bytes(self) -> int:
-        """Bytes of the states REDUCE's first dispatch writes (0: one dispatch)."""
+        """Bytes of the states REDUCE's first dispatch writes (0: one dispatch), and of the count
+        after them where its last workgroup merges."""
         if self.shape is None or self.shape.chunks == 1:
             return 0
-        return self.items * self.shape.chunks * STATE_BYTES
+        merge_last = any(merge for *_, merge in self._passes.passes)
+        return (self.items * self.shape.chunks + merge_last) * STATE_BYTES
 
     def check(self, inputs, outputs):
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
@@ -246,9 +259,9 @@ class CompiledSelection:
         inputs, outputs = ranges[:len(self.op.inputs)], ranges[len(self.op.inputs):]
         words = [(r.buffer.arena_offset + r.start) // 4 for r in ranges]
         modes = kernels.SELECT_MODES
-        ends = [offset for offset, _, _ in passes.passes[1:]] + [params.size_in_bytes // 4]
+        ends = [offset for offset, *_ in passes.passes[1:]] + [params.size_in_bytes // 4]
         made = []
-        for (offset, grid, mode), end in zip(passes.passes, ends):
+        for (offset, grid, mode, merge), end in zip(passes.passes, ends):
             reads = [(params, 4 * offset, 4 * end)]
             if self.op.family == REDUCE_FAMILY:
                 if mode & (modes["REDUCE_TO_STATES"] | modes["REDUCE_FROM_STATES"]):
@@ -258,9 +271,11 @@ class CompiledSelection:
                     reads.append((aux, 0, aux.size_in_bytes))
                 else:
                     reads += [(r.buffer, r.start, r.end) for r in inputs]
-                writes = [(aux, 0, aux.size_in_bytes)] if mode & modes["REDUCE_TO_STATES"] else \
-                    [(r.buffer, r.start, r.end) for r in outputs]
-                push = [words[0], words[1], (aux.arena_offset + state_offset) // 4, params.arena_offset // 4 + offset, 0]
+                writes = [(aux, 0, aux.size_in_bytes)] if mode & modes["REDUCE_TO_STATES"] else []
+                if not mode & modes["REDUCE_TO_STATES"] or mode & modes["REDUCE_MERGE_LAST"]:
+                    writes += [(r.buffer, r.start, r.end) for r in outputs]
+                push = [words[0], words[1], (aux.arena_offset + state_offset) // 4, params.arena_offset // 4 + offset,
+                        params.arena_offset // 4 + merge if merge else 0]
                 buffers = [ranges[0].buffer, ranges[1].buffer, aux, params]
             else:
                 source = candidates if candidates is not None else params  # (bound, not used)
@@ -276,7 +291,8 @@ class CompiledSelection:
 
     def _state_buffer(self):
         if self._states is None or self._states.released:
-            self._states = self.device.allocate(max(STATE_BYTES, self.state_bytes), zero_fill=False)
+            # (zeroed: the count of REDUCE_MERGE_LAST starts at 0, and its last workgroup resets it)
+            self._states = self.device.allocate(max(STATE_BYTES, self.state_bytes), zero_fill=True)
         return self._states
 
     def execute(self, inputs, outputs) -> None:

@@ -41,8 +41,9 @@ SELECTION_WORKGROUP_SIZE = 64
 SELECT_HEADER = ("items", "walked", "outer_dims", "walked_dims", "lanes", "chunk", "chunks", "mode",
                  "index_base", "count", "in_base", "out_base")
 #: Mode bits: REDUCE reads states (not elements), writes states (not the output); TOP_K1 reads
-#: its indices from binding 4.
-SELECT_MODES = {"REDUCE_FROM_STATES": 1, "REDUCE_TO_STATES": 2, "TOP_K_FROM_CANDIDATES": 4}
+#: its indices from binding 4; REDUCE's last workgroup to finish writing states merges them
+#: (shaders/reduce.comp).
+SELECT_MODES = {"REDUCE_FROM_STATES": 1, "REDUCE_TO_STATES": 2, "TOP_K_FROM_CANDIDATES": 4, "REDUCE_MERGE_LAST": 8}
 MAX_DIMS = 8
 WORKGROUP_SIZE = 256
 #: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.

@@ -180,13 +180,16 @@ class View:
     __slots__ = ("_buffer", "_shape", "_data_type", "_offset", "_strides", "_key", "_layout", "__weakref__")
 
     @classmethod
-    def from_fields(cls, buffer, shape: tuple, data_type, offset: int = 0, strides: tuple | None = None):
+    def from_fields(cls, buffer, shape: tuple, data_type, offset: int = 0, strides: tuple | None = None,
+                    layout: tuple | None = None):
         """A view from fields dmlgpu computed itself (a view of a valid one, a fresh result):
-        no checks, for hot paths."""
+        no checks, for hot paths. `layout`, where the caller knows it (a planned call's result:
+        the layout of its first result), is what `layout` would compute."""
         view = object.__new__(cls)
         view._buffer, view._shape, view._data_type, view._offset = buffer, shape, data_type, offset
         view._strides = packed_strides(shape) if strides is None else strides
-        view._key = view._layout = None
+        view._key = None
+        view._layout = layout
         return view
 
     @property

@@ -83,6 +83,9 @@ class Buffer:
     are queued behind that work (or wait for it, where the device's memory is mapped).
     """
 
+    # Slots: one is made and dropped per new result of a Tensor call (`u = ~u`).
+    __slots__ = ("device", "size_in_bytes", "serial", "_resources", "block", "last_use", "__weakref__")
+
     def __init__(self, device, resources, size_in_bytes: int, block):
         self.device = device
         self.size_in_bytes = size_in_bytes

@@ -225,9 +225,9 @@ class Rebound:
     constants but the bindings' offsets, and the size of each binding's range. A call names its
     buffers and the byte where each binding starts; the output may be a fresh buffer of `fresh`
     bytes, taken from the pool here. Under one hold of the device's lock it checks that every
-    buffer is live, finds the pipeline for their arenas (remembered per arena set), writes the
-    offsets into a copy of the push constants and queues the dispatch: no Launch is made and
-    nothing is checked again (the caller planned the layout once and checked it then).
+    buffer is live, finds what it queues for their blocks (remembered per block set: a loop of
+    temporaries cycles through a few), and queues the dispatch: no Launch is made and nothing is
+    checked again (the caller planned the layout once and checked it then).
 
     Args:
         template: the first call's Launch.
@@ -238,9 +238,13 @@ class Rebound:
         fresh: bytes of a new output buffer (the last binding), or None when the output is given.
     """
 
-    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines", "_recent")
+    __slots__ = ("device", "_resources", "_template", "_words", "_units", "_sizes", "_fresh", "_pipelines", "_made")
     #: Arena sets remembered (then forgotten all at once): a loop uses a few.
     ARENA_SETS = 64
+    #: Block sets remembered with what a call over them queues (then forgotten all at once):
+    #: `u = ~u` alternates two, `u = (u ^ k) >> 3` and `u = ~t ^ u` cycle through three per
+    #: operator; results kept alive take a new block every call, and a new entry.
+    BLOCK_SETS = 16
 
     def __init__(self, device, resources, template, words, units, sizes, fresh):
         self.device = device
@@ -249,13 +253,17 @@ class Rebound:
         self._words, self._units, self._sizes = tuple(words), tuple(units), tuple(sizes)
         self._fresh = fresh
         self._pipelines: dict = {}
-        self._recent: tuple = ()  # the two latest calls' blocks and what they made
+        # (the blocks, each binding's start, the shift) -> (pipeline, push constants, read spans,
+        # written spans, replay key). A Block keeps its arena and offset for life, so the same
+        # Block objects (held here, which keeps their ids unique) give the same push constants
+        # and spans; a retired pipeline (its handle None) is looked up again.
+        self._made: dict = {}
 
     def __call__(self, buffers, starts, shift: int = 0):
         """Queue the dispatch over `buffers` (the output last; None there for a fresh one)
         from byte `starts` (`shift` elements more for a strided output); returns the output
         Buffer, or None, queuing nothing, if a buffer was released or belongs to another device."""
-        resources, template, device = self._resources, self._template, self.device
+        resources, device = self._resources, self.device
         threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
         lock = resources.lock
         lock.acquire()
@@ -263,8 +271,9 @@ class Rebound:
             if resources.closed:
                 resources.check_open()
             fresh = self._fresh
-            if fresh is not None:
-                block = resources.take(resources.memory, fresh, device_writes_first=True)
+            if fresh is not None:  # a block parked on this stream first: the dispatch writes it first
+                memory = resources.memory
+                block = memory.take_parked(fresh) or resources.take(memory, fresh)
                 buffers[-1] = Buffer(device, resources, fresh, block)
             blocks = []
             for buffer in buffers:
@@ -272,25 +281,22 @@ class Rebound:
                 if block is None or buffer.device is not device:
                     return None
                 blocks.append(block)
-            for entry in self._recent:  # the same blocks as a recent call (a loop): all made
-                if entry[0] == starts and entry[1] == shift and all(a is b for a, b in zip(entry[2], blocks)) \
-                        and entry[3].handle is not None:
-                    _, _, _, pipeline, push, reads, writes, key = entry
-                    break
-            else:
-                pipeline, push, reads, writes, key = self._prepare(blocks, starts, shift)
+            key = (*blocks, *starts, shift)
+            made = self._made.get(key)
+            if made is None or made[0].handle is None:
+                made = self._prepare(key, blocks, starts, shift)
             stream = resources.stream
             position = stream.position
-            stream.dispatch(pipeline, push, reads, writes, template.name, key)
+            stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4])
             for buffer in buffers:
                 buffer.last_use = position
             return buffers[-1]
         finally:
             lock.release()
 
-    def _prepare(self, blocks, starts, shift):
-        """Pipeline, push constants, read and write spans and replay key of a call over
-        `blocks` from `starts`, remembered as one of the two most recent."""
+    def _prepare(self, key, blocks, starts, shift):
+        """Pipeline, push constants, read and written spans and replay key of a call over
+        `blocks` from `starts`, remembered under `key`."""
         resources = self._resources
         arena_ids = tuple([block.arena.id for block in blocks])
         pipeline = self._pipelines.get(arena_ids)
@@ -306,12 +312,11 @@ class Rebound:
             spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
         if shift:
             push[self._words[-1]] += shift
-        key = replay_key(pipeline, push)
-        # A Block keeps its arena and offset for life, so the same Block objects (held here,
-        # which keeps their ids unique) give the same push constants and spans.
-        self._recent = ((list(starts), shift, tuple(blocks), pipeline, push, spans[:-1], spans[-1:], key),
-                        *self._recent[:1])
-        return pipeline, push, spans[:-1], spans[-1:], key
+        made = (pipeline, push, spans[:-1], spans[-1:], replay_key(pipeline, push))
+        if len(self._made) >= self.BLOCK_SETS:
+            self._made.clear()
+        self._made[key] = made
+        return made
 
     def _pipeline(self, arena_ids, blocks):
         """The pipeline of this program over these arenas (remembered per arena set)."""

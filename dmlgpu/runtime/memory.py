@@ -222,11 +222,17 @@ class MemoryPool:
         first, for memory whose first access is a device write queued on the stream that parked
         it: the stream orders that write after the block's queued uses (its barriers track
         reads and writes), so the block need not wait for the device. None if none fits."""
+        parked = self._parked
+        if not parked:
+            return None
         size = _round(nbytes)
         dedicated = size > self.arena_bytes // 2
         if dedicated:
             size = -(-nbytes // 16) * 16
-        parked = self._parked
+        block = parked[-1][1]
+        if block.size == size and not dedicated:  # a loop's: the block its last result parked
+            del parked[-1]
+            return block
         for i in range(len(parked) - 1, -1, -1):
             block = parked[i][1]
             if block.size == size or (dedicated and block.arena.dedicated and size <= block.size <= size + size // 4):

@@ -109,16 +109,22 @@ class Stream:
             self._transfers = False
             return
         self.order(reads, writes).dispatch(pipeline.handle, push)
-        self.queued(name)
+        self._names.append(name)  # `queued`, inline on this hot path
+        self._count += 1
+        if self._count >= BATCH_OPS:
+            self.flush()
 
     def order(self, reads, writes, transfer: bool = False):
         """Record a barrier first if these (arena id, start, end) accesses depend on earlier ones;
         returns the open command buffer. `transfer`: the coming command is a copy or fill, not
         a dispatch (barriers between dispatches alone need not wait for transfers)."""
         pending_w, pending_r = self._writes, self._reads
+        # (read-after-write first: a chain's next operation reads what the last one wrote)
         dependent = self._force_barrier or len(pending_w) + len(pending_r) > MAX_TRACKED or \
-            overlap(writes, pending_w) or overlap(writes, pending_r) or overlap(reads, pending_w)
-        commands = self._commands()
+            overlap(reads, pending_w) or overlap(writes, pending_w) or overlap(writes, pending_r)
+        commands = self._open
+        if commands is None:
+            commands = self._commands()
         if dependent:
             if transfer or self._transfers:
                 commands.barrier()

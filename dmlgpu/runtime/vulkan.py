@@ -8,6 +8,8 @@ and GPU waits that release the GIL.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError
@@ -171,7 +173,7 @@ class Commands:
     The recording methods are kp's own bound methods, so recording costs one call into C++.
     """
 
-    __slots__ = ("_sequence", "dispatch", "copy", "fill", "_barrier", "submit", "done",
+    __slots__ = ("_sequence", "dispatch", "copy", "fill", "_barrier", "compute_barrier", "submit", "done",
                  "_wait_for", "reset", "timestamps")
 
     def __init__(self, sequence):
@@ -180,6 +182,10 @@ class Commands:
         self.copy = sequence.record_copy  # (src.handle, dst.handle, src_offset, dst_offset, size)
         self.fill = sequence.record_fill  # (memory.handle, offset, size, value)
         self._barrier = sequence.record_barrier
+        # Earlier shader writes -> later shader access: all a chain of dispatches needs, and
+        # cheaper on GPUs than a barrier that also waits for transfers (one call into C++).
+        self.compute_barrier = functools.partial(sequence.record_barrier, SHADER_WRITE, SHADER_READ | SHADER_WRITE,
+                                                 COMPUTE_SHADER, COMPUTE_SHADER)
         self.submit = sequence.eval_async
         self.done = sequence.is_done
         self._wait_for = sequence.wait_for  # (timeout ns) -> whether it ended; GIL released
@@ -190,11 +196,6 @@ class Commands:
                 src_stages=DEVICE_STAGES, dst_stages=DEVICE_STAGES) -> None:
         """A global memory barrier (by default: earlier device writes -> later device access)."""
         self._barrier(src_access, dst_access, src_stages, dst_stages)
-
-    def compute_barrier(self) -> None:
-        """Earlier shader writes -> later shader access: all a chain of dispatches needs, and
-        cheaper on GPUs than a barrier that also waits for transfers."""
-        self._barrier(SHADER_WRITE, SHADER_READ | SHADER_WRITE, COMPUTE_SHADER, COMPUTE_SHADER)
 
     def host_barrier(self) -> None:
         """Device writes so far -> host reads after the fence."""

@@ -23,7 +23,9 @@ layout(std430, binding = INDEX_BINDING) buffer IndexWords { uint index_w[]; };
 #endif
 layout(std430, binding = PARAMS_BINDING) readonly buffer ParamWords { uint params_w[]; };
 
-uint param(uint i) { return params_w[sp.params_offset + i]; }
+// Where this invocation's parameter words start, from sp.params_offset (REDUCE_MERGE_LAST moves it).
+uint params_base = 0u;
+uint param(uint i) { return params_w[sp.params_offset + params_base + i]; }
 
 #if IN_BITS < 64
 // A lane's bits as (lo, hi): sign-extended for signed integers.

@@ -67,6 +67,47 @@ def test_tensor_argument_rules():
         t ^ Tensor.from_numpy(np.zeros(3, np.uint8), device=dmlgpu.Device(t.device.index, private=True))
 
 
+def test_a_new_tensor_of_a_seen_layout_plans_nothing(device, rng, monkeypatch):
+    """Calls on Tensors never seen before, of layouts seen before, are not planned again (no
+    operator compiled or looked up, no memo miss); a new layout is planned once; validation of a
+    planned layout still raises before anything is queued."""
+    x, y = testing.sample(DataType.UINT32, (1024,), rng), testing.sample(DataType.UINT32, (1024,), rng)
+
+    def chain(t, s, o):
+        u = ~t
+        u = u ^ s
+        u = (u ^ 0x5A5A5A5A) >> 3
+        u = ~t ^ u
+        dmlgpu.bit_not(o, out=o)
+        return u
+
+    def expected(t):
+        u = ((~t ^ y) ^ np.uint32(0x5A5A5A5A)) >> 3
+        return ~t ^ u
+
+    chain(Tensor.from_numpy(x), Tensor.from_numpy(y), Tensor.from_numpy(x))  # each layout planned here
+    planned = []
+    create = device.create_operator
+    monkeypatch.setattr(device, "create_operator", lambda *args, **kwargs: planned.append(args) or create(*args, **kwargs))
+    misses = dmlgpu.layout.memo.stats()["tensor_plans"]["misses"]
+    wide = Tensor.from_numpy(np.concatenate([y, y, y]))  # a view 4 KiB into another buffer: the same layout
+    for _ in range(3):
+        o = Tensor.from_numpy(x)
+        got = chain(Tensor.from_numpy(x), wide[1024:2048], o)
+        assert testing.same_bits(got.numpy(), expected(x)) and testing.same_bits(o.numpy(), ~x)
+        assert got.layout == Tensor(got.buffer, got.shape, got.data_type, got.offset, got.strides).layout
+    assert planned == [] and dmlgpu.layout.memo.stats()["tensor_plans"]["misses"] == misses
+    for data in (np.concatenate([y, y]), np.concatenate([x, x])):  # views 4 bytes into their 16-byte unit
+        assert testing.same_bits((~Tensor.from_numpy(data)[1:1025]).numpy(), ~data[1:1025])
+        assert len(planned) == 1  # a new layout: planned once
+    gone = Tensor.from_numpy(x)
+    gone.buffer.release()
+    with pytest.raises(ValidationError, match="released"):
+        ~gone  # a planned layout; the buffer is checked at each call
+    with pytest.raises(ValidationError, match="allowed: shape \\(1024,\\)"):
+        dmlgpu.bit_not(Tensor.from_numpy(x), out=Tensor.from_numpy(x[:512]))
+
+
 def _not_and_xor(device, n):
     desc = TensorDesc(DataType.UINT32, [n])
     not_op = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))

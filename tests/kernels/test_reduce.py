@@ -275,6 +275,37 @@ def test_numpy_and_scipy_names(rng):
     assert dmlgpu.norm(x).shape == () and np.isclose(dmlgpu.norm(x), np.linalg.norm(wide), rtol=1e-6)
 
 
+@pytest.mark.parametrize("function", [F.SUM, F.L2, F.ARGMAX, F.MULTIPLY], ids=lambda f: f.name)
+@pytest.mark.parametrize("shape, axes", [((1, 300_001), (1,)), ((3, 40_001), (1,)), ((70_001, 2), (0,))],
+                         ids=lambda v: str(v))
+def test_the_last_workgroup_merges_as_a_second_dispatch_would(device, rng, function, shape, axes):
+    """REDUCE_MERGE_LAST (the first dispatch's last workgroup merges the chunk states) against
+    the two dispatches, run after run: the same bits, and its count back at 0 after each run."""
+    from dmlgpu.kernels import compiled_selection
+    x = rng.normal(1.0, 0.01 if function is F.MULTIPLY else 3.0, size=shape).astype(np.float32)
+    out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.FLOAT32
+    out_shape = tuple(1 if d in axes else n for d, n in enumerate(shape))
+    desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, shape), TensorDesc(out_type, out_shape), function, axes)
+    fused = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+    two = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+    two._passes = two.upload(two.reduce_passes(two.shape))
+    assert [len(c._passes.passes) for c in (fused, two)] == [1, 2]
+    assert fused._passes.passes[0][3] and fused.state_bytes == two.state_bytes + compiled_selection.STATE_BYTES
+    source = device.upload(x)
+    size = 4 * int(np.prod(out_shape))
+    results = []
+    for compiled in (two, fused, fused, fused):
+        out = device.upload(np.full(size, POISON, np.uint8))
+        compiled.execute([Binding(source)], [Binding(out)])
+        results.append(out.read()[:size].view(out_type.numpy))
+        states = fused._states.read().view(np.uint32) if fused._states is not None else None
+        if compiled is fused:
+            assert states[-8] == 0  # the count, reset by the merging workgroup
+    for got in results[1:]:
+        assert testing.same_bits(got, results[0])
+    assert testing.same_bits(results[0], reference_reduce(x, function, axes, out_type.numpy).reshape(-1))
+
+
 def test_a_two_dispatch_reduce_in_a_command_list(device, rng):
     """A REDUCE of two dispatches recorded behind its producer and replayed: the list puts its
     barriers between the producer, the chunk states and their merge."""
