@@ -1,5 +1,5 @@
 """Exact Hamming search over Dask: `dmlgpu.dask.HammingIndex` (one resident index per block, kept
-on the worker holding it, searched through one actor per worker) on 1 worker and on N, against
+on the worker holding it; a search is one message to each worker) on 1 worker and on N, against
 the same search in this one process (`dmlgpu.HammingIndex`) and the task-per-search
 `dmlgpu.dask.hamming_knn` (a new index per block per search), all in the same run.
 
@@ -8,7 +8,10 @@ the same search in this one process (`dmlgpu.HammingIndex`) and the task-per-sea
 
 The database (uint32 random bits, made on the workers and uploaded where made) is persisted
 first; each row is timed end to end from the client as a user sees it (queries sent, answers
-merged and back, numpy): a warm-up search, then the median of `--repeat` searches. Every row's
+merged and back, numpy): a warm-up search, then the median of `--repeat` searches. The dask
+HammingIndex rows also give the mean time the slowest worker spent answering a search (its one
+device search) and the rest of the median (messages, the client, the merge), and the index's
+counts (a fallback or another placement during the timed searches shows there). Every row's
 answer is checked against the one-process index's (distances and ids, exactly) before timing.
 Writes `dask_hamming.json`: seconds, G distances/s (rows x queries / s), the speed-up of N
 workers over 1, and one worker's throughput as a fraction of one process's.
@@ -29,16 +32,27 @@ import numpy as np
 
 import dmlgpu
 import dmlgpu.dask as dd
+from dmlgpu.dask import shards
 
 
-def timed(search, repeat: int) -> float:
+def timed(search, repeat: int, every: bool = False):
+    """The median of `repeat` timed searches after a warm one (with `every`: and the list)."""
     search()  # warm: pipelines, the first upload of the queries' buffers
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
         search()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return (statistics.median(times), times) if every else statistics.median(times)
+
+
+def _identity(block):
+    return block
+
+
+def worker_seconds(client, workers) -> dict:
+    """Per worker, the seconds its shard handler has spent answering searches so far."""
+    return {w: s.get("search", 0.0) for w, s in client.run(shards.served_seconds, workers=workers).items()}
 
 
 def same(got, expected) -> bool:
@@ -101,10 +115,22 @@ def main(argv=None) -> int:
                {"device": dmlgpu.default_device().name})
         del local
         for n in sorted({1, len(workers)}):
-            index = dd.HammingIndex(database, workers=workers[:n])
+            # Keys of this row only (the same bits): no block of another row's index is found done.
+            mine = database.map_blocks(_identity, dtype=database.dtype, meta=database._meta,
+                                       name=f"{database.name}-on-{n}")
+            index = dd.HammingIndex(mine, workers=workers[:n])
+            assert set(index.placement) == set(workers[:n]), f"shards placed on {index.placement}, not {n} worker(s)"
             assert same(index.search(queries, args.k), expected), f"dask HammingIndex on {n} worker(s) differs"
-            record("dask HammingIndex", n, timed(lambda: index.search(queries, args.k), args.repeat),
-                   {"shards": index.shards, "placement": index.placement})
+            counts, busy = index.counts, worker_seconds(client, workers[:n])
+            seconds, times = timed(lambda: index.search(queries, args.k), args.repeat, every=True)
+            searched = index.counts["searches"] - counts["searches"]  # (the warm-up's too)
+            on_worker = max((s - busy[w]) / searched for w, s in worker_seconds(client, workers[:n]).items())
+            mean = statistics.mean(times)
+            record("dask HammingIndex", n, seconds,
+                   {"shards": index.shards, "placement": index.placement, "counts": index.counts,
+                    "mean_s": mean, "worker_search_mean_s": on_worker, "rest_mean_s": mean - on_worker})
+            print(f"{'':<28} mean {mean * 1e3:.2f} ms: the slowest worker's answer {on_worker * 1e3:.2f} ms, "
+                  f"the rest (messages, client, merge) {(mean - on_worker) * 1e3:.2f} ms; {index.counts}", flush=True)
             index.close()
             if not args.no_knn:
                 on = dict(workers=workers[:n], allow_other_workers=False)

@@ -16,8 +16,10 @@ device pipelines) and persisted first (not timed); then the pipeline is timed fr
 until its result blocks are in the workers' memory and, for Tensor results, the workers' devices
 have finished (`synchronize` on each, inside the timing); nothing crosses to the client. Each
 run is repeated and the best time is kept (the first repetition includes pipeline creation).
-Afterwards the first, a middle and the last block are checked bit for bit against
-`dmlgpu.table.reference` on the workers. Writes `dask_scaling.json` (per pipeline: each run,
+Each run also records where its time went (`breakdown`: the client's graph building, `persist`,
+the wait, the synchronize, the tasks' compute time per worker from dask's task stream, bytes
+moved between workers). Afterwards the first, a middle and the last block are checked bit for
+bit against `dmlgpu.table.reference` on the workers. Writes `dask_scaling.json` (per pipeline: each run,
 the speed-up of N workers over 1, and the device rows over the host row of the same run).
 """
 from __future__ import annotations
@@ -106,16 +108,24 @@ def run(client, workers, name, args):
     a, b = client.persist([a, b], **on)
     distributed.wait([a, b])
     generate_s = time.perf_counter() - start
-    times = []
+    times, parts = [], []
     for rep in range(args.repeat):
         # New keys per repetition (or it finds the last one's blocks done); the alias is fused away.
         x, y = (v.map_blocks(same, dtype=v.dtype, meta=v._meta, name=f"{v.name}-{rep}") for v in (a, b))
-        start = time.perf_counter()
-        result = client.persist(pipeline(x, y), **on)
-        distributed.wait(result)
-        if device:
-            client.run(synchronize, workers=workers)
-        times.append(time.perf_counter() - start)
+        moved = client.run(received_bytes, workers=workers)
+        with distributed.get_task_stream(client) as stream:
+            start = time.perf_counter()
+            graph = pipeline(x, y)
+            built = time.perf_counter()
+            result = client.persist(graph, **on)
+            submitted = time.perf_counter()
+            distributed.wait(result)
+            done = time.perf_counter()
+            if device:
+                client.run(synchronize, workers=workers)
+            times.append(time.perf_counter() - start)
+        parts.append(breakdown(stream.data, start, built, submitted, done, start + times[-1],
+                               client.run(received_bytes, workers=workers), moved))
     nblocks = result.numblocks[0]
     sample = sorted({0, nblocks // 2, nblocks - 1})
     checks = [dask.delayed(mismatches)(reference, result.blocks[i], a.blocks[i], b.blocks[i]) for i in sample]
@@ -126,7 +136,27 @@ def run(client, workers, name, args):
     best = min(times)
     return {"pipeline": name, "workers": len(workers), "devices": list(devices.values()), "generate_s": generate_s,
             "pipeline_s": times, "best_s": best, "input_gb_per_s": args.gib * 2**30 / best / 1e9,
+            "breakdown": parts, "best_breakdown": parts[times.index(best)],
             "check": {"blocks": sample, "elements": checked, "mismatches": bad}}
+
+
+def received_bytes(dask_worker) -> int:
+    """Bytes this worker has received from other workers so far (blocks moved to it)."""
+    return sum(t["total"] for t in dask_worker.transfer_incoming_log)
+
+
+def breakdown(tasks, start, built, submitted, done, end, received, before) -> dict:
+    """Where one timed run went: the client building the graph, `persist` (optimising and
+    sending it), waiting for the blocks, the workers' synchronize; the tasks' own time on
+    each worker (their dmlgpu calls: submits, not device time), and blocks moved between
+    workers (none is expected)."""
+    busy: dict = {}
+    for task in tasks:
+        busy[task["worker"]] = busy.get(task["worker"], 0.0) + sum(
+            s["stop"] - s["start"] for s in task["startstops"] if s["action"] == "compute")
+    return {"graph_s": built - start, "persist_s": submitted - built, "wait_s": done - submitted,
+            "synchronize_s": end - done, "tasks": len(tasks), "task_compute_s": busy,
+            "moved_bytes": sum(received[w] - before[w] for w in received)}
 
 
 def main(argv=None) -> int:
@@ -175,6 +205,11 @@ def main(argv=None) -> int:
                 print(f"{name}, {k} worker(s): best {record['best_s']:.3f} s of {len(record['pipeline_s'])}, "
                       f"{record['input_gb_per_s']:.2f} GB/s of input; mismatches {record['check']['mismatches']}",
                       flush=True)
+                b = record["best_breakdown"]
+                print(f"    graph {b['graph_s'] * 1e3:.1f} ms, persist {b['persist_s'] * 1e3:.1f} ms, wait "
+                      f"{b['wait_s'] * 1e3:.1f} ms, synchronize {b['synchronize_s'] * 1e3:.1f} ms; {b['tasks']} tasks, "
+                      f"their compute per worker {[round(v * 1e3, 1) for v in b['task_compute_s'].values()]} ms; "
+                      f"moved {b['moved_bytes']} bytes", flush=True)
     finally:
         client.close()
         if cluster is not None:

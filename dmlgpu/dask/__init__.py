@@ -12,7 +12,8 @@ and reductions over them, a sharded search index, and one worker process per Vul
 - `sum`, `min`, `max`, `argmin`, `argmax`, `top_k` (`dmlgpu.dask.reductions`): dask's reduction
   tree with dmlgpu's reduce and top-k in every task.
 - `HammingIndex(database)` (`dmlgpu.dask.sharded_index`): one resident index per block on the
-  worker holding it, searched through one actor per worker; `hamming_knn` the one-call form.
+  worker holding it; a search is one message to each worker, which searches its shards at once;
+  `hamming_knn` the one-call form.
 - Workers (`dmlgpu.dask.cluster`): `LocalVulkanCluster`, `python -m dmlgpu worker SCHEDULER`,
   and the `dask_setup` preload hook that pins each worker process to its device.
 """

@@ -2,16 +2,17 @@
 `dmlgpu.HammingIndex` per block on the worker that holds the block, searched exactly.
 
 The database's blocks are uploaded where they are made (`to_device`) and persisted; each block
-gets an index on its worker (`dmlgpu.dask.shards`), kept there across searches. A search sends
-the queries to one actor per worker, which searches that worker's shards and merges their
-answers; the client merges the workers' answers (a tree: shard, worker, client) into numpy's
-exact answer: the k least (distance, id), ties by lower id. No scheduler round trip is in a
-search's path, and no block crosses PCIe.
+gets an index on the worker holding it (`dmlgpu.dask.shards`), kept there across searches. A
+search sends one message to each worker holding shards, straight from the client (not through
+the scheduler), carrying the queries and the names of its shards; the worker searches all of
+them in one device search and answers with their merged k nearest; the client merges the
+workers' answers into numpy's exact answer: the k least (distance, id), ties by lower id. A
+search makes no task and no block crosses PCIe.
 
 Faults: where a worker does not answer (it died, or its shards moved), the search of its shards
 runs as dask tasks that depend on the blocks themselves, so dask recomputes a lost block from
 its graph on another worker, the shard is rebuilt there from it, and the answer is the same.
-The next call places the shards again (new actors where needed).
+The next call places the shards again (asks the scheduler where the blocks are).
 
 Ids are the rows' global positions (0 .. n - 1 in block order); `add` appends a new shard
 (its rows get the ids after the largest so far); `remove_ids` goes to the shards holding the
@@ -19,15 +20,18 @@ ids, and the ids of the other rows stay.
 """
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+
 import dask.array as da
 import numpy as np
 from distributed import get_client, wait
+from distributed.protocol import to_serialize
 
 from ..errors import ValidationError
 from ..front.tensor import Tensor
 from .chunks import to_device
-from .shards import (ShardServer, Spec, build_shard, merge_knn, merge_ranges, range_search_shards,
-                     search_shards)
+from .shards import HANDLER, ShardPlugin, Spec, merge_knn, merge_ranges, range_search_shards, search_shards
 
 __all__ = ["HammingIndex"]
 
@@ -81,13 +85,15 @@ class HammingIndex:
         if len(database.chunks[1]) > 1:
             database = database.rechunk({1: -1})
         self._client = client or get_client()
+        self._client.register_plugin(ShardPlugin())  # (once per cluster: the plugin is idempotent)
         self._dtype = database.dtype
         self._bits = int(database.shape[1]) * database.dtype.itemsize * 8
         self._chunk_rows = max(database.chunks[0]) if database.chunks[0] else 1
         self._records: list[_Record] = []
         self._next_id = 0
-        self._actors: dict = {}  # worker address -> ShardServer actor
-        self._stale = True
+        self._routes = None  # worker address -> (its records, their brief specs), while placed
+        self._counts: Counter = Counter()
+        self._stale = False  # True: a worker did not answer; place the shards again first
         self._workers = list(workers) if workers is not None else None
         self._append(database, workers=self._workers)
         self._place()
@@ -126,6 +132,13 @@ class HammingIndex:
             found[record.worker] = found.get(record.worker, 0) + 1
         return found
 
+    @property
+    def counts(self) -> dict:
+        """What this index has done so far, by kind: "searches" (search and range_search calls),
+        "requests" (messages to workers), "placements" (asking the scheduler where the blocks
+        are), "fallback_shards" (shards searched as tasks because no worker answered for them)."""
+        return dict(self._counts)
+
     def __repr__(self):
         return (f"<dmlgpu.dask.HammingIndex {self.d} bits, {self.ntotal:,} codes in {self.shards} shards "
                 f"on {len(self.placement)} workers>")
@@ -145,27 +158,50 @@ class HammingIndex:
         self._records += added
         return added
 
-    def _place(self, records=None) -> None:
-        """Build the shards of `records` (default: all) where their blocks are, and make sure each
-        worker searching some has an actor."""
-        client = self._client
-        records = self._records if records is None else records
-        builds = [client.submit(build_shard, r.spec, r.future, pure=False) for r in records]
-        for record, (address, _) in zip(records, client.gather(builds)):
-            record.worker = address
-        used = {r.worker for r in self._records}
-        self._actors = {a: actor for a, actor in self._actors.items() if a in used}
-        for address in used - set(self._actors):
-            self._actors[address] = client.submit(ShardServer, actor=True, workers=[address],
-                                                  allow_other_workers=False, pure=False).result()
-        self._stale = False
-
-    def _groups(self) -> dict:
-        groups: dict = {}
+    def _place(self) -> None:
+        """Each shard is searched by the worker holding its block (one question to the
+        scheduler; where a block has several holders, the one with the fewest rows so far).
+        The worker builds the shard at its first search."""
+        futures = [r.future for r in self._records]
+        wait(futures)
+        holders = self._client.who_has(futures)
+        rows: Counter = Counter()
         for record in self._records:
-            if record.spec.live:
-                groups.setdefault(record.worker, []).append(record)
-        return groups
+            found = holders.get(record.future.key) or [None]
+            record.worker = min(found, key=lambda w: rows[w])
+            rows[record.worker] += record.spec.live
+        self._routes, self._stale = None, False
+        self._counts["placements"] += 1
+
+    def _group(self) -> dict:
+        """Worker address -> (its records with live rows, their brief specs); None: no holder."""
+        if self._routes is None:
+            groups: dict = {}
+            for record in self._records:
+                if record.spec.live:
+                    groups.setdefault(record.worker, ([], []))
+                    groups[record.worker][0].append(record)
+                    groups[record.worker][1].append(record.spec.brief())
+            self._routes = groups
+        return self._routes
+
+    def _ask(self, requests: dict) -> dict:
+        """Send `requests` ({worker address: request}) to the workers' shard handlers at once,
+        straight from the client; {address: answer dict, or the exception raised}."""
+        pool = self._client.rpc
+
+        async def one(address, request):
+            try:
+                return await getattr(pool(address), HANDLER)(request=to_serialize(request))
+            except Exception as error:  # noqa: BLE001 -- a lost worker: the caller decides
+                return error
+
+        async def every():
+            answers = await asyncio.gather(*(one(a, r) for a, r in requests.items()))
+            return dict(zip(requests, answers))
+
+        self._counts["requests"] += len(requests)
+        return self._client.sync(every)
 
     # -- checks ----------------------------------------------------------------------------------
     def _queries(self, queries) -> np.ndarray:
@@ -180,27 +216,28 @@ class HammingIndex:
         return np.ascontiguousarray(queries)
 
     # -- searching --------------------------------------------------------------------------------
-    def _run(self, on_actor, as_task):
-        """Each worker's part through its actor, then, for the shards no actor answered for, as
-        tasks on the blocks (rebuilt where dask puts them); returns the partial answers."""
-        if self._stale:
+    def _run(self, request: dict, as_task):
+        """`request` (a search's kind and arguments) to every worker holding shards, with the
+        names of its shards; then, for the shards no worker answered for, tasks on their blocks
+        (rebuilt where dask puts them). Returns the partial answers."""
+        # A block future not finished: its worker died (the scheduler told the client) and the
+        # block is being computed again elsewhere: place again rather than ask a dead address.
+        if self._stale or any(r.future.status != "finished" for r in self._records):
             self._place()
-        groups = self._groups()
-        calls, parts, redo = {}, [], []
-        for address, group in groups.items():
-            try:  # (an actor whose worker is known lost refuses at once)
-                calls[address] = on_actor(self._actors[address], [r.spec.brief() for r in group])
-            except Exception:  # noqa: BLE001 -- the tasks below answer for it
-                redo += group
-        for address, call in calls.items():
-            try:
-                parts.append(call.result())
-            except Exception:  # noqa: BLE001 -- a lost worker or moved shards: the tasks below answer
-                redo += groups[address]
+        self._counts["searches"] += 1
+        groups = self._group()
+        redo = list(groups.get(None, ([], []))[0])
+        asked = {a: dict(request, specs=specs) for a, (_, specs) in groups.items() if a is not None}
+        parts = []
+        for address, answer in self._ask(asked).items():
+            if isinstance(answer, dict) and "result" in answer:
+                parts.append(answer["result"])
+            else:  # a lost worker, or shards no longer there
+                redo += groups[address][0]
         if redo:
-            self._stale = True
-            client = self._client
-            parts += client.gather([as_task(r) for r in redo])
+            self._counts["fallback_shards"] += len(redo)
+            parts += self._client.gather([as_task(r) for r in redo])
+            self._place()  # where the blocks are now: the next search asks those workers
         return parts
 
     def search(self, queries, k: int):
@@ -220,7 +257,7 @@ class HammingIndex:
             raise ValidationError(NAME, None, "k", k, f"allowed: an integer from 1 to {live} (ntotal)")
         k = int(k)
         client = self._client
-        parts = self._run(lambda actor, specs: actor.search(specs, queries, k),
+        parts = self._run(dict(kind="search", queries=queries, k=k),
                           lambda r: client.submit(search_shards, [r.spec], queries, k, r.future, pure=False))
         return merge_knn(parts, k)
 
@@ -238,7 +275,7 @@ class HammingIndex:
                                   f"allowed: an integer from 0 to {self._bits + 1} (distances < radius)")
         radius = int(radius)
         client = self._client
-        parts = self._run(lambda actor, specs: actor.range_search(specs, queries, radius),
+        parts = self._run(dict(kind="range_search", queries=queries, radius=radius),
                           lambda r: client.submit(range_search_shards, [r.spec], queries, radius, r.future,
                                                   pure=False))
         return merge_ranges(parts, queries.shape[0])
@@ -259,10 +296,9 @@ class HammingIndex:
             counts[record.worker] = counts.get(record.worker, 0) + record.spec.live
         workers = self._workers or list(self._client.scheduler_info(n_workers=-1)["workers"])
         target = min(workers, key=lambda w: counts.get(w, 0)) if workers else None
-        added = self._append(da.from_array(codes, chunks=(self._chunk_rows, -1)),
-                             workers=[target] if target else None, strict=False)
-        wait([r.future for r in added])
-        self._place(added)
+        self._append(da.from_array(codes, chunks=(self._chunk_rows, -1)), workers=[target] if target else None,
+                     strict=False)
+        self._place()
 
     def remove_ids(self, ids) -> int:
         """Remove the codes of `ids` (ids not present are ignored) from the shards holding them;
@@ -272,7 +308,7 @@ class HammingIndex:
             raise ValidationError(NAME, "ids", "type", type(ids).__name__,
                                   "allowed: an integer or a 1-D array of integers")
         wanted = np.unique(wanted.reshape(-1).astype(np.int64))
-        removed, calls = 0, []
+        removed, changes = 0, {}
         for record in self._records:
             spec = record.spec
             inside = wanted[(wanted >= spec.first) & (wanted < spec.first + spec.rows)]
@@ -281,20 +317,22 @@ class HammingIndex:
                 continue
             record.spec = Spec(spec.key, spec.first, spec.rows, spec.version + 1, np.union1d(spec.removed, new))
             removed += int(new.size)
-            try:
-                calls.append(self._actors[record.worker].remove(record.spec.brief(), new))
-            except Exception:  # noqa: BLE001 -- no actor or a lost one: the next search rebuilds from the specs
-                self._stale = True
-        for call in calls:
-            try:
-                if not call.result():
-                    self._stale = True
-            except Exception:  # noqa: BLE001 -- a lost worker: the next search rebuilds from the specs
+            changes.setdefault(record.worker, []).append((record.spec.brief(), new))
+        if changes:
+            self._routes = None
+            lost = changes.pop(None, None) is not None
+            asked = self._ask({a: dict(kind="remove", changes=c) for a, c in changes.items()})
+            # A worker that did not answer or lacked a shard: the next search rebuilds from the specs.
+            if lost or not all(isinstance(a, dict) and all(a.get("result", ())) for a in asked.values()):
                 self._stale = True
         return removed
 
     def close(self) -> None:
-        """Release the persisted blocks (their workers drop the shards' device memory)."""
+        """Release the persisted blocks; the workers drop the shards' device memory now."""
+        keys = {}
         for record in self._records:
+            if record.worker is not None:
+                keys.setdefault(record.worker, []).append(record.spec.key)
             record.future.release()
-        self._records, self._actors = [], {}
+        self._ask({a: dict(kind="forget", keys=k) for a, k in keys.items()})
+        self._records, self._routes = [], None

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import io
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Union, overload
 
 import numpy as np
@@ -356,6 +355,37 @@ class HammingIndex:
         return cls._from_parts(metric, bits, dtype, ids, codes, device, devices, stream)
 
     @classmethod
+    def joined(cls, parts) -> "HammingIndex":
+        """One index over the codes of `parts` (single-device indexes of one device, metric and
+        width, none streamed, each part's ids above the one before it's), searched where they
+        lie: no copy, one search over all of them instead of one per part. A snapshot: later
+        adds and removals in the parts are not seen in it, and its own never reach them.
+
+        Raises:
+            ValidationError: parts that differ in device, metric or width, a streamed or
+                several-device part, or ids not ascending from one part to the next.
+        """
+        parts = [p for p in parts if p.ntotal]
+        if not parts:
+            raise ValidationError(INDEX, None, "parts", 0, "allowed: at least one part with codes")
+        first = parts[0]
+        for part in parts:
+            if not isinstance(part, HammingIndex) or len(part._shards) != 1 or part.streamed:
+                raise ValidationError(INDEX, None, "parts", repr(part),
+                                      "allowed: single-device HammingIndexes that are not streamed")
+            if (part.device, part._metric, part.d) != (first.device, first._metric, first.d):
+                raise ValidationError(INDEX, None, "parts", repr(part),
+                                      f"allowed: parts of {first.device.label}, {first.metric}, {first.d} bits")
+        shards = [p._shards[0] for p in parts]
+        if any(a.ids[-1] >= b.ids[0] for a, b in zip(shards, shards[1:])):
+            raise ValidationError(INDEX, None, "parts", "ids", "allowed: each part's ids above the previous part's")
+        index = cls(metric=first.metric, device=first.device)
+        index._bits, index._dtype = first._bits, first._dtype
+        index._shards = [Shard.joined(shards)]
+        index._next_id = max(p._next_id for p in parts)
+        return index
+
+    @classmethod
     def _from_parts(cls, metric, bits, dtype, ids, codes, device=None, devices=None, stream=False):
         index = cls(metric=_METRIC_NAMES[metric], device=device, devices=devices, stream=stream)
         index._bits, index._dtype = bits, dtype
@@ -407,7 +437,13 @@ class HammingIndex:
         k = self._check_k(k)
         words, place, count = self._queries(queries)
         if place is not None:
-            return self._search_on_device(place, count, k)
+            return self._search_on_device(None, place, count, k)
+        one = self._shards[0] if len(self._shards) == 1 else None
+        if one is not None and not one.streamed and k <= one.rows and count * k * 8 <= one.device.max_buffer_size:
+            # One resident shard: the answer finished on the device (values, int64 ids: one buffer each),
+            # then two plain copies into numpy
+            values, ids = self._search_on_device(words, None, count, k)
+            return values.numpy(), ids.numpy()
         parts = self._run(lambda shard, cancel: self._shard_search(shard, words, None, count, k, cancel))
         keys, ids, cu = _merge(parts, k)
         values = self._values(keys, cu)
@@ -430,8 +466,8 @@ class HammingIndex:
         with ThreadPoolExecutor(len(self._shards), thread_name_prefix="dmlgpu-search") as pool:
             futures = [pool.submit(work, shard, cancel) for shard in self._shards]
             try:
-                while not all(f.done() for f in futures):
-                    time.sleep(0.005)
+                while wait(futures, timeout=0.05).not_done:  # (returns when the last ends; Ctrl-C between)
+                    pass
             except BaseException:
                 cancel.set()
                 for f in futures:
@@ -461,16 +497,17 @@ class HammingIndex:
         keys, rows = found[..., 0], found[..., 1].astype(np.int64)
         return keys, shard.ids[rows], (found[..., 2] if entry == 3 else None)
 
-    def _search_on_device(self, place, count: int, k: int):
-        """A single-device search of a Tensor of queries bound where it lies; the answer left
-        on the device (values and int64 ids Tensors, no copy through the host)."""
+    def _search_on_device(self, words, place, count: int, k: int):
+        """A single-device search of host query words, or of a Tensor of queries bound where
+        it lies (`place`); the answer finished on the device (values and int64 ids Tensors)."""
         shard = self._shards[0]
         values, ids = device_tensors(shard.device, count, k, self._metric)
         entry = programs.ENTRY_WORDS[self._metric]
         pacer = Pacer(shard.device, kind=shard.metric)
         try:
-            for start, size, buffer in shard.search(shard.queries(None, place), count, k, pacer):
-                shard.finish(buffer, size * k, entry, values.buffer, ids.buffer, start * k)
+            for first, n, uploaded in shard.query_uploads(words, place, count):
+                for start, size, buffer in shard.search(uploaded, n, k, pacer):
+                    shard.finish(buffer, size * k, entry, values.buffer, ids.buffer, (first + start) * k)
             return values, ids
         except BaseException:
             pacer.drain()

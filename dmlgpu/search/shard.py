@@ -136,6 +136,17 @@ class Shard:
     def _per_piece(self) -> int:
         return max(1, min(self.device.max_buffer_size, PIECE_BYTES) // (self.words * 4))
 
+    @classmethod
+    def joined(cls, shards: list["Shard"]) -> "Shard":
+        """One shard over the rows of `shards` (same device, width and metric, none streamed; ids
+        ascending from one to the next), in that order, reading their pieces where they lie: a
+        snapshot (no copy) that never writes them."""
+        first = shards[0]
+        joined = cls(first.device, first.code_bytes, first.metric, False, first.name)
+        joined.pieces = [_Piece(p.memory, p.word_offset, p.rows, p.rows, False) for s in shards for p in s.pieces]
+        joined.ids = np.concatenate([s.ids for s in shards]) if len(shards) > 1 else first.ids
+        return joined
+
     def add_places(self, places, ids: np.ndarray) -> None:
         """Search a caller's Tensor where it lies (its pieces as `tensor_places` found them)."""
         for buffer, word_offset, rows in places:

@@ -33,6 +33,7 @@ import psutil
 
 import dmlgpu
 import dmlgpu.dask as dd
+from dmlgpu.dask import shards
 from dmlgpu.front import numpy_api
 from dmlgpu.runtime import physical_device_count
 from dmlgpu.table.dtypes import DataType
@@ -298,7 +299,61 @@ def local_hamming_index(cluster, client):
     index.add(extra)
     assert index.ntotal == keep.size + 500 and index.ids[-1] == 6499
     _check_search(index, np.concatenate([codes, extra]), queries, 10, removed)
-    assert not index._stale  # every answer came through the actors
+    assert not index.counts.get("fallback_shards"), index.counts  # every answer came from the handlers
+    index.close()
+
+
+def _uploads():
+    return dmlgpu.default_device().memory_stats()["uploads"]
+
+
+def _transitions(dask_scheduler):
+    return dask_scheduler.transition_counter
+
+
+def _served_since(client, before):
+    now = client.run(shards.served)
+    return {w: {kind: n - before[w].get(kind, 0) for kind, n in now[w].items() if n != before[w].get(kind, 0)}
+            for w in now}
+
+
+def local_hamming_index_is_one_message_per_worker(cluster, client):
+    """However many shards a worker holds, a search is one request to it, straight from the
+    client (no task: the scheduler makes no transition), and one device search there (the
+    queries uploaded once); a removal is one request per worker; the answers stay exact."""
+    db = dd.random_bits((4000, 8), np.uint32, chunks=(500, 8), seed=12)  # 8 shards
+    codes = dd.to_host(db).compute()
+    index = dd.HammingIndex(db)
+    placement = index.placement
+    assert len(placement) == 2 and sum(placement.values()) == 8, placement
+    assert {w: len(keys) for w, keys in client.run(shards.held_keys).items()} == {w: 0 for w in placement}
+    queries = np.random.default_rng(5).integers(0, 2**32, (9, 8), dtype=np.uint32)
+    _check_search(index, codes, queries, 10)  # the first search builds the shards where the blocks are
+    assert {w: len(keys) for w, keys in client.run(shards.held_keys).items()} == placement
+    served, uploads = client.run(shards.served), client.run(_uploads)
+    transitions, counts = client.run_on_scheduler(_transitions), index.counts
+    for k in (1, 10, 40):
+        _check_search(index, codes, queries, k)
+    index.range_search(queries, 100)
+    assert client.run_on_scheduler(_transitions) == transitions
+    assert _served_since(client, served) == {w: {"search": 3, "range_search": 1} for w in placement}
+    one = dmlgpu.HammingIndex(codes)  # the same calls as one device search each, in this process
+    one.search(queries, 10)  # (warm, as the workers' views are: its ids go to the device once)
+    before = _uploads()
+    for k in (1, 10, 40):
+        one.search(queries, k)
+    one.range_search(queries, 100)
+    once = _uploads() - before
+    assert client.run(_uploads) == {w: uploads[w] + once for w in placement}, (once, uploads, client.run(_uploads))
+    assert index.counts == dict(counts, searches=counts["searches"] + 4, requests=counts["requests"] + 8)
+    served = client.run(shards.served)
+    removed = np.arange(3, 4000, 5)
+    assert index.remove_ids(removed) == removed.size
+    assert _served_since(client, served) == {w: {"remove": 1} for w in placement}
+    _check_search(index, codes, queries, 10, removed)
+    assert not index.counts.get("fallback_shards") and index.counts["placements"] == 1, index.counts
+    index.close()
+    assert all(not keys for keys in client.run(shards.held_keys).values())  # dropped at once
 
 
 def local_restart_and_a_killed_worker(cluster, client):
@@ -399,6 +454,25 @@ def hosts_arrays_exact(client):
     assert np.array_equal(dd.to_host(dd.min(a, axis=1)).compute(), a0.min(axis=1))
 
 
+def _stall_searches(seconds):
+    """On a worker: its shard handler's next searches wait `seconds` first (a search in flight
+    when the test kills the worker)."""
+    from dmlgpu.dask import shards
+    answer = shards._answer
+
+    def stalled(request, blocks):
+        if request["kind"] == "search":
+            time.sleep(seconds)
+        return answer(request, blocks)
+
+    shards._answer = stalled
+
+
+def _searches_served():
+    from dmlgpu.dask import shards
+    return shards.served().get("search", 0)
+
+
 def hosts_killed_worker_mid_search(client):
     """A worker killed while it searches: its shards are searched again where dask recomputes
     their blocks (rebuilt from the persisted blocks' graph); the answer is numpy's, and nothing
@@ -410,9 +484,7 @@ def hosts_killed_worker_mid_search(client):
     assert len(before) == 2, before
     queries = np.random.default_rng(4).integers(0, 2**32, (48, 8), dtype=np.uint32)
     expected = _host_reference(codes, queries, 10)
-    start = time.perf_counter()
     assert all(np.array_equal(x, y) for x, y in zip(index.search(queries, 10), expected))
-    took = time.perf_counter() - start
     pids = client.run(os.getpid)
     victim = sorted(before)[0]
     answer = {}
@@ -422,10 +494,15 @@ def hosts_killed_worker_mid_search(client):
         answer["result"] = index.search(queries, 10)
         answer["seconds"] = time.perf_counter() - begin
 
+    served = client.run(_searches_served, workers=[victim])[victim]
+    client.run(_stall_searches, STARTUP_S, workers=[victim])  # killed inside its next search
     thread = threading.Thread(target=search)
     begin = time.perf_counter()
     thread.start()
-    time.sleep(took / 3)
+    deadline = time.monotonic() + STARTUP_S
+    while client.run(_searches_served, workers=[victim])[victim] == served:
+        assert time.monotonic() < deadline, "the search did not reach the victim"
+        time.sleep(0.01)
     os.kill(pids[victim], signal.SIGKILL)
     killed_after = time.perf_counter() - begin
     thread.join(STARTUP_S)

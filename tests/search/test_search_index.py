@@ -207,6 +207,59 @@ def test_sharded_with_an_emptied_shard(device, rng):
                                                                                             database[:1], 50)[1][0])
 
 
+@pytest.mark.parametrize("metric", ["hamming", "tanimoto"])
+def test_joined_parts_are_searched_where_they_lie(device, metric, rng):
+    """`HammingIndex.joined`: one index over several parts' codes (a caller's Tensor, uploaded
+    codes, a part with removals), no copy made; numpy's answer, ties across the parts by lower
+    id; a snapshot: later changes on either side are not seen by the other."""
+    database = rng.integers(0, 4, size=(700, 8), dtype=np.uint8)  # ties everywhere
+    cuts = [0, 250, 251, 520, 700]
+    tensor = dmlgpu.Tensor.from_numpy(database[:250], device)
+    parts = [dmlgpu.HammingIndex(tensor, ids=np.arange(250), metric=metric)]
+    parts += [dmlgpu.HammingIndex(database[a:b], ids=np.arange(a, b), metric=metric, device=device)
+              for a, b in zip(cuts[1:], cuts[2:])]
+    parts.append(dmlgpu.HammingIndex(metric=metric, device=device))  # an empty part is left out
+    parts[2].remove_ids(np.arange(300, 400, 3))
+    live_ids = np.setdiff1d(np.arange(700), np.arange(300, 400, 3))
+    before = device.memory_stats()
+    joined = dmlgpu.HammingIndex.joined(parts)
+    after = device.memory_stats()
+    assert (after["in_use_bytes"], after["uploads"]) == (before["in_use_bytes"], before["uploads"])  # no copy
+    assert joined.ntotal == live_ids.size and joined.pieces == 4 and joined.in_place and joined.metric == metric
+    reference = hamming_ref if metric == "hamming" else tanimoto_ref
+    queries = database[:5]
+    for k in (1, 32, 33, live_ids.size):
+        got = joined.search(queries, k)
+        want = reference(database[live_ids], live_ids, queries, k)
+        assert np.array_equal(got[1], want[1]) and np.array_equal(got[0], want[0]), k
+    if metric == "hamming":
+        lims, distances, ids = joined.range_search(queries, 9)
+        want_d, want_i = hamming_ref(database[live_ids], live_ids, queries, live_ids.size)
+        for q in range(5):
+            n = int((want_d[q] < 9).sum())
+            assert np.array_equal(ids[lims[q]:lims[q + 1]], want_i[q][:n])
+            assert np.array_equal(distances[lims[q]:lims[q + 1]], want_d[q][:n])
+    parts[0].remove_ids([0, 1])
+    assert joined.ntotal == live_ids.size  # a snapshot
+    assert joined.remove_ids(np.arange(250, 700)) == np.setdiff1d(np.arange(250, 700), np.arange(300, 400, 3)).size
+    assert parts[3].ntotal == 180 and np.array_equal(joined.ids, np.arange(250))
+    assert np.array_equal(tensor.numpy(), database[:250])  # the caller's Tensor never written
+
+
+def test_joined_parts_must_fit_together(device, rng):
+    codes = rng.integers(0, 256, size=(20, 4), dtype=np.uint8)
+    low, high = (dmlgpu.HammingIndex(codes[:10], device=device),
+                 dmlgpu.HammingIndex(codes[10:], ids=np.arange(10, 20), device=device))
+    for parts in ([], [dmlgpu.HammingIndex(device=device)], [high, low], [low, low],
+                  [low, dmlgpu.HammingIndex(codes[10:, :2], ids=np.arange(10, 20), device=device)],
+                  [low, dmlgpu.HammingIndex(codes, ids=np.arange(10, 30), metric="tanimoto", device=device)],
+                  [low, dmlgpu.HammingIndex(codes, ids=np.arange(10, 30), stream=True, device=device)]):
+        with pytest.raises(ValidationError) as info:
+            dmlgpu.HammingIndex.joined(parts)
+        assert info.value.operator == "dmlgpu.HammingIndex" and info.value.field == "parts"
+    assert dmlgpu.HammingIndex.joined([low, high]).ntotal == 20
+
+
 @pytest.mark.parametrize("call, field", [
     (lambda i: i.search(np.zeros((2, 5), np.uint8), 1), "bits"),
     (lambda i: i.search(np.zeros((2, 4), np.uint8), 0), "k"),
