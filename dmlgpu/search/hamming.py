@@ -441,9 +441,15 @@ class HammingIndex:
         one = self._shards[0] if len(self._shards) == 1 else None
         if one is not None and not one.streamed and k <= one.rows and count * k * 8 <= one.device.max_buffer_size:
             # One resident shard: the answer finished on the device (values, int64 ids: one buffer each),
-            # then two plain copies into numpy
+            # then two plain copies into numpy; a Tensor of queries (one not searchable where it lies)
+            # gets Tensors, as the overloads say
             values, ids = self._search_on_device(words, None, count, k)
-            return values.numpy(), ids.numpy()
+            if isinstance(queries, Tensor) and queries.device is one.device:
+                return values, ids
+            values, ids = values.numpy(), ids.numpy()
+            if isinstance(queries, Tensor):
+                return Tensor.from_numpy(values, queries.device), Tensor.from_numpy(ids, queries.device)
+            return values, ids
         parts = self._run(lambda shard, cancel: self._shard_search(shard, words, None, count, k, cancel))
         keys, ids, cu = _merge(parts, k)
         values = self._values(keys, cu)
