@@ -251,6 +251,27 @@ def test_exit_while_a_native_copy_waits_for_the_gil():
         """))
 
 
+@pytest.mark.parametrize("run_index", range(3))
+def test_exit_during_a_shader_compile(run_index):
+    """The interpreter exits while a daemon thread is inside glslang (the warm-up a device open
+    starts, or a fused graph's compile): the exit handlers destroy glslang's static tables (static
+    objects in the glslang the wheel builds), so the exit waits for the compile in flight and none
+    starts after (native/glsl.cpp). It crashed in 5 of 12 exits before."""
+    ok(run("""
+        import threading
+        from dmlgpu.runtime import shader_compiler
+        compiling = threading.Event()
+        def work():
+            for n in range(1_000_000):
+                compiling.set()
+                shader_compiler.spirv("#version 450\\nlayout(local_size_x = 64) in;\\n"
+                                      "layout(binding = 0) buffer B { uint x[]; };\\n"
+                                      f"void main() {{ x[gl_GlobalInvocationID.x] ^= {n}u; }}\\n")
+        threading.Thread(target=work, daemon=True).start()
+        compiling.wait()
+        """, env={"DMLGPU_CACHE_DIR": ""}))
+
+
 # 3. Ctrl-C at any point of a loop of small operations: the interrupted call happened whole or
 # not at all, later calls work, and the pool's accounting stays right.
 INTERRUPT_LOOP = """
