@@ -33,7 +33,8 @@ layout(local_size_x = SELECTION_WORKGROUP_SIZE) in;
 // words per code); rows (scan: rows in the piece; merge: input lists per query); row_base (the
 // piece's first row); rows_per_slice (scan: rows per invocation; merge: lists per invocation);
 // k; slices (scan: slices of the piece; merge: output lists per query); slice_base (the piece's
-// first slice in the partial layout); slices_total (slices per query in that layout); queries;
+// first slice in the partial layout: list (slice, query) at 2K (slice * queries + query));
+// slices_total (slices of that layout); queries;
 // tile_base and tiles, query_base and query_end (scan: the dispatch's tiles of the piece and
 // queries of the batch); in_at, out_at (words added to in_offset and out_offset: regions of one
 // list buffer); bound_at (scan: ALL, or the word, from out_offset, of the lists whose k-th
@@ -164,7 +165,9 @@ void scan(uint q, uint tile) {
         [[unroll]] for (uint u = 0u; u < ROWS_AT_ONCE; ++u) consider((d[u] << shift) | (t + u));
     }
     for (; t < count; ++t, at += WORDS) consider((distance(at) << shift) | t);
-    uint list = hp.out_offset + hp.out_at + 2u * K * (q * hp.slices_total + hp.slice_base + tile);
+    // Slice-major: each dispatch's tiles write one run of the lists (dmlgpu/kernels/search_programs.py
+    // SearchStep.span), so the scans of other tiles and pieces need no barrier between them.
+    uint list = hp.out_offset + hp.out_at + 2u * K * ((hp.slice_base + tile) * hp.queries + q);
     uint mask = (1u << shift) - 1u, row0 = hp.row_base + first;
     [[unroll]] for (uint i = 0u; i < K; ++i) {
         bool empty = best[i] >= cap;
@@ -205,13 +208,13 @@ bool fold(uint d, uint r) {
     return true;
 }
 
-// Query q, a workgroup: its hp.rows lists of K pairs at in_offset + in_at + 2K * (q * rows + j);
+// Query q, a workgroup: its hp.rows lists of K pairs at in_offset + in_at + 2K * (j * queries + q);
 // the answer goes to out_offset + out_at + 2K * q (the same buffer may be bound to both: the
 // regions are apart).
 void merge(uint q, uint lane) {
     [[unroll]] for (uint i = 0u; i < K; ++i) { bd[i] = EMPTY; br[i] = EMPTY; }
     for (uint j = lane; j < hp.rows; j += SELECTION_WORKGROUP_SIZE) {
-        uint at = hp.in_offset + hp.in_at + 2u * K * (q * hp.rows + j);
+        uint at = hp.in_offset + hp.in_at + 2u * K * (j * hp.queries + q);
         for (uint i = 0u; i < K; ++i)
             if (!fold(in_w[at + 2u * i], in_w[at + 2u * i + 1u])) break;
     }

@@ -179,7 +179,10 @@ class SearchStep:
     tiles [tile_base, +tiles), queries [query_base, query_end)) or "merge", its grid (the same for
     every step) and push words by name (the buffers' word offsets are added by the caller), the
     list buffer it reads (merge) and the one it writes; `cost` is its work in row-words (for
-    cutting a search into submits)."""
+    cutting a search into submits). A scan's `span` is the byte range of the list buffer it
+    writes (its tiles' lists, slice-major: scans of other tiles need no barrier between them)
+    and `bound` the range it reads there (the sample's answer) or None; a merge's are None
+    (the whole buffer)."""
 
     kernel: str
     grid: tuple
@@ -188,6 +191,8 @@ class SearchStep:
     reads: int | None
     writes: int
     cost: int = 0
+    span: tuple | None = None
+    bound: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -219,8 +224,13 @@ class SearchPlan:
                         slices=slices, slice_base=slice_base, slices_total=slices_total, queries=count,
                         tile_base=tile_base, tiles=tiles, query_base=query_base, query_end=query_end, in_at=0,
                         out_at=0, bound_at=ALL)
-            yield SearchStep("scan", self.grid, {**push, **fields}, piece, None, 0,
-                             tiles * per_slice * lane_cost(query_end - query_base) * self.words)
+            push.update(fields)
+            list_bytes = 8 * self.k * count  # a slice's lists, every query
+            start = 4 * push["out_at"] + (slice_base + tile_base) * list_bytes
+            bound = None if push["bound_at"] == ALL else (4 * push["bound_at"], 4 * push["bound_at"] + list_bytes)
+            yield SearchStep("scan", self.grid, push, piece, None, 0,
+                             tiles * per_slice * lane_cost(query_end - query_base) * self.words,
+                             (start, start + tiles * list_bytes), bound)
 
     def steps_for(self, count: int) -> tuple[list, list, int]:
         """(steps, list buffer sizes in bytes, result list) of a batch of `count` queries; each

@@ -259,10 +259,12 @@ class Shard:
 
     # -- dispatches ------------------------------------------------------------------------
     def _launch(self, program, buffers, push, reads, writes) -> None:
-        """Queue `program` over the device's search grid (every size of work: one pipeline)."""
+        """Queue `program` over the device's search grid (every size of work: one pipeline);
+        `reads`/`writes`: buffers (whole) or (buffer, start, end) byte ranges."""
         launch = self.device.launch(program, programs.grid(self.device), buffers, push,
-                                    reads=[(b, 0, b.size_in_bytes) for b in reads],
-                                    writes=[(b, 0, b.size_in_bytes) for b in writes], name=self.name)
+                                    reads=[r if isinstance(r, tuple) else (r, 0, r.size_in_bytes) for r in reads],
+                                    writes=[w if isinstance(w, tuple) else (w, 0, w.size_in_bytes) for w in writes],
+                                    name=self.name)
         if not self.device.enqueue(launch):
             raise ValidationError(self.name, None, "device", "closed or released", "allowed: an open device")
 
@@ -330,14 +332,16 @@ class Shard:
                     piece, memory = buffers[step.piece]
                     push.update(in_offset=self._db_offset(piece, memory), query_offset=queries.at(start))
                     bound, reads = [memory, queries.buffer, out], [memory, queries.buffer]
+                    reads += [(out, *step.bound)] if step.bound is not None else []
+                    written = [(out, *step.span)]  # (its tiles' lists only: scans run side by side)
                     program = scan
                 else:
                     source = lists[step.reads]
                     push.update(in_offset=source.arena_offset // 4)
-                    bound, reads, program = [source, out], [source], merge
+                    bound, reads, program, written = [source, out], [source], merge, [out]
                 for name, value in push.items():
                     words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
-                self._launch(program, bound, words, reads, [out])
+                self._launch(program, bound, words, reads, written)
                 pacer.queued(step.cost, program.name)
             answers.append((start, size, lists[result]))
             pacer.submit()
