@@ -152,6 +152,14 @@ venv() {  # venv DIR PACKAGES...: create it if needed, install the packages when
 }
 py="$root/.venv/bin/python"
 venv .venv "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}" "${WHEEL_PIP_PACKAGES[@]}"
+# The test job's own venv (step 4) is made meanwhile: pip waits on the network and the disk
+# while the compilers below take the cores.
+if [ "$job" = test ]; then
+  test_venv_log=$root/.cache/test-venv.log
+  mkdir -p "$root/.cache"
+  venv .cache/test-venv "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}" >"$test_venv_log" 2>&1 &
+  test_venv_pid=$!
+fi
 # A .venv made before dmlgpu carried Kompute has a separate kp installed: remove it.
 if [ -e .venv/.kp ]; then
   "$py" -m pip uninstall "${pip_quiet[@]}" -y kp
@@ -234,14 +242,15 @@ case "$job" in
     wheel
     smoke
     # The same wheel in a venv of its own where nothing but the wheel provides dmlgpu.
-    venv .cache/test-venv "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}"
+    wait "$test_venv_pid" || { cat "$test_venv_log" >&2; exit 1; }
+    cat "$test_venv_log"
     tpy="$root/.cache/test-venv/bin/python"
     "$tpy" -m pip install "${pip_quiet[@]}" --no-deps --force-reinstall "$built"
     "$tpy" -m pip check >/dev/null
     cd /
     # Twice: as users run it, then under the Khronos validation layer, where any message the
     # layer reports fails the test that caused it (tests/conftest.py).
-    pytest=("$tpy" -m pytest -c "$root/pyproject.toml" --rootdir "$root" -p no:cacheprovider "$root/tests")
+    pytest=("$tpy" -m pytest -c "$root/pyproject.toml" --rootdir "$root" -p no:cacheprovider --durations=25 "$root/tests")
     say "test suite ($("$tpy" -c 'import dmlgpu, sys; sys.stdout.write(dmlgpu.__file__)'))"
     "${pytest[@]}" "$@"
     say "test suite again, under the Khronos validation layer"
