@@ -14,7 +14,6 @@ import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError
 from .installation import missing_extension
-from .vulkan_loader import LOADER_ERROR  # opens libvulkan.so.1, which _kompute's Vulkan calls bind to
 
 try:
     from . import _kompute as _kp  # Kompute, compiled into dmlgpu by its build
@@ -33,8 +32,6 @@ DEVICE_STAGES = COMPUTE_SHADER | TRANSFER
 
 
 def _module():
-    if LOADER_ERROR is not None:
-        raise DeviceError(LOADER_ERROR)
     if _kp is None:
         raise missing_extension("runtime._kompute", "Kompute, built with dmlgpu")
     return _kp
