@@ -57,7 +57,8 @@ try:  # signal.getsignal wraps this in an enum lookup that costs ~8 us; this cos
 except ImportError:  # pragma: no cover (an interpreter without CPython's _signal)
     _getsignal = signal.getsignal
 
-__all__ = ["SIGNALS", "WAIT_SLICE_NS", "critical", "guard", "install", "raise_owed", "unwatch_lock", "watch_lock"]
+__all__ = ["SIGNALS", "WAIT_SLICE_NS", "critical", "guard", "install", "raise_owed", "raised_meanwhile", "unwatch_lock",
+           "watch_lock"]
 
 #: A wait for the device that may end early looks for a deferred Ctrl-C this often (the
 #: KeyboardInterrupt comes within ~one slice of the signal, well inside 100 ms).
@@ -211,6 +212,14 @@ def _deliver(frame) -> None:
             raise error
         finally:
             error = None  # (no cycle through this frame's locals)
+
+
+def raised_meanwhile(exc: BaseException) -> bool:
+    """Whether `exc`, caught around one call into C, was raised by Python code that ran at the
+    call's check point (a handler of a signal not in SIGNALS) rather than by the call, which
+    then succeeded: its traceback goes on past the frame that caught it."""
+    trace = exc.__traceback__
+    return trace is not None and trace.tb_next is not None
 
 
 def _frames(frame) -> list:
