@@ -26,9 +26,9 @@ and the program's own profile function, put back after) looks at each return int
 frames, from a C function or from a dmlgpu function, and calls the handlers set aside at the
 first one that leaves the main thread outside every such section: typically as the interrupted
 dmlgpu call returns to its caller. Never in a finalizer or a callback run meanwhile, where Python
-would drop what they raise. Two signals set aside at once are delivered together (both handlers
-run; the first exception is raised), as a signal that comes twice before Python looks is seen
-once. The frames are held only by the profile function: if Python drops it (what a handler
+would drop what they raise. A signal that comes twice while set aside is delivered once (as
+Python sees a signal that came twice before it looked); of two signals set aside, the second's
+handler runs at the next check point when the first's raised, as in Python. The frames are held only by the profile function: if Python drops it (what a handler
 raised escaped it), they go with it, and the handlers still owed are delivered after the next
 device call.
 
@@ -46,6 +46,7 @@ alone: Ctrl-C then raises nothing, or ends the process, as the program asked.
 """
 from __future__ import annotations
 
+import _thread
 import inspect
 import os
 import signal
@@ -194,24 +195,38 @@ def raise_owed() -> None:
 
 
 def _deliver(frame) -> None:
-    """Call the handlers set aside, in order, the program's profile function put back first;
-    the first exception one raises is raised once all have run."""
+    """Call the handlers set aside, in order, the program's profile function put back first,
+    until one raises: the signals after it are made pending again (`_thread.interrupt_main`),
+    so that their handlers run at the next check point, as Python runs a second signal's
+    handler after the first one's raised."""
     profile = sys.getprofile()
     if type(profile) is _Owed:
         sys.setprofile(profile.saved)
     error = None
     while _owed:
         signum, chained = _owed.pop(0)
+        if error is not None:
+            _pend(signum)
+            continue
         try:
             chained(signum, frame)
         except BaseException as exc:
-            if error is None:
-                error = exc
+            error = exc
     if error is not None:
         try:
             raise error
         finally:
             error = None  # (no cycle through this frame's locals)
+
+
+def _pend(signum: int) -> None:
+    """Make `signum` pending again for the main thread: its handler runs at the next check point
+    (nothing if the program has since set SIG_IGN or SIG_DFL)."""
+    try:
+        _thread.interrupt_main(signum)
+    except TypeError:  # Python 3.9: no argument (SIGINT only); a real signal for the others
+        if callable(_getsignal(signum)):
+            signal.raise_signal(signum)
 
 
 def raised_meanwhile(exc: BaseException) -> bool:
