@@ -28,7 +28,8 @@ first one that leaves the main thread outside every such section: typically as t
 dmlgpu call returns to its caller. Never in a finalizer or a callback run meanwhile, where Python
 would drop what they raise. A signal that comes twice while set aside is delivered once (as
 Python sees a signal that came twice before it looked); of two signals set aside, the second's
-handler runs at the next check point when the first's raised, as in Python. The frames are held only by the profile function: if Python drops it (what a handler
+handler runs once no `except` or `finally` block handles what the first's raised (at the next
+check point after, as a second signal's handler runs in Python), never replacing it. The frames are held only by the profile function: if Python drops it (what a handler
 raised escaped it), they go with it, and the handlers still owed are delivered after the next
 device call.
 
@@ -47,6 +48,7 @@ alone: Ctrl-C then raises nothing, or ends the process, as the program asked.
 from __future__ import annotations
 
 import _thread
+import dis
 import inspect
 import os
 import signal
@@ -70,6 +72,7 @@ WAIT_SLICE_NS = 25_000_000
 SIGNALS = tuple(int(getattr(signal, name)) for name in ("SIGINT", "SIGALRM", "SIGVTALRM", "SIGTERM")
                 if hasattr(signal, name))
 _CRITICAL: set = set()  # code objects of functions marked `critical`
+_RETURNS = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap)
 _LOCKS: list = []  # callables: whether the calling thread holds a runtime lock (weakly kept devices)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dmlgpu/
 #: Per signal of SIGNALS, the handler `guard` last found in place (a `_Deferring`, or one left
@@ -78,6 +81,9 @@ _seen: list = [object()] * len(SIGNALS)
 #: (signal, the handler to call) set aside, in arrival order, until the main thread leaves the
 #: runtime's sections (only handlers: the frames are the profile function's).
 _owed: list = []
+#: id() of the exception a delivery raised while other signals stayed owed (0: none): those wait
+#: until no `except` or `finally` block handles it.
+_after: list = [0]
 
 
 def critical(function):
@@ -156,7 +162,7 @@ class _Deferring:
         return f"<dmlgpu's deferring handler of {signal.Signals(self.signum).name}, calling {self.chained!r}>"
 
     def __call__(self, signum, frame):
-        if deferring(frame):
+        if deferring(frame) or (_after[0] and _handling_delivered()):
             _owe(signum, self.chained)
             _defer(frame)
         elif _owed:  # others set aside: delivered with this one
@@ -164,6 +170,12 @@ class _Deferring:
             _deliver(frame)
         else:
             self.chained(signum, frame)
+
+
+def _handling_delivered() -> bool:
+    """Whether the main thread is in an `except` or `finally` block of the exception a delivery
+    raised while other signals stayed owed."""
+    return id(sys.exc_info()[1]) == _after[0]
 
 
 def _owe(signum: int, chained) -> None:
@@ -202,17 +214,21 @@ def _deliver(frame) -> None:
     profile = sys.getprofile()
     if type(profile) is _Owed:
         sys.setprofile(profile.saved)
+    _after[0] = 0
     error = None
-    while _owed:
-        signum, chained = _owed.pop(0)
-        if error is not None:
-            _pend(signum)
-            continue
-        try:
-            chained(signum, frame)
+    while _owed and error is None:
+        entry = _owed[0]  # taken off once called (a handler run at a check point in between
+        try:  # would have raised past a popped one)
+            entry[1](entry[0], frame)
         except BaseException as exc:
             error = exc
+        finally:
+            if _owed and _owed[0] is entry:  # (unless a handler run meanwhile delivered it)
+                del _owed[0]
     if error is not None:
+        if _owed:  # the others wait while a handler handles this one (theirs would replace it)
+            _after[0] = id(error)
+            _pend(_owed[0][0])
         try:
             raise error
         finally:
@@ -266,12 +282,14 @@ class _Owed:
 
     def __call__(self, frame, event, arg):
         if event == "return":
-            if not _ours(frame.f_code):
-                return
+            code = frame.f_code
+            if not _ours(code) or (arg is None and code.co_code[frame.f_lasti] not in _RETURNS):
+                return  # (an exception unwinds it: what a handler raised here would replace that one)
             frame = frame.f_back
         elif event != "c_return":
             return
-        if frame is None or not any(frame is f for f in self.frames) or deferring(frame):
+        if frame is None or not any(frame is f for f in self.frames) or deferring(frame) \
+                or (_after[0] and _handling_delivered()):
             return
         self.frames = ()
         _deliver(frame)

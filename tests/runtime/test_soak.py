@@ -43,7 +43,7 @@ armed = [False]  # the main thread is in an operation (an Alarm then comes out i
 
 def alarm(signum, frame):  # re-armed first: the Alarm may come out in here
     if not stop.is_set():
-        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.005, 0.05))
+        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.02, 0.1))
         if armed[0]:
             raise Alarm
 
