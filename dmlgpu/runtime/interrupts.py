@@ -161,6 +161,7 @@ class _Deferring:
     def __repr__(self):
         return f"<dmlgpu's deferring handler of {signal.Signals(self.signum).name}, calling {self.chained!r}>"
 
+    @critical  # another signal's handler run at a check point in here waits for it
     def __call__(self, signum, frame):
         if deferring(frame) or (_after[0] and _handling_delivered()):
             _owe(signum, self.chained)
@@ -169,7 +170,13 @@ class _Deferring:
             _owe(signum, self.chained)
             _deliver(frame)
         else:
-            self.chained(signum, frame)
+            try:
+                self.chained(signum, frame)
+            except BaseException as exc:
+                if _owed:  # set aside while it ran: they wait while its exception is handled
+                    _after[0] = id(exc)
+                    _pend(_owed[0][0])
+                raise
 
 
 def _handling_delivered() -> bool:
@@ -280,6 +287,7 @@ class _Owed:
         self.frames = frames
         self.saved = saved
 
+    @critical  # a signal's handler run at a check point in here is owed, never raised out of it
     def __call__(self, frame, event, arg):
         if event == "return":
             code = frame.f_code
