@@ -75,9 +75,11 @@ _CRITICAL: set = set()  # code objects of functions marked `critical`
 _RETURNS = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap)
 _LOCKS: list = []  # callables: whether the calling thread holds a runtime lock (weakly kept devices)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dmlgpu/
-#: Per signal of SIGNALS, the handler `guard` last found in place (a `_Deferring`, or one left
-#: alone: SIG_IGN, SIG_DFL, None): a device call looks again only when one changed.
-_seen: list = [object()] * len(SIGNALS)
+#: SIGNALS repeated to four: what `guard` looks at, unrolled (a loop or a map costs 2-4x more).
+_A, _B, _C, _D = (SIGNALS * 4)[:4]
+#: Per signal of (_A, _B, _C, _D), the handler `guard` last found in place (a `_Deferring`, or
+#: one left alone: SIG_IGN, SIG_DFL, None): a device call looks again only when one changed.
+_seen: list = [object()] * 4
 #: (signal, the handler to call) set aside, in arrival order, until the main thread leaves the
 #: runtime's sections (only handlers: the frames are the profile function's).
 _owed: list = []
@@ -105,10 +107,12 @@ def unwatch_lock(owned) -> None:
 
 
 def guard() -> None:
-    """The deferring handlers in front of SIGNALS' (a device call starts): one C call per
-    signal while they are; handlers owed with no profile function left to deliver them (what a
+    """The deferring handlers in front of SIGNALS' (a device call starts): four C calls while
+    they are; handlers owed with no profile function left to deliver them (what a
     handler raised escaped it) are delivered after this call."""
-    if list(map(_getsignal, SIGNALS)) != _seen:
+    seen = _seen
+    if _getsignal(_A) is not seen[0] or _getsignal(_B) is not seen[1] or _getsignal(_C) is not seen[2] \
+            or _getsignal(_D) is not seen[3]:
         _take_over()
     if _owed and type(sys.getprofile()) is not _Owed:
         _reschedule(inspect.currentframe().f_back)
@@ -122,18 +126,14 @@ def install() -> None:
 def _take_over() -> None:
     if threading.get_ident() != threading.main_thread().ident:
         return  # (signal handlers are the main thread's to set)
-    seen = []
     for signum in SIGNALS:
         current = _getsignal(signum)
         if callable(current) and type(current) is not _Deferring:  # (SIG_IGN, SIG_DFL, None: left)
-            deferring_handler = _Deferring(signum, current)
             try:
-                signal.signal(signum, deferring_handler)
-                current = deferring_handler
+                signal.signal(signum, _Deferring(signum, current))
             except (ValueError, OSError):  # no signals here (an embedded interpreter)
                 pass
-        seen.append(current)
-    _seen[:] = seen
+    _seen[:] = [_getsignal(signum) for signum in (_A, _B, _C, _D)]
 
 
 def deferring(frame) -> bool:
@@ -215,9 +215,8 @@ def raise_owed() -> None:
 
 def _deliver(frame) -> None:
     """Call the handlers set aside, in order, the program's profile function put back first,
-    until one raises: the signals after it are made pending again (`_thread.interrupt_main`),
-    so that their handlers run at the next check point, as Python runs a second signal's
-    handler after the first one's raised."""
+    until one raises; the signals after it stay owed until no `except` or `finally` block
+    handles that exception (`_after`; one of them is made pending again to look then)."""
     profile = sys.getprofile()
     if type(profile) is _Owed:
         sys.setprofile(profile.saved)
