@@ -29,9 +29,12 @@ dmlgpu call returns to its caller. Never in a finalizer or a callback run meanwh
 would drop what they raise. A signal that comes twice while set aside is delivered once (as
 Python sees a signal that came twice before it looked); of two signals set aside, the second's
 handler runs once no `except` or `finally` block handles what the first's raised (at the next
-check point after, as a second signal's handler runs in Python), never replacing it. The frames are held only by the profile function: if Python drops it (what a handler
-raised escaped it), they go with it, and the handlers still owed are delivered after the next
-device call.
+check point after, as a second signal's handler runs in Python), never replacing it. The
+deferring handler and the profile function are sections themselves: a signal whose handler
+would run at one of their check points is set aside too. The frames are held only by the
+profile function (never in a local of a frame it holds: no cycle): if Python drops it (what a
+handler raised escaped it), they go with it, and the handlers still owed are delivered after
+the next device call.
 
 A long wait for the device does not hold a signal back: the stream waits in slices of
 `WAIT_SLICE_NS`, and a wait that may end early (a read of results, `synchronize`: nothing is
@@ -217,9 +220,7 @@ def _deliver(frame) -> None:
     """Call the handlers set aside, in order, the program's profile function put back first,
     until one raises; the signals after it stay owed until no `except` or `finally` block
     handles that exception (`_after`; one of them is made pending again to look then)."""
-    profile = sys.getprofile()
-    if type(profile) is _Owed:
-        sys.setprofile(profile.saved)
+    _restore()
     _after[0] = 0
     error = None
     while _owed and error is None:
@@ -231,6 +232,8 @@ def _deliver(frame) -> None:
         finally:
             if _owed and _owed[0] is entry:  # (unless a handler run meanwhile delivered it)
                 del _owed[0]
+    if not _owed:  # (one a handler's own deferral set meanwhile: all delivered)
+        _restore()
     if error is not None:
         if _owed:  # the others wait while a handler handles this one (theirs would replace it)
             _after[0] = id(error)
@@ -239,6 +242,13 @@ def _deliver(frame) -> None:
             raise error
         finally:
             error = None  # (no cycle through this frame's locals)
+
+
+def _restore() -> None:
+    """The program's own profile function back in place of an `_Owed` (held in no local of a
+    frame an `_Owed` may hold: that would be a cycle, freed only by the garbage collector)."""
+    if type(sys.getprofile()) is _Owed:
+        sys.setprofile(sys.getprofile().saved)
 
 
 def _pend(signum: int) -> None:
