@@ -29,9 +29,10 @@ dmlgpu call returns to its caller. Never in a finalizer or a callback run meanwh
 would drop what they raise. A signal that comes twice while set aside is delivered once (as
 Python sees a signal that came twice before it looked); of two signals set aside, the second's
 handler runs once no `except` or `finally` block handles what the first's raised (at the next
-check point after, as a second signal's handler runs in Python), never replacing it. The
-deferring handler and the profile function are sections themselves: a signal whose handler
-would run at one of their check points is set aside too. The frames are held only by the
+check point after, as a second signal's handler runs in Python), never replacing it. This
+module's own code is a section itself: a signal whose handler would run at one of its check
+points (a deferring handler deciding, the profile function) is set aside too; in a program's
+handler it called, a signal is what it is anywhere. The frames are held only by the
 profile function (never in a local of a frame it holds: no cycle): if Python drops it (what a
 handler raised escaped it), they go with it, and the handlers still owed are delivered after
 the next device call.
@@ -140,7 +141,11 @@ def _take_over() -> None:
 
 
 def deferring(frame) -> bool:
-    """Whether a signal's handler at `frame` (in the main thread) must wait."""
+    """Whether a signal's handler at `frame` (in the main thread) must wait: also where this
+    module's own code runs (a deferring handler deciding, the profile function, a delivery),
+    though not in a program's handler it called."""
+    if frame is not None and frame.f_code.co_filename == _HERE:
+        return True
     for owned in _LOCKS:
         if owned():
             return True
@@ -164,7 +169,6 @@ class _Deferring:
     def __repr__(self):
         return f"<dmlgpu's deferring handler of {signal.Signals(self.signum).name}, calling {self.chained!r}>"
 
-    @critical  # another signal's handler run at a check point in here waits for it
     def __call__(self, signum, frame):
         if deferring(frame) or (_after[0] and _handling_delivered()):
             _owe(signum, self.chained)
@@ -224,14 +228,11 @@ def _deliver(frame) -> None:
     _after[0] = 0
     error = None
     while _owed and error is None:
-        entry = _owed[0]  # taken off once called (a handler run at a check point in between
-        try:  # would have raised past a popped one)
-            entry[1](entry[0], frame)
+        signum, chained = _owed.pop(0)  # (a signal at a check point in here is set aside: see `deferring`)
+        try:
+            chained(signum, frame)
         except BaseException as exc:
             error = exc
-        finally:
-            if _owed and _owed[0] is entry:  # (unless a handler run meanwhile delivered it)
-                del _owed[0]
     if not _owed:  # (one a handler's own deferral set meanwhile: all delivered)
         _restore()
     if error is not None:
@@ -296,7 +297,6 @@ class _Owed:
         self.frames = frames
         self.saved = saved
 
-    @critical  # a signal's handler run at a check point in here is owed, never raised out of it
     def __call__(self, frame, event, arg):
         if event == "return":
             code = frame.f_code
@@ -310,3 +310,6 @@ class _Owed:
             return
         self.frames = ()
         _deliver(frame)
+
+
+_HERE = deferring.__code__.co_filename  # this module's code: `deferring` defers at its check points
