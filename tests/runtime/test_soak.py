@@ -237,7 +237,8 @@ assert stats["live_buffers"] == 0 and stats["in_use_bytes"] == 0 and stats["pend
 # and the device still computes
 x = np.arange(1 << 20, dtype=np.uint32)
 assert np.array_equal(dmlgpu.bit_not(x), ~x)
-assert counts["done"] >= 20 and counts["closes"] >= 3 and counts["interrupts"] >= 3 and counts["alarms"] >= 3, counts  # (a busy 2-core host: ~50)
+assert counts["done"] >= 20 and counts["closes"] >= 3, counts  # (a busy 2-core host: ~50 done)
+assert counts["interrupts"] >= 3 and counts["alarms"] >= 3, counts
 print("ok", counts)
 """
 
