@@ -5,6 +5,7 @@ queries up and results down inside the timing, databases resident. Every answer 
 against numpy's exact one before it is timed.
 
     python benchmarks/search.py [--quick] [--out FOLDER] [--sections k,hamming,tanimoto,shards]
+                                [--ks 10,33,100] [--breakdown] [--register-k 32]
 
 Sections (each well under two minutes on an H100/H200):
 - k: 1M x 256-bit codes, 1,024 queries, k from 1 to 16,384 (and k = n on 20,000 rows x 64
@@ -18,7 +19,11 @@ a few milliseconds timed cold reads 2-3x slow).
 - tanimoto: top-10 and threshold 0.7 over 2M x 2,048-bit fingerprints (64 queries),
   fingerprints compared per second;
 - shards: 16M x 256-bit on every device of the process (devices="all") against one.
---quick: small sizes for a CPU driver (lavapipe). Writes FOLDER/search.json.
+--quick: small sizes for a CPU driver (lavapipe). --ks: the k section's k (k = 10 always, the
+rate the others are a share of). --breakdown: in the k section, each kernel's GPU time in one
+search (every dispatch it queued, run again alone: `Device.time_dispatches`), summed per kernel.
+--register-k N: the register path's largest k for this run (0: every k by the selection path; to
+compare the two at k <= 32). Writes FOLDER/search.json.
 """
 import argparse
 import json
@@ -28,6 +33,7 @@ import time
 import numpy as np
 
 import dmlgpu
+from dmlgpu.kernels import variants as kernels
 
 from common import wall
 
@@ -161,7 +167,31 @@ def cupy_peers(database, queries, k, row):
     row["cuda_distance_floor_s"] = wall(floor, repeats=5, warm_seconds=WARM_S)
 
 
-def k_section(quick):
+def kernel_breakdown(index, queries, k, repeats=5) -> dict:
+    """GPU milliseconds per kernel of one `index.search(queries, k)`: every dispatch it queued,
+    captured as it was queued (its buffers kept alive) and run again alone, `repeats` times
+    back to back (the median), summed per kernel."""
+    device = index.device
+    captured = []
+
+    def enqueue(launch, queue=device.enqueue):
+        captured.append((launch, [ref() for ref in launch.buffers]))
+        return queue(launch)
+
+    device.enqueue = enqueue  # (this device object only, for one search)
+    try:
+        index.search(queries, k)
+    finally:
+        del device.enqueue
+    found = {}
+    for launch, _kept in captured:
+        if launch.valid:
+            seconds = float(np.median(device.time_dispatches(launch, repeats)))
+            found[launch.program.name] = found.get(launch.program.name, 0.0) + seconds * 1e3
+    return found
+
+
+def k_section(quick, ks=(1, 10, 32, 33, 100, 1024, 4096, 16384), breakdown=False):
     n, bits, nq = (200_000, 256, 32) if quick else (1 << 20, 256, 1024)
     rng = np.random.default_rng(0)
     database = rng.integers(0, 256, size=(n, bits // 8), dtype=np.uint8)
@@ -169,11 +199,11 @@ def k_section(quick):
     index = dmlgpu.HammingIndex(database)
     rows = []
     base = None
-    for k in (1, 10, 32, 33, 100, 1024, 4096, 16384):
+    for k in sorted(set(ks) | {10}):
         want_d, want_i = exact(database, queries[:2], k)
         got_d, got_i = index.search(queries[:2], k)
         assert np.array_equal(got_d, want_d) and np.array_equal(got_i, want_i), k
-        seconds = wall(lambda: index.search(queries, k), repeats=3 if not quick else 1,
+        seconds = wall(lambda: index.search(queries, k), repeats=3,
                        warm_seconds=0.0 if quick else WARM_S)
         rate = n * nq / seconds / 1e9
         base = rate if k == 10 else base
@@ -181,14 +211,22 @@ def k_section(quick):
                      "share_of_k10": rate / base if base else None})
         print(f"k={k}: {rate:.3f} G distances/s ({seconds * 1e3:.1f} ms){'' if base is None else f', {rate / base:.0%} of k=10'}",
               flush=True)
+        if breakdown:
+            rows[-1]["kernel_ms"] = kernel_breakdown(index, queries, k)
+            print("    GPU ms per kernel: " + ", ".join(f"{name} {ms:.3f}" for name, ms in rows[-1]["kernel_ms"].items()),
+                  flush=True)
     small = rng.integers(0, 256, size=(20000, 8), dtype=np.uint8)
     small_q = rng.integers(0, 256, size=(64, 8), dtype=np.uint8)
     small_index = dmlgpu.HammingIndex(small)
-    small_index.search(small_q[:2], 20000)
-    seconds = wall(lambda: small_index.search(small_q, 20000), repeats=1)
+    assert all(np.array_equal(a, b) for a, b in zip(small_index.search(small_q[:2], 20000), exact(small, small_q[:2], 20000)))
+    seconds = wall(lambda: small_index.search(small_q, 20000), repeats=1 if quick else 3)
     numpy_s = wall(lambda: exact(small, small_q, 20000), repeats=1)
     rows.append({"rows": 20000, "bits": 64, "queries": 64, "k": 20000, "ours_s": seconds, "numpy_s": numpy_s})
     print(f"k = n = 20,000, 64 queries: {seconds:.3f} s (numpy sort {numpy_s:.3f} s)", flush=True)
+    if breakdown:
+        rows[-1]["kernel_ms"] = kernel_breakdown(small_index, small_q, 20000)
+        print("    GPU ms per kernel: " + ", ".join(f"{name} {ms:.3f}" for name, ms in rows[-1]["kernel_ms"].items()),
+              flush=True)
     return rows
 
 
@@ -290,13 +328,20 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out"))
     parser.add_argument("--sections", default="k,hamming,tanimoto,shards")
+    parser.add_argument("--ks", default="1,10,32,33,100,1024,4096,16384", help="the k section's k (comma-separated)")
+    parser.add_argument("--breakdown", action="store_true", help="the k section: GPU time per kernel of each search")
+    parser.add_argument("--register-k", type=int, default=kernels.HAMMING_REGISTER_K,
+                        help="the register path's largest k (0: the selection path for every k)")
     args = parser.parse_args()
+    kernels.HAMMING_REGISTER_K = args.register_k
     device = dmlgpu.default_device()
     print(f"{device.name} ({device.type}); faiss {getattr(faiss, '__version__', None)}, cupy "
           f"{getattr(cupy, '__version__', None)}, usearch {usearch_index is not None}, rdkit {DataStructs is not None}",
           flush=True)
-    sections = {"k": k_section, "hamming": hamming_section, "tanimoto": tanimoto_section, "shards": shards_section}
-    results = {"device": device.name, "quick": args.quick}
+    ks = tuple(int(k) for k in args.ks.split(","))
+    sections = {"k": lambda quick: k_section(quick, ks, args.breakdown), "hamming": hamming_section,
+                "tanimoto": tanimoto_section, "shards": shards_section}
+    results = {"device": device.name, "quick": args.quick, "register_k": args.register_k}
     for name in args.sections.split(","):
         start = time.perf_counter()
         results[name] = sections[name](args.quick)

@@ -12,11 +12,13 @@
 // The kernels (one define each). Every kernel runs over a grid fixed per device
 // (dmlgpu/kernels/search_programs.py `grid`): its workgroups (or invocations) loop over the
 // dispatch's work items, so one pipeline serves every size of search.
-//   SEARCH_HIST: item = (sampled block of rows, SEARCH_HIST_QUERIES queries); lane = row: a
-//     histogram of key >> shift per query in shared memory, added to the global one.
-//   SEARCH_BOUND: lane = query: the bound key below which the query's k nearest surely lie (the
-//     upper edge of the bin where the histogram's running sum reaches k; sampled rows are real
-//     rows, so k of them lie within it).
+//   SEARCH_HIST: item = (block of sampled rows, SEARCH_HIST_QUERIES queries); lane = row: a
+//     histogram of key >> shift per query in shared memory, added to the global one. The
+//     sample: every stride-th row (stride 1: every row).
+//   SEARCH_BOUND: lane = query: the bound key, the upper edge of the bin where the histogram's
+//     running sum reaches `reach`. Every row's histogram and reach = k: the k nearest surely lie
+//     within. A sample's and reach = its expected count of k rows plus a margin: they lie
+//     within but for a rare sample (the selection then finds fewer than k candidates).
 //   SEARCH_GATHER: item = (64 queries, one tile of rows walked in order; every lane reads the
 //     same row: one load serves the workgroup); lane = query: each row whose key is within the
 //     query's bound is appended to the (query, tile) region, in row order; the region's count is
@@ -25,30 +27,10 @@
 //     order) -> the k-th least key by radix select over the key's digits -> the k least in row
 //     order (ties at the threshold: the lowest rows) -> a stable LSD radix sort by key, each lane
 //     owning a run of the entries (per-lane digit counts: no atomics, no per-entry barriers) ->
-//     the answer. k = 0: every candidate, sorted (range search), written at the query's `lims`.
-//   Hamming k-NN by counting (any k; two passes over the rows whatever k): a distance has only
-//   bits + 1 values, so each query's exact histogram gives its threshold distance and, with the
-//   histograms of every tile, the final place of every row of the answer (a counting sort by
-//   distance, stable in row order). A window of SEARCH_COUNT_BINS bins per query: bin 0 counts
-//   distances below lo, bin d - lo + 1 distance d in [lo, hi], hi = min(bound, WORDS * 32) (the
-//   sample's bound, or the code's bits) and lo = hi - (SEARCH_COUNT_BINS - 2) or 0: a query with
-//   rows below lo (its answer spans more distances than the window: near-duplicates in wide
-//   codes) gets them first, in row order, and SEARCH_BELOW sorts them (status 2); a query whose
-//   window holds no threshold (k rows below lo, or fewer than k within the bound) is reported
-//   (status 1) and searched again by the selection kernels.
-//   SEARCH_COUNT: item = (64 queries, one tile walked in order), lane = query: the tile's
-//     histogram of the lane's window in shared memory (a column of 16-bit counts per lane: no
-//     atomics, no bank conflicts), written as 32-bit counts per (query, tile, bin).
-//   SEARCH_OFFSETS: item = query, a workgroup (a lane per bin): the totals over tiles, the
-//     threshold bin where the running total reaches k, and each (tile, bin) count up to it
-//     replaced by where the tile's first row of that distance goes: the rows of lower bins, then
-//     those of the same bin in earlier tiles.
-//   SEARCH_PLACE: item and lanes as SEARCH_COUNT: each row up to the threshold goes to its
-//     (query, tile, bin) place, which then moves on; places past k (ties at the threshold with
-//     higher rows) are dropped. The answer is (distance, row) pairs in order, no sort.
-//   SEARCH_BELOW: item = query of status 2, a workgroup: its first entries (the rows below its
-//     window, in row order) by a stable LSD radix sort of the distances (SEARCH_SORT_BITS digits,
-//     each lane owning a run: per-lane digit counts), through scratch.
+//     the answer; a query whose regions overflowed gets status 1 (its bound holds k rows: the
+//     host searches it again with regions counted first), one whose regions hold fewer than k
+//     candidates status 2 (searched again with a sure bound). k = 0: every candidate, sorted
+//     (range search), written at the query's `lims`.
 //   SEARCH_ROWS: copies rows of codes (by an index list, or a run), for add/remove/re-sorting.
 //   SEARCH_FINISH: answer entries -> values (uint32 distance or float32 similarity, rounded
 //     exactly from the integers) and int64 ids, for answers that stay on the device.
@@ -75,7 +57,7 @@ uint tanimoto_key(uint c, uint u) {
 
 uint entry_key(uvec2 counts) { return METRIC == 0u ? counts.x : tanimoto_key(counts.x, counts.y); }
 
-#if defined(SEARCH_HIST) || defined(SEARCH_GATHER) || defined(SEARCH_COUNT) || defined(SEARCH_PLACE)
+#if defined(SEARCH_HIST) || defined(SEARCH_GATHER)
 layout(std430, binding = 0) readonly buffer DbWords { uint db_w[]; };
 // The same memory as uvec4 (db_offset and rows are 16-byte aligned when WORDS % 4 == 0).
 layout(std430, binding = 0) readonly buffer DbVec4 { uvec4 db_v[]; };
@@ -129,21 +111,21 @@ shared uint hist[HQ * BINS];
 // lavapipe compiled a 2,048-bit Tanimoto histogram in 5 s unrolled.)
 DEFINE_ROW_COUNTS(8u)
 
-// Item (x, y): sampled block (tile_base + x) * stride of the piece (rows_per_tile rows), x <
-// tiles; queries query_base + [y * HQ, +HQ), below query_end. The global histogram: aux words
-// hist_at + q * BINS.
+// Item (x, y): the sample's rows [(tile_base + x) * rows_per_tile, +rows_per_tile), x < tiles,
+// the sample being every stride-th row of the piece (row j * stride: systematic, so rows in any
+// order, sorted or clustered, are sampled in proportion); queries query_base + [y * HQ, +HQ),
+// below query_end. The global histogram: aux words hist_at + q * BINS.
 void main() {
     uint lane = gl_LocalInvocationID.x;
     uint groups = (sp.query_end - sp.query_base + HQ - 1u) / HQ, items = sp.tiles * groups;
     for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
         for (uint i = lane; i < HQ * BINS; i += GROUP) hist[i] = 0u;
         barrier();
-        uint block = (sp.tile_base + item / groups) * sp.stride;
         uint q0 = sp.query_base + (item % groups) * HQ;
-        uint first = block * sp.rows_per_tile;
-        uint last = min(first + sp.rows_per_tile, sp.rows);
-        for (uint row = first + lane; row < last; row += GROUP) {
-            uint at = sp.db_offset + row * WORDS;
+        uint first = (sp.tile_base + item / groups) * sp.rows_per_tile;
+        uint last = min(first + sp.rows_per_tile, (sp.rows + sp.stride - 1u) / sp.stride);
+        for (uint j = first + lane; j < last; j += GROUP) {
+            uint at = sp.db_offset + j * sp.stride * WORDS;
             [[dont_unroll]] for (uint j = 0u; j < HQ; ++j) {
                 uint q = q0 + j;
                 if (q >= sp.query_end) break;
@@ -165,14 +147,14 @@ void main() {
 layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };
 const uint BINS = SEARCH_HIST_BINS;
 
-// Lane = query: bounds[q] = the upper edge of the first bin where the running sum reaches k
-// (the last bin holds every key past it: no edge).
+// Lane = query: bounds[q] = the upper edge of the first bin where the running sum reaches
+// `reach` (the last bin holds every key past it: no edge).
 void main() {
     for (uint q = gl_GlobalInvocationID.x; q < sp.queries; q += gl_NumWorkGroups.x * GROUP) {
         uint sum = 0u, bound = ALL;
         for (uint b = 0u; b + 1u < BINS; ++b) {
             sum += aux_w[sp.aux_offset + sp.hist_at + q * BINS + b];
-            if (sum >= sp.k) { bound = ((b + 1u) << sp.shift) - 1u; break; }
+            if (sum >= sp.reach) { bound = ((b + 1u) << sp.shift) - 1u; break; }
         }
         aux_w[sp.aux_offset + sp.bounds_at + q] = bound;
     }
@@ -233,217 +215,6 @@ void main() {
     for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
         uint q = sp.query_base + (item % groups) * GROUP + gl_LocalInvocationID.x;
         if (q < sp.query_end) gather(q, sp.tile_base + item / groups);
-    }
-}
-#elif defined(SEARCH_COUNT) || defined(SEARCH_PLACE)
-// The counts (SEARCH_COUNT), then places (SEARCH_PLACE) of (query, tile, bin): cand_offset +
-// (q * tiles_total + tile) * NB + bin. The threshold bin of each query: aux word counts_at + q.
-layout(std430, binding = 3) buffer CountWords { uint count_w[]; };
-#define Q(i) (WORDS <= UNROLL_WORDS ? qw[(i)] : query_w[qbase + (i)])
-DEFINE_ROW_COUNTS(UNROLL_WORDS)
-const uint NB = SEARCH_COUNT_BINS;
-// Rows whose distances are computed before any is counted: their loads in flight together (as
-// the register scan's kernels.HAMMING_WORDS_AT_ONCE).
-const uint AT_ONCE = WORDS >= 16u ? 1u : 16u / WORDS;
-
-// The query's window [lo, hi] (see the header); its words into registers.
-void start_query(uint q, out uint lo, out uint hi) {
-    qbase = sp.query_offset + q * WORDS;
-    if (WORDS <= UNROLL_WORDS) {
-        [[unroll]] for (uint w = 0u; w < QW_SIZE; ++w) qw[w] = query_w[qbase + w];
-    }
-    hi = min(aux_w[sp.aux_offset + sp.bounds_at + q], WORDS * 32u);
-    lo = hi > NB - 2u ? hi - (NB - 2u) : 0u;
-}
-
-uint bin_of(uint d, uint lo) { return d < lo ? 0u : d - lo + 1u; }
-
-#ifdef SEARCH_COUNT
-shared uint hist[(NB / 2u) * GROUP];  // bins 2w, 2w + 1 of lane l: word w * GROUP + l (8 KiB)
-
-void tally(uint d, uint lo, uint hi, uint lane) {
-    if (d <= hi) {
-        uint b = bin_of(d, lo);
-        hist[(b >> 1u) * GROUP + lane] += 1u << ((b & 1u) << 4u);  // (rows_per_tile < 2^16)
-    }
-}
-
-void count_tile(uint q, uint tile, uint lane) {
-    uint lo, hi;
-    start_query(q, lo, hi);
-    [[dont_unroll]] for (uint w = 0u; w < NB / 2u; ++w) hist[w * GROUP + lane] = 0u;
-    uint first = tile * sp.rows_per_tile, count = min(sp.rows_per_tile, sp.rows - first);
-    uint at = sp.db_offset + first * WORDS, t = 0u;
-    for (; t + AT_ONCE <= count; t += AT_ONCE, at += AT_ONCE * WORDS) {
-        uint d[AT_ONCE];
-        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) d[u] = row_counts(at + u * WORDS).x;
-        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) tally(d[u], lo, hi, lane);
-    }
-    for (; t < count; ++t, at += WORDS) tally(row_counts(at).x, lo, hi, lane);
-    uint base = sp.cand_offset + (q * sp.tiles_total + sp.tile_index_base + tile) * NB;
-    [[dont_unroll]] for (uint w = 0u; w < NB / 2u; ++w) {
-        uint v = hist[w * GROUP + lane];
-        count_w[base + 2u * w] = v & 0xFFFFu;
-        count_w[base + 2u * w + 1u] = v >> 16u;
-    }
-}
-#else
-layout(std430, binding = 4) buffer OutWords { uint out_w[]; };
-
-void place_row(uint d, uint row, uint lo, uint last, uint base, uint answer) {
-    if (d <= last) {  // rare: the answer's rows and the threshold's ties
-        uint at = base + bin_of(d, lo), to = count_w[at];
-        count_w[at] = to + 1u;
-        if (to < sp.k) {
-            out_w[answer + 2u * to] = d;
-            out_w[answer + 2u * to + 1u] = row;
-        }
-    }
-}
-
-void place_tile(uint q, uint tile) {
-    if (aux_w[sp.aux_offset + sp.status_at + q] == 1u) return;  // searched again by the host
-    uint lo, hi;
-    start_query(q, lo, hi);
-    uint last = lo + aux_w[sp.aux_offset + sp.counts_at + q] - 1u;  // the threshold distance
-    uint base = sp.cand_offset + (q * sp.tiles_total + sp.tile_index_base + tile) * NB;
-    uint answer = sp.out_offset + 2u * sp.k * q;
-    uint first = tile * sp.rows_per_tile, count = min(sp.rows_per_tile, sp.rows - first);
-    uint at = sp.db_offset + first * WORDS, t = 0u, row = sp.row_base + first;
-    for (; t + AT_ONCE <= count; t += AT_ONCE, at += AT_ONCE * WORDS) {
-        uint d[AT_ONCE];
-        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) d[u] = row_counts(at + u * WORDS).x;
-        [[unroll]] for (uint u = 0u; u < AT_ONCE; ++u) place_row(d[u], row + t + u, lo, last, base, answer);
-    }
-    for (; t < count; ++t, at += WORDS) place_row(row_counts(at).x, row + t, lo, last, base, answer);
-}
-#endif
-
-// Item (x, y): lane l serves query query_base + x * 64 + l (below query_end) over tile
-// tile_base + y (y < tiles); items of one tile consecutive (workgroups running together read the
-// same rows). A lane touches only its own column of shared memory: no barriers.
-void main() {
-    uint groups = (sp.query_end - sp.query_base + GROUP - 1u) / GROUP, items = groups * sp.tiles;
-    for (uint item = gl_WorkGroupID.x; item < items; item += gl_NumWorkGroups.x) {
-        uint q = sp.query_base + (item % groups) * GROUP + gl_LocalInvocationID.x;
-#ifdef SEARCH_COUNT
-        if (q < sp.query_end) count_tile(q, sp.tile_base + item / groups, gl_LocalInvocationID.x);
-#else
-        if (q < sp.query_end) place_tile(q, sp.tile_base + item / groups);
-#endif
-    }
-}
-#elif defined(SEARCH_OFFSETS)
-layout(std430, binding = 0) buffer AuxWords { uint aux_w[]; };
-layout(std430, binding = 1) buffer CountWords { uint count_w[]; };
-const uint NB = SEARCH_COUNT_BINS;
-const uint PER_LANE = NB / GROUP;  // bins a lane owns: PER_LANE * lane + [0, PER_LANE)
-shared uint totals[GROUP];
-shared uint threshold_bin;
-
-// Query q, a workgroup.
-void offsets(uint q, uint lane) {
-    uint base = sp.cand_offset + q * sp.tiles_total * NB + PER_LANE * lane;
-    uint c[PER_LANE], own = 0u;
-    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) c[j] = 0u;
-    for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
-        [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) c[j] += count_w[at + j];
-    }
-    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) own += c[j];
-    totals[lane] = own;
-    if (lane == 0u) threshold_bin = NB;  // (no bin reaches k)
-    barrier();
-    uint below = 0u;  // rows of the lower bins
-    [[dont_unroll]] for (uint j = 0u; j < lane; ++j) below += totals[j];
-    uint start[PER_LANE], run = below;
-    [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) {
-        start[j] = run;
-        if (run < sp.k && run + c[j] >= sp.k) threshold_bin = PER_LANE * lane + j;  // (one bin at most)
-        run += c[j];
-    }
-    barrier();
-    uint tb = threshold_bin;
-    if (lane == 0u) {
-        // No threshold within the window (or at bin 0: k rows below it): searched again; rows
-        // below it (bin 0, all in the answer): sorted by SEARCH_BELOW.
-        aux_w[sp.aux_offset + sp.status_at + q] = tb == NB || tb == 0u ? 1u : (c[0] != 0u ? 2u : 0u);
-        aux_w[sp.aux_offset + sp.counts_at + q] = tb;
-        aux_w[sp.aux_offset + sp.regions_at + q] = c[0];
-    }
-    if (PER_LANE * lane <= tb) {  // the places of bins up to the threshold's
-        for (uint t = 0u, at = base; t < sp.tiles_total; ++t, at += NB) {
-            [[unroll]] for (uint j = 0u; j < PER_LANE; ++j) {
-                uint n = count_w[at + j];
-                count_w[at + j] = start[j];
-                start[j] += n;
-            }
-        }
-    }
-    barrier();  // (the next query reuses `totals`)
-}
-
-// Item = query, [query_base, query_end) of the batch.
-void main() {
-    for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x)
-        offsets(q, gl_LocalInvocationID.x);
-}
-#elif defined(SEARCH_BELOW)
-layout(std430, binding = 0) readonly buffer AuxWords { uint aux_w[]; };
-// Written and read back by other lanes of the workgroup: coherent, behind memoryBarrierBuffer().
-layout(std430, binding = 1) coherent buffer OutWords { uint out_w[]; };
-layout(std430, binding = 2) coherent buffer Scratch { uint scratch_w[]; };
-const uint NB = SEARCH_COUNT_BINS;
-const uint SORT_BITS = SEARCH_SORT_BITS;
-const uint SORT_DIGITS = 1u << SORT_BITS;
-shared uint table[SORT_DIGITS * GROUP];  // the count, then the next place, of (digit, lane): digit-major
-shared uint lane_sums[GROUP];
-
-uint entry_word(bool in_out, uint at) { return in_out ? out_w[at] : scratch_w[at]; }
-
-// Query q's first n entries (distances below lo), stably by distance.
-void sort_below(uint q, uint lane) {
-    uint n = aux_w[sp.aux_offset + sp.regions_at + q];
-    uint hi = min(aux_w[sp.aux_offset + sp.bounds_at + q], WORDS * 32u), lo = hi - (NB - 2u);
-    uint answer = sp.out_offset + 2u * sp.k * q, scratch = sp.scratch_offset + 2u * sp.k * q;
-    uint per = (n + GROUP - 1u) / GROUP, begin = min(lane * per, n), end = min(begin + per, n);
-    // (Below lo = 1 every distance is 0: the run is in order already.)
-    uint passes = lo > 1u ? (uint(findMSB(lo - 1u)) + SORT_BITS) / SORT_BITS : 0u;
-    for (uint pass = 0u; pass < passes; ++pass) {
-        bool from_out = pass % 2u == 0u;
-        uint from = from_out ? answer : scratch, to = from_out ? scratch : answer, shift = pass * SORT_BITS;
-        [[dont_unroll]] for (uint d = 0u; d < SORT_DIGITS; ++d) table[d * GROUP + lane] = 0u;
-        for (uint i = begin; i < end; ++i) ++table[((entry_word(from_out, from + 2u * i) >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane];
-        barrier();
-        // Exclusive sums over the table in digit-major order: lane l sums its share of it.
-        uint own = 0u, share = lane * SORT_DIGITS;
-        [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) own += table[share + j];
-        lane_sums[lane] = own;
-        barrier();
-        uint run = 0u;
-        [[dont_unroll]] for (uint j = 0u; j < lane; ++j) run += lane_sums[j];
-        [[dont_unroll]] for (uint j = 0u; j < SORT_DIGITS; ++j) { uint c = table[share + j]; table[share + j] = run; run += c; }
-        barrier();
-        for (uint i = begin; i < end; ++i) {
-            uint d = entry_word(from_out, from + 2u * i), row = entry_word(from_out, from + 2u * i + 1u);
-            uint slot = ((d >> shift) & (SORT_DIGITS - 1u)) * GROUP + lane, at = to + 2u * table[slot];
-            table[slot] += 1u;
-            if (from_out) { scratch_w[at] = d; scratch_w[at + 1u] = row; }
-            else { out_w[at] = d; out_w[at + 1u] = row; }
-        }
-        memoryBarrierBuffer();
-        barrier();
-    }
-    if (passes % 2u == 1u) {  // the last pass wrote scratch: back to the answer
-        for (uint i = lane; i < 2u * n; i += GROUP) out_w[answer + i] = scratch_w[scratch + i];
-    }
-}
-
-// Item = query of status 2, [query_base, query_end) of the batch.
-void main() {
-    for (uint q = sp.query_base + gl_WorkGroupID.x; q < sp.query_end; q += gl_NumWorkGroups.x) {
-        if (aux_w[sp.aux_offset + sp.status_at + q] != 2u) continue;  // (uniform over the workgroup)
-        sort_below(q, gl_LocalInvocationID.x);
-        barrier();  // (the next query reuses the table)
     }
 }
 #elif defined(SEARCH_SELECT)
@@ -539,8 +310,8 @@ void select_query(uint q, uint lane) {
     barrier();
     uint total = vars[0], k = sp.k == 0u ? total : sp.k;
     uint out_at = sp.k == 0u ? aux_w[sp.aux_offset + sp.lims_at + q] : q * sp.k;  // in entries
-    if (vars[1] != 0u || total < k) {  // a region overflowed: the host searches the query again
-        if (lane == 0u) aux_w[sp.aux_offset + sp.status_at + q] = 1u;
+    if (vars[1] != 0u || total < k) {  // the host searches the query again
+        if (lane == 0u) aux_w[sp.aux_offset + sp.status_at + q] = total < k ? 2u : 1u;
         return;  // (uniform over the workgroup)
     }
     // The k-th least key by radix select, most significant digit first: `threshold`, and

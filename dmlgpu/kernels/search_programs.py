@@ -7,14 +7,14 @@ Two families of kernels:
   lane keeps its query's k nearest of a tile of rows in registers, one workgroup per query merges
   the tiles' lists (`plan_search`, `SearchPlan`); where the database is large enough, the same
   scan and merge over a sample of it first bound each query's answer;
-- shaders/search.comp (`plan_selection`, `SelectionPlan` in selection_plans.py): for Hamming and any k, counting
-  ("counting" mode: per-tile histograms of distances within a window under a bound give the
-  threshold and every row's place in the answer; a second pass puts the rows there); for range
-  search and Tanimoto, selection: a bound on the k-th key from a histogram of a sample of the
-  rows, one pass appending the rows within the bound to per-(query, tile) regions in row order,
-  and a selection per query (radix select, then a stable radix sort). A query whose regions
-  overflow (rows far from uniform), or whose counting window holds no threshold, is searched
-  again with every row a candidate ("full" mode), which cannot overflow.
+- shaders/search.comp (`plan_selection`, `SelectionPlan` in selection_plans.py): Hamming past the
+  register path, Tanimoto and range search, by selection: a histogram of a sample of the rows
+  (every stride-th) bounds each query's k-th key tightly, one pass appends the rows within the
+  bound to per-(query, tile) regions in row order, and a selection per query (radix select,
+  then a stable radix sort) gives the answer. A query whose regions overflow (rows far from
+  uniform) or hold fewer than k rows (a sample that misled the bound) is searched again
+  "exact": every row's histogram bounds it surely, and the rows within are counted before the
+  regions are laid out, so it cannot fail.
 """
 from __future__ import annotations
 

@@ -173,7 +173,6 @@ def abi_glsl() -> str:
         "SEARCH_HIST_QUERIES": SEARCH_HIST_QUERIES,
         "SEARCH_DIGIT_BITS": SEARCH_DIGIT_BITS,
         "SEARCH_SORT_BITS": SEARCH_SORT_BITS,
-        "SEARCH_COUNT_BINS": SEARCH_COUNT_BINS,
         "SPEC_WORKGROUP_SIZE": SPEC_WORKGROUP_SIZE,
         "SPEC_SIZES": SPEC_SIZES,
         "SPEC_STRIDES_IN0": SPEC_STRIDES_IN0,
@@ -222,7 +221,11 @@ class Module:
 #: HAMMING_PUSH_FIELDS is their push-constant block, in order. Larger k, range searches and
 #: Tanimoto take the selection kernels (SEARCH_KERNELS, shaders/search.comp).
 HAMMING_REGISTER_SCAN, HAMMING_REGISTER_MERGE = "hamming-register-scan", "hamming-register-merge"
-HAMMING_REGISTER_K = 32
+#: The register path serves k up to 20: past it the sampled selection is faster (an H200, 1M x
+#: 256-bit, 1,024 queries: register 254-275 / 209 G distances/s at k = 24 / 32, selection
+#: 275-292 / 269-277; at k = 16 and below the register path leads; lavapipe: the selection is as
+#: fast or faster at every k from 10; benchmarks/NOTES.md, session 8).
+HAMMING_REGISTER_K = 20
 HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows", "row_base",
                        "rows_per_slice", "k", "slices", "slice_base", "slices_total", "queries", "tile_base", "tiles",
                        "query_base", "query_end", "in_at", "out_at", "bound_at")
@@ -231,17 +234,11 @@ HAMMING_PUSH_FIELDS = ("in_offset", "query_offset", "out_offset", "words", "rows
 #: selection per query, a copy of rows, and the answer split into values and int64 ids.
 SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER = "search-hist", "search-bound", "search-gather"
 SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH = "search-select", "search-rows", "search-finish"
-#: Hamming k-NN by counting (any k, two passes over the rows): per (query, tile) histograms of
-#: distances, the places they give, the rows put there, and (near-duplicates in wide codes)
-#: the rows below a query's window of distances sorted.
-SEARCH_COUNT, SEARCH_OFFSETS, SEARCH_PLACE = "search-count", "search-offsets", "search-place"
-SEARCH_BELOW = "search-below"
-SEARCH_KERNELS = (SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER, SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH,
-                  SEARCH_COUNT, SEARCH_OFFSETS, SEARCH_PLACE, SEARCH_BELOW)
+SEARCH_KERNELS = (SEARCH_HIST, SEARCH_BOUND, SEARCH_GATHER, SEARCH_SELECT, SEARCH_ROWS, SEARCH_FINISH)
 SEARCH_PUSH_FIELDS = ("db_offset", "query_offset", "aux_offset", "out_offset", "cand_offset", "scratch_offset",
                       "words", "rows", "row_base", "rows_per_tile", "tiles", "tile_base", "tile_index_base",
                       "tiles_total", "queries", "query_base", "k", "capacity", "stride", "shift", "key_bits",
-                      "hist_at", "bounds_at", "counts_at", "regions_at", "status_at", "lims_at", "query_end")
+                      "hist_at", "bounds_at", "counts_at", "regions_at", "status_at", "lims_at", "query_end", "reach")
 #: The sample histogram: bins per query, queries per workgroup (8 KiB of shared memory).
 SEARCH_HIST_BINS, SEARCH_HIST_QUERIES = 512, 4
 #: The selection's radix digits: 10 bits (a 4 KiB histogram): a 1,023-bit Hamming key in one
@@ -251,13 +248,6 @@ SEARCH_DIGIT_BITS = 10
 #: each lane counting its own run of entries (32 digits x 64 lanes: an 8 KiB table): a 256-bit
 #: Hamming top-k in one or two passes.
 SEARCH_SORT_BITS = 5
-#: The counting search's window of distances per query: bin 0 (below the window), then one bin
-#: per distance (62: a few standard deviations of a random code's distances, and the rows of a
-#: query's answer below the window are sorted apart); two 16-bit counts a word, a column per lane
-#: of a workgroup: 8 KiB of shared memory (16 KiB, the least Vulkan guarantees, would halve the
-#: workgroups an H100's SM holds). A multiple of the workgroup: SEARCH_OFFSETS gives each lane
-#: as many bins.
-SEARCH_COUNT_BINS = SELECTION_WORKGROUP_SIZE
 #: The register scan's specialization constants: the code's 32-bit words, the queries a lane
 #: serves (one: the lanes of a workgroup already share each database load), k, rows at once,
 #: carry-save bit counts.

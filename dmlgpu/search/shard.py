@@ -291,19 +291,24 @@ class Shard:
     def search(self, queries: _Queries, count: int, k: int, pacer: Pacer) -> list:
         """The k nearest of each query, exactly: [(first, size, buffer)], each buffer the answer
         entries (size, k, ENTRY_WORDS) uint32 of a batch of queries, nearest first (the register
-        path where it serves, else the selection path; a query whose sampled regions overflowed
-        is searched again with every row a candidate, its entries written over)."""
+        path where it serves, else the selection path; a query the sampled bound failed is
+        searched again "exact", its entries written over)."""
         if self.metric == HAMMING and k <= kernels.HAMMING_REGISTER_K:
             return self.search_registers(queries, count, k, pacer)
         entry = programs.ENTRY_WORDS[self.metric]
         found = []
-        for start, size, buffer, status in self.search_selection(queries, count, k, pacer):
-            failed = np.flatnonzero(status)
-            if failed.size:
-                again = self.queries(queries.rows(start + failed))
-                for first, n, fixed, _ in self.search_selection(again, failed.size, k, pacer, mode="full"):
+        for start, size, buffer, retry in self.search_selection(queries, count, k, pacer):
+            failed = np.flatnonzero(retry >= 0)
+            known = retry[failed] != programs.ALL
+            for picked, bound in ((failed[known], retry[failed[known]]), (failed[~known], None)):
+                if not picked.size:
+                    continue
+                again = self.queries(queries.rows(start + picked))
+                for first, n, fixed, left in self.search_selection(again, picked.size, k, pacer, "exact", bound):
+                    if (left >= 0).any():
+                        raise RuntimeError(f"{self.name}: an exact search again reported a query")  # (a bug)
                     entries = fixed.read(0, n * k * entry * 4).view(np.uint32).reshape(n, k, entry)
-                    for row, answer in zip(failed[first:first + n], entries):
+                    for row, answer in zip(picked[first:first + n], entries):
                         buffer.write(answer, int(row) * k * entry * 4)
             found.append((start, size, buffer))
         return found
@@ -350,60 +355,87 @@ class Shard:
     # -- the selection path ----------------------------------------------------------------
     def search_selection(self, queries: _Queries, count: int, k: int, pacer: Pacer, mode=None, bound=None):
         """The k nearest by the selection path (any k; k = 0 with `bound`: every row within the
-        bound key, range search). Returns [(first, size, answer buffer, status or lims)]:
-        status: per query 0, or 1 where its regions overflowed (search it again in "full" mode);
-        for a range search the lims (size + 1 entries) instead."""
+        bound key, range search; mode "exact" with `bound`, one bound key per query: the k
+        nearest within it, which holds k rows). Returns [(first, size, answer buffer, retry or
+        lims)]: retry, per query (int64), -1 where it is answered, else the bound to search it
+        again "exact" with: where its sampled bound held k rows but its regions overflowed,
+        that bound; where the bound held fewer, ALL (none: every row's histogram). For a range
+        search the lims (size + 1 entries) instead."""
         plan = selections.plan_selection(self.device, self.piece_rows(), self.words, self.code_bytes * 8, k, count,
-                                       self.metric, "range" if bound is not None else mode,
+                                       self.metric, "range" if bound is not None and k == 0 else mode,
                                        planned_budget(self.device))
         found = []
         for start, size in plan.batches():
-            found.append(self._selection_batch(plan, queries, start, size, pacer, bound))
-        return found
+            part = bound if bound is None or np.isscalar(bound) else bound[start:start + size]
+            found.append(self._selection_batch(plan, queries, start, size, pacer, part))
+        # (Statuses read once every batch is queued: the device never waits for the host between.)
+        return [(start, size, out, self._retry(plan, aux, size) if plan.k else lims)
+                for start, size, out, (aux, lims) in found]
 
     def _selection_batch(self, plan, queries: _Queries, start: int, size: int, pacer: Pacer, bound):
-        device, entry, k, tiles_total = self.device, plan.entry, plan.k, plan.tiles_total
+        device, entry, k = self.device, plan.entry, plan.k
         at = plan.layout(size)
-        initial = np.zeros(at["words"], np.uint32)
-        if bound is not None or (plan.mode == "counting" and not plan.sampled):  # (counting: the window's top)
-            initial[at["bounds_at"]:at["bounds_at"] + size] = bound if bound is not None else plan.bits
-        aux = device.upload(initial)
+        aux = device.allocate(at["words"] * 4)  # (zeros filled on the device: 6 MB at 1,024 queries)
+        if bound is not None:
+            aux.write(np.broadcast_to(np.asarray(bound, np.uint32), (size,)), at["bounds_at"] * 4)
         buffers = list(self._piece_buffers())
         fields = dict(plan.fields(size), aux_offset=aux.arena_offset // 4, query_offset=queries.at(start))
-        if plan.sampled:
+        if plan.sampled and bound is None:
             self._histogram(plan, buffers, queries, size, aux, fields, pacer)
-        if plan.mode == "counting":
-            counts = device.allocate(plan.candidate_words(size) * 4, zero_fill=False)
-            out = device.allocate(size * k * entry * 4, zero_fill=False)
-            scratch = device.allocate(size * k * entry * 4, zero_fill=False)
-            self._count(plan, buffers, queries, size, aux, counts, out, scratch, fields, pacer)
-            status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32)
-            return start, size, out, (status == 1).astype(np.uint32)  # (2: rows below the window, sorted)
-        if bound is not None:  # range search: count first, then regions at their offsets
-            self._gather(plan, buffers, queries, size, aux, None, fields, pacer)
-            counts = aux.read(at["counts_at"] * 4, size * tiles_total * 4).view(np.uint32)
-            offsets = np.zeros(size * tiles_total + 1, np.uint32)
-            np.cumsum(counts, out=offsets[1:])
-            per_query = counts.reshape(size, tiles_total).sum(axis=1)
-            lims = np.zeros(size + 1, np.uint32)
-            np.cumsum(per_query, out=lims[1:])
-            total = int(lims[-1])
-            aux.write(np.concatenate([offsets, lims]), at["regions_at"] * 4)
-            if total == 0:
-                return start, size, None, lims
-            candidates = device.allocate(total * entry * 4, zero_fill=False)
-            self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer)
-            out = device.allocate(total * entry * 4, zero_fill=False)
-            scratch = device.allocate(2 * total * entry * 4, zero_fill=False)
-            self._select(plan, aux, candidates, scratch, out, size, fields, total, pacer)
-            return start, size, out, lims
+        if plan.counted:
+            return self._counted_batch(plan, buffers, queries, start, size, aux, fields, pacer)
         candidates = device.allocate(max(4, plan.candidate_words(size) * 4), zero_fill=False)
         self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer)
         out = device.allocate(size * k * entry * 4, zero_fill=False)
         scratch = device.allocate(2 * size * k * entry * 4, zero_fill=False)
-        self._select(plan, aux, candidates, scratch, out, size, fields, size * tiles_total * plan.capacity, pacer)
-        status = aux.read(at["status_at"] * 4, size * 4).view(np.uint32).copy()
-        return start, size, out, status
+        self._select(plan, aux, candidates, scratch, out, size, fields, size * plan.tiles_total * plan.capacity, pacer)
+        return start, size, out, (aux, None)
+
+    @staticmethod
+    def _retry(plan, aux, size: int) -> np.ndarray:
+        """Per query of a batch: -1 (answered), its bound (status 1: the regions overflowed, the
+        bound holds k rows) or ALL (status 2: fewer than k rows within the bound)."""
+        status = aux.read(plan.layout(size)["status_at"] * 4, size * 4).view(np.uint32)
+        retry = np.full(size, -1, np.int64)
+        if status.any():  # (the bounds read back only then)
+            bounds = aux.read(plan.layout(size)["bounds_at"] * 4, size * 4).view(np.uint32)
+            retry[status == 1] = bounds[status == 1]
+            retry[status == 2] = programs.ALL
+        return retry
+
+    def _counted_batch(self, plan, buffers, queries, start, size, aux, fields, pacer):
+        """A batch whose rows within the bound are counted per (query, tile) region first (one
+        gather writing nothing else), then gathered to regions at the offsets the counts give
+        and selected: queries in groups whose candidates fit one buffer each. Range search (k
+        = 0): every candidate, the answer at the lims; "exact": the k nearest of each query."""
+        device, entry, k, tiles_total = self.device, plan.entry, plan.k, plan.tiles_total
+        at = plan.layout(size)
+        self._gather(plan, buffers, queries, size, aux, None, fields, pacer)
+        counts = aux.read(at["counts_at"] * 4, size * tiles_total * 4).view(np.uint32).astype(np.int64)
+        lims = np.concatenate([[0], np.cumsum(counts.reshape(size, tiles_total).sum(axis=1))])
+        ends = lims[1:]
+        # Region offsets (entries) wrap at 2^32 as the kernels' uint arithmetic does: a group's
+        # word offsets, made relative to its first entry, come out right.
+        offsets = np.zeros(size * tiles_total + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        aux.write(np.concatenate([offsets, lims]).astype(np.uint64).astype(np.uint32), at["regions_at"] * 4)
+        total = int(lims[-1])
+        if k == 0 and total == 0:
+            return start, size, None, (aux, lims.astype(np.uint32))
+        out = device.allocate(max(4, (total if k == 0 else size * k) * entry * 4), zero_fill=False)
+        scratch = device.allocate(max(4, 2 * (total if k == 0 else size * k) * entry * 4), zero_fill=False)
+        limit = max(1, programs.partial_bytes(device) // (entry * 4))
+        first = 0
+        while first < size:  # groups of queries whose candidates fit `limit` entries (one query at least)
+            last = max(first + 1, int(np.searchsorted(ends, lims[first] + limit, side="right")))
+            begin, n = int(lims[first]), int(lims[last] - lims[first])
+            if n:
+                candidates = device.allocate(n * entry * 4, zero_fill=False)
+                shifted = (candidates.arena_offset // 4 - entry * begin) % (1 << 32)
+                self._gather(plan, buffers, queries, size, aux, candidates, fields, pacer, (first, last), shifted)
+                self._select(plan, aux, candidates, scratch, out, size, fields, n, pacer, (first, last), shifted)
+            first = last
+        return start, size, out, (aux, lims.astype(np.uint32))
 
     def _db_offset(self, piece: _Piece, memory) -> int:
         """The word offset (in its arena) of a piece's first code, `memory` its buffer now."""
@@ -419,50 +451,28 @@ class Shard:
         program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
         self._launch(program, [aux], selections.push_words(fields), [aux], [aux])
 
-    def _gather(self, plan, buffers, queries, size, aux, candidates, fields, pacer) -> None:
+    def _gather(self, plan, buffers, queries, size, aux, candidates, fields, pacer, span=None, out_offset=None):
+        """SEARCH_GATHER of the batch's queries `span` (None: all) to word `out_offset` (None: the
+        start) of `candidates` (None: the regions' counts alone)."""
         program = programs.selection_program(kernels.SEARCH_GATHER, self.words, self.metric)
-        out = candidates if candidates is not None else aux  # (counting only: nothing is written there)
-        for i, part, cost in plan.gather_dispatches(size):
+        out = candidates if candidates is not None else aux  # (counts alone: nothing is written there)
+        at = out.arena_offset // 4 if out_offset is None else out_offset
+        for i, part, cost in plan.gather_dispatches(size, span):
             piece, memory = buffers[i]
             push = selections.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory),
-                                        "out_offset": out.arena_offset // 4})
+                                          "out_offset": at})
             self._launch(program, [memory, queries.buffer, aux, out], push, [memory, queries.buffer, aux],
                          [aux] if out is aux else [aux, out])
             pacer.queued(cost, program.name)
 
-    def _count(self, plan, buffers, queries, size, aux, counts, out, scratch, fields, pacer) -> None:
-        """The counting search's dispatches (Hamming): per-tile counts, places, rows put there,
-        rows below a query's window sorted."""
-        count, offsets, place, below = (
-            programs.selection_program(name, self.words, self.metric)
-            for name in (kernels.SEARCH_COUNT, kernels.SEARCH_OFFSETS, kernels.SEARCH_PLACE, kernels.SEARCH_BELOW))
-        at = dict(cand_offset=counts.arena_offset // 4, out_offset=out.arena_offset // 4,
-                  scratch_offset=scratch.arena_offset // 4)
-        for i, part, cost in plan.gather_dispatches(size):
-            piece, memory = buffers[i]
-            push = selections.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
-            self._launch(count, [memory, queries.buffer, aux, counts], push, [memory, queries.buffer, aux], [counts])
-            pacer.queued(cost, count.name)
-        for part, cost in plan.offsets_dispatches(size):
-            self._launch(offsets, [aux, counts], selections.push_words({**fields, **part, **at}), [aux, counts],
-                         [aux, counts])
-            pacer.queued(cost, offsets.name)
-        for i, part, cost in plan.gather_dispatches(size):
-            piece, memory = buffers[i]
-            push = selections.push_words({**fields, **part, **at, "db_offset": self._db_offset(piece, memory)})
-            self._launch(place, [memory, queries.buffer, aux, counts, out], push, [memory, queries.buffer, aux, counts],
-                         [counts, out])
-            pacer.queued(cost, place.name)
-        for part, cost in plan.offsets_dispatches(size):  # (a query each item, as the offsets)
-            self._launch(below, [aux, out, scratch], selections.push_words({**fields, **part, **at}), [aux, out, scratch],
-                         [out, scratch])
-            pacer.queued(cost, below.name)
-
-    def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer) -> None:
+    def _select(self, plan, aux, candidates, scratch, out, size, fields, candidates_total, pacer, span=None,
+                cand_offset=None) -> None:
+        """SEARCH_SELECT of the batch's queries `span` (None: all), candidates at `cand_offset`."""
         program = programs.selection_program(kernels.SEARCH_SELECT, self.words, self.metric)
-        offsets = dict(aux_offset=aux.arena_offset // 4, cand_offset=candidates.arena_offset // 4,
+        offsets = dict(aux_offset=aux.arena_offset // 4,
+                       cand_offset=candidates.arena_offset // 4 if cand_offset is None else cand_offset,
                        scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4)
-        for part, cost in plan.select_dispatches(size, candidates_total):
+        for part, cost in plan.select_dispatches(size, candidates_total, span):
             push = selections.push_words({**fields, **offsets, **part})
             self._launch(program, [aux, candidates, scratch, out], push, [aux, candidates], [aux, scratch, out])
             pacer.queued(cost, program.name)

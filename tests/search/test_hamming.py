@@ -1,6 +1,6 @@
 """dmlgpu.hamming_knn / HammingIndex's search on one device: exactly numpy's answer (np.bitwise_count
 summed over a code, stable argsort: ties by lower row) for every word type, every k from 1 to n on
-both paths (the register path up to k = 32, the selection path beyond), databases with many ties,
+both paths (the register path up to k = kernels.HAMMING_REGISTER_K, the selection path beyond), databases with many ties,
 databases split in pieces and queries in batches, Tensors, and ValidationError before any work.
 The index as a product (ids, add/remove, Tanimoto, range search, files, sharding) is in
 tests/search/test_search_index.py."""
@@ -241,7 +241,8 @@ def test_register_scan_bit_counts(monkeypatch, carry_save, words, rng):
 @pytest.mark.parametrize("k", [33, 100, 640, 1999, 2000])
 def test_every_k_beyond_the_register_path(k, rng):
     """The selection path: sampled bounds (k up to n / 8), every row a candidate beyond, and
-    queries whose sampled regions overflow (a database of few distinct codes) searched again."""
+    queries whose sampled regions overflow (a database of few distinct codes) searched again
+    (tests/search/test_selection_k.py: the bound, its failures and the exact search again)."""
     database = rng.integers(0, 2**32, size=(2000, 8), dtype=np.uint32)
     database[1000:] = database[:8][rng.integers(0, 8, 1000)]  # ties: 8 codes repeated 125 times
     queries = np.concatenate([rng.integers(0, 2**32, size=(5, 8), dtype=np.uint32), database[1000:1003]])
@@ -260,87 +261,6 @@ def test_wide_codes_beyond_the_register_path(monkeypatch, width, k, rng):
     database = rng.integers(0, 256, size=(600, width), dtype=np.uint8)
     database[100:110] = database[200:210]  # ties
     check(database, np.concatenate([rng.integers(0, 256, size=(2, width), dtype=np.uint8), database[[200]]]), k)
-
-
-def _searched_again(monkeypatch) -> list:
-    """The queries each search hands back to the selection kernels (mode "full"), recorded."""
-    again, search_selection = [], hamming.Shard.search_selection
-
-    def spy(self, queries, count, k, pacer, mode=None, bound=None):
-        if mode == "full":
-            again.append(count)
-        return search_selection(self, queries, count, k, pacer, mode=mode, bound=bound)
-
-    monkeypatch.setattr(hamming.Shard, "search_selection", spy)
-    return again
-
-
-@pytest.mark.parametrize("case", ["window holds every distance", "sampled bound", "every row's histogram",
-                                  "pieces, tiles and batches"])
-def test_counting_search(monkeypatch, rng, case):
-    """Hamming past the register path: per-tile histograms of distances in a window under a bound,
-    every row of the answer put at its place. Ties across tiles and at the threshold; no query
-    searched again."""
-    again = _searched_again(monkeypatch)
-    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 16)  # (tiles of a few hundred rows)
-    width, n, k = {"window holds every distance": (7, 3000, 3000), "sampled bound": (32, 6000, 100),
-                   "every row's histogram": (32, 3000, 900), "pieces, tiles and batches": (32, 5000, 333)}[case]
-    if case == "pieces, tiles and batches":
-        monkeypatch.setattr(hamming, "PIECE_BYTES", 700 * width)
-        monkeypatch.setattr(hamming_plan, "PARTIAL_BYTES", 1 << 17)
-    database = rng.integers(0, 256, size=(n, width), dtype=np.uint8) & 0x93  # 4 random bits a byte: ties
-    queries = rng.integers(0, 256, size=(70, width), dtype=np.uint8) & 0x93  # (70: two groups of lanes)
-    index = dmlgpu.HammingIndex(database)
-    shard = index._shards[0]
-    plan = selection_plans.plan_selection(index.device, shard.piece_rows(), shard.words, width * 8, k, 70,
-                                       hamming_plan.HAMMING)
-    assert plan.mode == "counting" and plan.tiles_total > 1
-    assert plan.stride == {"window holds every distance": 0, "sampled bound": plan.stride,
-                           "every row's histogram": 1}.get(case, plan.stride)
-    if case == "sampled bound":
-        assert plan.stride >= 2
-    if case == "pieces, tiles and batches":
-        assert index.pieces > 1 and plan.batch < 70
-    check(database, queries, k, index)
-    assert again == []
-
-
-def test_counting_search_rows_below_the_window(monkeypatch, rng):
-    """1,024-bit codes with near-duplicates of the queries: their answers span more distances than
-    a window, so their rows below it come first and are sorted apart (no query searched again);
-    and where the sampled bound lies a window's width above the threshold (the near-duplicates
-    all outside the sampled blocks), the query is searched again by the selection kernels."""
-    again = _searched_again(monkeypatch)
-    monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 16)
-    database = rng.integers(0, 256, size=(4000, 128), dtype=np.uint8)
-    queries = rng.integers(0, 256, size=(5, 128), dtype=np.uint8)
-    for q in range(3):  # near-duplicates at distances 0 to 300 of queries 0 to 2
-        rows = rng.choice(4000, 25, replace=False)
-        database[rows] = queries[q]
-        for j, row in enumerate(rows):
-            database[row, :j] ^= rng.integers(0, 256, j, dtype=np.uint8)
-    index = dmlgpu.HammingIndex(database)
-    check(database, queries, 40, index)
-    assert again == []
-    shard = index._shards[0]
-    plan = selection_plans.plan_selection(index.device, shard.piece_rows(), shard.words, 1024, 40, 1,
-                                       hamming_plan.HAMMING)
-    assert plan.stride >= 2
-    unsampled = np.concatenate([np.arange(t * plan.rows_per_tile, min((t + 1) * plan.rows_per_tile, 4000))
-                                for t in range(plan.tiles_total) if t % plan.stride])
-    database[:] = rng.integers(0, 256, size=(4000, 128), dtype=np.uint8)
-    database[unsampled[:60]] = queries[0]  # 60 copies, none sampled: the sample's 40th is far
-    check(database, queries[:1], 40)
-    assert again == [1]
-
-
-def test_counting_asked_for_never_searches_again(device):
-    """Mode "counting" asked for (a graph cannot search a query again): every row's histogram
-    bounds the window (its threshold bin's edge), or no bound for codes of few bits."""
-    plan = selection_plans.plan_selection(device, [(0, 10 ** 6)], 8, 256, 100, 64, hamming_plan.HAMMING, mode="counting")
-    assert (plan.mode, plan.stride) == ("counting", 1)
-    plan = selection_plans.plan_selection(device, [(0, 10 ** 6)], 1, 32, 100, 64, hamming_plan.HAMMING, mode="counting")
-    assert (plan.mode, plan.stride) == ("counting", 0)
 
 
 @pytest.mark.parametrize("mode", [None, "sampled"])
