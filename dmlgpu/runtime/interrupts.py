@@ -1,36 +1,58 @@
-"""Ctrl-C (SIGINT) deferred out of the runtime's non-reentrant sections, never swallowed.
+"""Ctrl-C (SIGINT), and the other signals a program raises from, deferred out of the runtime's
+non-reentrant sections, never swallowed.
 
-Python raises `KeyboardInterrupt` in the main thread at its next check point (a call, a
-backward jump), so one could land between a submit that released the GIL and the stream's
-record of it, or halfway through a merge of the memory pool's free blocks, and leave the device
-broken for the rest of the process. CPython's own locks keep such windows closed; so does this:
-a SIGINT that arrives while the main thread holds a device's lock, or runs a function marked
-`critical`, is set aside and raised again at the first check point after it (the interrupted
-call has then either happened whole or not at all).
+Python runs a signal's handler in the main thread at its next check point (a call, a backward
+jump), so a `KeyboardInterrupt` (or whatever a program's handler raises) could land between a
+submit that released the GIL and the stream's record of it, between a block taken from the
+memory pool and the Buffer that owns it, or halfway through a merge of the pool's free blocks,
+and leave the device broken or memory lost for the rest of the process. CPython's own locks
+keep such windows closed; so does this: a signal of `SIGNALS` that arrives while the main
+thread holds a device's lock, or runs a function marked `critical`, is set aside and its
+handler called at the first check point after it (the interrupted call has then either happened
+whole or not at all).
 
-It costs nothing on the way through a call but one look at SIGINT's handler (`guard`, from
-`threads.entered` at the start of every device call): the handler, run only when a signal
+`SIGNALS`: SIGINT (Ctrl-C), and the signals a program raises asynchronously from a handler of
+its own: SIGALRM and SIGVTALRM (`signal.alarm`, `signal.setitimer`: timeouts) and SIGTERM (a
+handler that calls `sys.exit`). SIGPROF is left to sampling profilers, whose handlers record the
+frame they land in and raise nothing.
+
+It costs nothing on the way through a call but one look at those signals' handlers (`guard`,
+from `threads.entered` at the start of every device call): each Python handler found there is
+put behind a `_Deferring` one (its own object per handler, so that a program that saved the
+handler it replaced and puts it back gets the one it saved), which, run only when a signal
 arrives, looks at the main thread's frames and the locks it holds. Once it defers, a profile
-function of the main thread (`sys.setprofile`, the program's own put back after) looks at each
-return into a frame that was running when the signal came, from a C function or from a dmlgpu
-function, and raises the KeyboardInterrupt at the first one that leaves the main thread outside
-every such section: typically as the interrupted dmlgpu call returns to its caller. Never in a
-finalizer or a callback run meanwhile, where Python would drop it.
+function of the main thread (`sys.setprofile`, an `_Owed` holding the frames that were running
+and the program's own profile function, put back after) looks at each return into one of those
+frames, from a C function or from a dmlgpu function, and calls the handlers set aside at the
+first one that leaves the main thread outside every such section: typically as the interrupted
+dmlgpu call returns to its caller. Never in a finalizer or a callback run meanwhile, where Python
+would drop what they raise. A signal that comes twice while set aside is delivered once (as
+Python sees a signal that came twice before it looked); of two signals set aside, the second's
+handler runs once no `except` or `finally` block handles what the first's raised (at the next
+check point after, as a second signal's handler runs in Python), never replacing it. This
+module's own code is a section itself: a signal whose handler would run at one of its check
+points (a deferring handler deciding, the profile function) is set aside too; in a program's
+handler it called, a signal is what it is anywhere. The frames are held only by the
+profile function (never in a local of a frame it holds: no cycle): if Python drops it (what a
+handler raised escaped it), they go with it, and the handlers still owed are delivered after
+the next device call.
 
-A long wait for the device does not hold an interrupt back: the stream waits in slices of
+A long wait for the device does not hold a signal back: the stream waits in slices of
 `WAIT_SLICE_NS`, and a wait that may end early (a read of results, `synchronize`: nothing is
-half queued there) calls `raise_owed` between slices, which raises the deferred interrupt at
-once. The work stays queued and tracked (its memory is reused only once it has ended), so the
+half queued there) calls `raise_owed` between slices, which runs the deferred handlers at once.
+The work stays queued and tracked (its memory is reused only once it has ended), so the
 interrupted call did not happen for its caller and the device goes on.
 
-The handler goes in front of SIGINT's whenever the main thread starts a device call and finds
-another one there: Python's default (also when a program or a notebook kernel put it back after
-the device opened) or a program's own, which is then called, deferred like the default, where
-the default would have raised. Handlers that are not Python functions (`SIG_IGN`, `SIG_DFL`) are
-left alone: Ctrl-C then raises nothing, or ends the process, as the program asked.
+The deferring handler goes in front of a signal's whenever the main thread starts a device call
+and finds another one there: Python's default SIGINT handler (also when a program or a notebook
+kernel put it back after the device opened) or a program's own, which is then called, deferred,
+where it would have run. Handlers that are not Python callables (`SIG_IGN`, `SIG_DFL`) are left
+alone: Ctrl-C then raises nothing, or ends the process, as the program asked.
 """
 from __future__ import annotations
 
+import _thread
+import dis
 import inspect
 import os
 import signal
@@ -42,26 +64,36 @@ try:  # signal.getsignal wraps this in an enum lookup that costs ~8 us; this cos
 except ImportError:  # pragma: no cover (an interpreter without CPython's _signal)
     _getsignal = signal.getsignal
 
-__all__ = ["WAIT_SLICE_NS", "critical", "guard", "handler", "install", "raise_owed", "unwatch_lock",
+__all__ = ["SIGNALS", "WAIT_SLICE_NS", "critical", "guard", "install", "raise_owed", "raised_meanwhile", "unwatch_lock",
            "watch_lock"]
 
 #: A wait for the device that may end early looks for a deferred Ctrl-C this often (the
 #: KeyboardInterrupt comes within ~one slice of the signal, well inside 100 ms).
 WAIT_SLICE_NS = 25_000_000
 
-_SIGINT = int(signal.SIGINT)
+#: The signals whose Python handlers are deferred out of the runtime's sections (those of them
+#: this platform has).
+SIGNALS = tuple(int(getattr(signal, name)) for name in ("SIGINT", "SIGALRM", "SIGVTALRM", "SIGTERM")
+                if hasattr(signal, name))
 _CRITICAL: set = set()  # code objects of functions marked `critical`
+_RETURNS = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap)
 _LOCKS: list = []  # callables: whether the calling thread holds a runtime lock (weakly kept devices)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dmlgpu/
-#: What a SIGINT does once it may: Python's default handler, or the program's own it replaced.
-_chained: list = [signal.default_int_handler]
-#: A handler found in SIGINT's place and left there (SIG_IGN, SIG_DFL, None): `guard` does not
-#: look at it again until it changes.
-_left: list = [object()]
+#: SIGNALS repeated to four: what `guard` looks at, unrolled (a loop or a map costs 2-4x more).
+_A, _B, _C, _D = (SIGNALS * 4)[:4]
+#: Per signal of (_A, _B, _C, _D), the handler `guard` last found in place (a `_Deferring`, or
+#: one left alone: SIG_IGN, SIG_DFL, None): a device call looks again only when one changed.
+_seen: list = [object()] * 4
+#: (signal, the handler to call) set aside, in arrival order, until the main thread leaves the
+#: runtime's sections (only handlers: the frames are the profile function's).
+_owed: list = []
+#: id() of the exception a delivery raised while other signals stayed owed (0: none): those wait
+#: until no `except` or `finally` block handles it.
+_after: list = [0]
 
 
 def critical(function):
-    """Mark `function` as a section a KeyboardInterrupt must not land in (it is raised after)."""
+    """Mark `function` as a section a signal's handler must not run in (it runs after)."""
     _CRITICAL.add(function.__code__)
     return function
 
@@ -79,33 +111,41 @@ def unwatch_lock(owned) -> None:
 
 
 def guard() -> None:
-    """The deferring handler in front of SIGINT's (a device call starts): one C call when it is."""
-    current = _getsignal(_SIGINT)
-    if current is not handler and current is not _left[0]:
-        _take_over(current)
+    """The deferring handlers in front of SIGNALS' (a device call starts): four C calls while
+    they are; handlers owed with no profile function left to deliver them (what a
+    handler raised escaped it) are delivered after this call."""
+    seen = _seen
+    if _getsignal(_A) is not seen[0] or _getsignal(_B) is not seen[1] or _getsignal(_C) is not seen[2] \
+            or _getsignal(_D) is not seen[3]:
+        _take_over()
+    if _owed and type(sys.getprofile()) is not _Owed:
+        _reschedule(inspect.currentframe().f_back)
 
 
 def install() -> None:
-    """Put the deferring handler in front of SIGINT's (from the main thread; elsewhere nothing)."""
-    _take_over(_getsignal(_SIGINT))
+    """Put the deferring handlers in front of SIGNALS' (from the main thread; elsewhere nothing)."""
+    _take_over()
 
 
-def _take_over(current) -> None:
-    if current is handler or threading.get_ident() != threading.main_thread().ident:
+def _take_over() -> None:
+    if threading.get_ident() != threading.main_thread().ident:
         return  # (signal handlers are the main thread's to set)
-    if not callable(current):  # SIG_IGN, SIG_DFL, or a handler not set from Python
-        _left[0] = current
-        return
-    try:
-        signal.signal(_SIGINT, handler)
-    except (ValueError, OSError):  # no signals here (an embedded interpreter)
-        _left[0] = current
-        return
-    _chained[0] = current
+    for signum in SIGNALS:
+        current = _getsignal(signum)
+        if callable(current) and type(current) is not _Deferring:  # (SIG_IGN, SIG_DFL, None: left)
+            try:
+                signal.signal(signum, _Deferring(signum, current))
+            except (ValueError, OSError):  # no signals here (an embedded interpreter)
+                pass
+    _seen[:] = [_getsignal(signum) for signum in (_A, _B, _C, _D)]
 
 
 def deferring(frame) -> bool:
-    """Whether a KeyboardInterrupt at `frame` (in the main thread) must wait."""
+    """Whether a signal's handler at `frame` (in the main thread) must wait: also where this
+    module's own code runs (a deferring handler deciding, the profile function, a delivery),
+    though not in a program's handler it called."""
+    if frame is not None and frame.f_code.co_filename == _HERE:
+        return True
     for owned in _LOCKS:
         if owned():
             return True
@@ -116,35 +156,118 @@ def deferring(frame) -> bool:
     return False
 
 
-_saved: list = [None]  # the main thread's profile function before a deferral
-_chain: list = []  # the frames the main thread was running when the signal came
+class _Deferring:
+    """The handler dmlgpu puts in a signal's place: calls the one it replaced (`chained`: the
+    program's, or Python's default for SIGINT) now, or once the runtime's section ends."""
+
+    __slots__ = ("signum", "chained")
+
+    def __init__(self, signum: int, chained):
+        self.signum = signum
+        self.chained = chained
+
+    def __repr__(self):
+        return f"<dmlgpu's deferring handler of {signal.Signals(self.signum).name}, calling {self.chained!r}>"
+
+    def __call__(self, signum, frame):
+        if deferring(frame) or (_after[0] and _handling_delivered()):
+            _owe(signum, self.chained)
+            _defer(frame)
+        elif _owed:  # others set aside: delivered with this one
+            _owe(signum, self.chained)
+            _deliver(frame)
+        else:
+            try:
+                self.chained(signum, frame)
+            except BaseException as exc:
+                if _owed:  # set aside while it ran: they wait while its exception is handled
+                    _after[0] = id(exc)
+                    _pend(_owed[0][0])
+                raise
 
 
-def handler(signum, frame):
-    """dmlgpu's SIGINT handler: the program's (or Python's) now, or once the section ends."""
-    if deferring(frame):
-        profile = sys.getprofile()
-        if profile is not _profile:
-            _saved[0] = profile
-            _chain[:] = _frames(frame)
-            sys.setprofile(_profile)  # the main thread's, until the section ends
-        return
-    _chained[0](signum, frame)
+def _handling_delivered() -> bool:
+    """Whether the main thread is in an `except` or `finally` block of the exception a delivery
+    raised while other signals stayed owed."""
+    return id(sys.exc_info()[1]) == _after[0]
+
+
+def _owe(signum: int, chained) -> None:
+    """Set `chained` aside, once per signal (as Python sees a signal that came twice once)."""
+    for owed, _ in _owed:
+        if owed == signum:
+            return
+    _owed.append((signum, chained))
+
+
+def _defer(frame) -> None:
+    """Have a profile function of the main thread deliver what is owed (`frame`: where the
+    signal came)."""
+    saved = sys.getprofile()
+    if type(saved) is not _Owed:
+        sys.setprofile(_Owed(_frames(frame), saved))
+
+
+def _reschedule(frame) -> None:
+    if threading.current_thread() is threading.main_thread():
+        sys.setprofile(_Owed(_frames(frame), sys.getprofile()))
 
 
 def raise_owed() -> None:
-    """Where a long wait for the device may end early: deliver a SIGINT deferred in the main
-    thread now (Python's handler raises KeyboardInterrupt). Nothing in another thread."""
-    if sys.getprofile() is not _profile or threading.current_thread() is not threading.main_thread():
-        return
-    _deliver(inspect.currentframe().f_back)
+    """Where a long wait for the device may end early: deliver the signals deferred in the main
+    thread now (Python's SIGINT handler raises KeyboardInterrupt). Nothing in another thread."""
+    if _owed and threading.current_thread() is threading.main_thread():
+        _deliver(inspect.currentframe().f_back)
 
 
 def _deliver(frame) -> None:
-    profile, _saved[0] = _saved[0], None
-    _chain.clear()
-    sys.setprofile(profile)
-    _chained[0](_SIGINT, frame)
+    """Call the handlers set aside, in order, the program's profile function put back first,
+    until one raises; the signals after it stay owed until no `except` or `finally` block
+    handles that exception (`_after`; one of them is made pending again to look then)."""
+    _restore()
+    _after[0] = 0
+    error = None
+    while _owed and error is None:
+        signum, chained = _owed.pop(0)  # (a signal at a check point in here is set aside: see `deferring`)
+        try:
+            chained(signum, frame)
+        except BaseException as exc:
+            error = exc
+    if not _owed:  # (one a handler's own deferral set meanwhile: all delivered)
+        _restore()
+    if error is not None:
+        if _owed:  # the others wait while a handler handles this one (theirs would replace it)
+            _after[0] = id(error)
+            _pend(_owed[0][0])
+        try:
+            raise error
+        finally:
+            error = None  # (no cycle through this frame's locals)
+
+
+def _restore() -> None:
+    """The program's own profile function back in place of an `_Owed` (held in no local of a
+    frame an `_Owed` may hold: that would be a cycle, freed only by the garbage collector)."""
+    if type(sys.getprofile()) is _Owed:
+        sys.setprofile(sys.getprofile().saved)
+
+
+def _pend(signum: int) -> None:
+    """Make `signum` pending again for the main thread: its handler runs at the next check point
+    (nothing if the program has since set SIG_IGN or SIG_DFL)."""
+    try:
+        _thread.interrupt_main(signum)
+    except TypeError:  # Python 3.9: no argument (SIGINT only); a real signal for the others
+        if callable(_getsignal(signum)):
+            signal.raise_signal(signum)
+
+
+def raised_meanwhile(exc: BaseException) -> bool:
+    """Whether `exc`, caught around one call into C, was raised by Python code that ran at the
+    call's check point (a handler of a signal not in SIGNALS) rather than by the call, which
+    then succeeded: its traceback goes on past the frame that caught it."""
+    trace = exc.__traceback__
+    return trace is not None and trace.tb_next is not None
 
 
 def _frames(frame) -> list:
@@ -161,16 +284,32 @@ def _ours(code) -> bool:
     return (name.startswith(_PACKAGE) or name.startswith("<dmlgpu")) and code not in _CRITICAL
 
 
-def _profile(frame, event, arg):
-    """While a SIGINT is owed: at each return into a frame that was running when the signal
-    came, from a C function or from a dmlgpu function (never from a finalizer or a callback
-    run since, which would drop it), raise it if that frame may be interrupted there."""
-    if event == "return":
-        if not _ours(frame.f_code):
+class _Owed:
+    """The main thread's profile function while handlers are owed: at each return into one of
+    `frames` (those running when the signal came), from a C function or from a dmlgpu function
+    (never from a finalizer or a callback run since, which would drop what they raise), it
+    delivers them if that frame may be interrupted there. `saved` is the program's own profile
+    function, put back then."""
+
+    __slots__ = ("frames", "saved")
+
+    def __init__(self, frames, saved):
+        self.frames = frames
+        self.saved = saved
+
+    def __call__(self, frame, event, arg):
+        if event == "return":
+            code = frame.f_code
+            if not _ours(code) or (arg is None and code.co_code[frame.f_lasti] not in _RETURNS):
+                return  # (an exception unwinds it: what a handler raised here would replace that one)
+            frame = frame.f_back
+        elif event != "c_return":
             return
-        frame = frame.f_back
-    elif event != "c_return":
-        return
-    if frame is None or not any(frame is f for f in _chain) or deferring(frame):
-        return
-    _deliver(frame)
+        if frame is None or not any(frame is f for f in self.frames) or deferring(frame) \
+                or (_after[0] and _handling_delivered()):
+            return
+        self.frames = ()
+        _deliver(frame)
+
+
+_HERE = deferring.__code__.co_filename  # this module's code: `deferring` defers at its check points

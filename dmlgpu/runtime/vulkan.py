@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError
 from .installation import missing_extension
+from .interrupts import raised_meanwhile
 
 try:
     from . import _kompute as _kp  # Kompute, compiled into dmlgpu by its build
@@ -209,6 +210,8 @@ class Commands:
         try:
             return self._wait_for(timeout_ns)
         except Exception as exc:
+            if raised_meanwhile(exc):  # a signal's handler, as the wait returned: the work runs on
+                raise
             raise DeviceError(f"the device failed while running submitted work: {exc}") from exc
 
     def destroy(self) -> None:

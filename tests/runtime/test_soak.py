@@ -27,11 +27,25 @@ SECONDS = {seconds}
 default = dmlgpu.default_device()
 chaos = {{"device": dmlgpu.Device(private=True)}}
 stop = threading.Event()
-failures, counts, lock = [], {{"done": 0, "refused": 0, "closes": 0, "interrupts": 0}}, threading.Lock()
+failures, counts, lock = [], {{"done": 0, "refused": 0, "closes": 0, "interrupts": 0, "alarms": 0}}, threading.Lock()
 OPS = [("bit_xor", np.bitwise_xor, 2), ("bit_and", np.bitwise_and, 2), ("bit_or", np.bitwise_or, 2),
        ("bit_not", np.invert, 1)]
 fused = dmlgpu.fuse(lambda a, b: ((a ^ b) << 3) & 0xFF0F)
-KINDS = 9
+KINDS = 10
+
+
+class Alarm(BaseException):  # what the program's own SIGALRM handler raises (numpy's array_equal
+    pass  # turns an Exception raised inside it into False)
+
+
+armed = [False]  # the main thread is in an operation (an Alarm then comes out inside its `try`)
+
+
+def alarm(signum, frame):  # re-armed first: the Alarm may come out in here
+    if not stop.is_set():
+        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.02, 0.1))
+        if armed[0]:
+            raise Alarm
 
 
 def nearest(database, queries, k):  # numpy's answer: Hamming distance, ties by lower row
@@ -100,6 +114,22 @@ def one_op(rng, device):
             check(fused(a, b), ((a ^ b) << 3) & 0xFF0F, f"fuse numpy {{n}}")
             t, u = Tensor.from_numpy(a, device), Tensor.from_numpy(b, device)
             check(fused(t, u).numpy(), ((a ^ b) << 3) & 0xFF0F, f"fuse Tensor {{n}}")
+        elif kind == 8:  # large k: top_k up to n (numpy data and a Tensor), hamming_knn with k = n
+            m = a[:int(rng.choice([8, 256, 512]))]
+            if m.size > 2:
+                k = int(rng.integers(m.size // 2, m.size))
+                order = np.lexsort((np.arange(m.size), -m.astype(np.int64)))[:k]
+                values, indices = dmlgpu.top_k(m, k)
+                check(values, m[order], f"top_k values {{m.size}} k={{k}}")
+                check(indices, order.astype(np.uint32), f"top_k indices {{m.size}} k={{k}}")
+                values, indices = dmlgpu.top_k(Tensor.from_numpy(m, device), k)
+                check(values.numpy(), m[order], f"top_k Tensor values {{m.size}} k={{k}}")
+            rows = int(rng.choice([40, 700]))
+            database = rng.integers(0, 2**63, (rows, 2), dtype=np.uint64)
+            queries = rng.integers(0, 2**63, (2, 2), dtype=np.uint64)
+            got, want = dmlgpu.hamming_knn(database, queries, rows), nearest(database, queries, rows)
+            check(got[0], want[0], f"knn distances k=n={{rows}}")
+            check(got[1], want[1], f"knn rows k=n={{rows}}")
         else:  # a long reduction read back: the read may be interrupted (a wait in slices)
             m = a[:min(n, 1 << 16)]
             t = Tensor.from_numpy(m, device)
@@ -154,26 +184,49 @@ for thread in threads:
     thread.start()
 rng = np.random.default_rng(99)
 deadline = time.monotonic() + SECONDS
-while True:
-    try:
-        go.set()
-        if time.monotonic() > deadline:
-            stop.set()
+
+
+def main_loop():
+    while True:
+        try:
+            go.set()
+            if time.monotonic() > deadline:
+                stop.set()
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                seen.set()
+                for thread in threads:
+                    thread.join(60)
+                    assert not thread.is_alive(), thread
+                return
+            while time.monotonic() < deadline:
+                if rng.random() < 0.02:  # as a notebook kernel does for each cell
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                armed[0] = True
+                one_op(rng, default)
+                armed[0] = False
+                counts["done"] += 1
+        except KeyboardInterrupt:
+            armed[0] = False
+            counts["interrupts"] += 1
             seen.set()
-            for thread in threads:
-                thread.join(60)
-                assert not thread.is_alive(), thread
-            break
-        while time.monotonic() < deadline:
-            if rng.random() < 0.02:  # as a notebook kernel does for each cell
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-            one_op(rng, default)
-            counts["done"] += 1
+        except Alarm:
+            armed[0] = False
+            counts["alarms"] += 1
+        except (dmlgpu.ValidationError, dmlgpu.DeviceError) as exc:
+            failures.append(f"default device refused in the main thread: {{exc!r}}")
+
+
+signal.signal(signal.SIGALRM, alarm)  # after the default device opened: put behind dmlgpu's
+signal.setitimer(signal.ITIMER_REAL, 0.02)
+while True:  # a SIGINT and an Alarm at once: the second comes out of the first's handler
+    try:
+        main_loop()
+        break
     except KeyboardInterrupt:
         counts["interrupts"] += 1
         seen.set()
-    except (dmlgpu.ValidationError, dmlgpu.DeviceError) as exc:
-        failures.append(f"default device refused in the main thread: {{exc!r}}")
+    except Alarm:
+        counts["alarms"] += 1
 chaos["device"].close()
 assert not failures, failures[:10]
 gc.collect()
@@ -184,7 +237,8 @@ assert stats["live_buffers"] == 0 and stats["in_use_bytes"] == 0 and stats["pend
 # and the device still computes
 x = np.arange(1 << 20, dtype=np.uint32)
 assert np.array_equal(dmlgpu.bit_not(x), ~x)
-assert counts["done"] >= 20 and counts["closes"] >= 3 and counts["interrupts"] >= 3, counts  # (a busy 2-core host: ~50)
+assert counts["done"] >= 20 and counts["closes"] >= 3, counts  # (a busy 2-core host: ~50 done)
+assert counts["interrupts"] >= 3 and counts["alarms"] >= 3, counts
 print("ok", counts)
 """
 
