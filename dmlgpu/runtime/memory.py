@@ -91,6 +91,19 @@ class MemoryPool:
         self._quick_count = 0
         self.in_use = 0
         self.peak = 0
+        # Frees that arrive while the pool is in the middle of its own work: the garbage
+        # collector, run by an allocation in here, may finalize a Buffer of a reference cycle,
+        # whose free would change the bins or the parked list under the running operation
+        # (a KeyError out of _unbin, or a parked block dropped by reclaim). Done after it.
+        self._busy = False
+        self._deferred: list = []
+
+    def _done(self) -> None:
+        """End of an operation: the frees deferred meanwhile, in order."""
+        self._busy = False
+        while self._deferred and not self._busy:
+            block, position = self._deferred.pop(0)
+            self.free(block, position)
 
     # -- allocation ------------------------------------------------------------------------
     def allocate(self, nbytes: int, grow: bool = True) -> Block | None:
@@ -105,20 +118,30 @@ class MemoryPool:
             block = kept.pop()
             self._quick_count -= 1
         else:
-            if size > self.arena_bytes // 2:  # dedicated memory starts at 0: 16 bytes suffice,
-                size = -(-nbytes // 16) * 16  # and rounding up to 256 could pass the device's limit
-            block = self._take(size)
-            if block is None and self._quick_count:
-                self._merge_quick()  # the space may be in kept blocks
-                block = self._take(size)
+            self._busy = True
+            try:
+                block = self._allocate_new(nbytes, size, grow)
+            finally:
+                self._done()
             if block is None:
-                if not grow:
-                    return None
-                block = self._grow(size)
-            block.free = False
+                return None
         block.arena.used += block.size
         self.in_use += block.size
         self.peak = max(self.peak, self.in_use)
+        return block
+
+    def _allocate_new(self, nbytes: int, size: int, grow: bool) -> Block | None:
+        if size > self.arena_bytes // 2:  # dedicated memory starts at 0: 16 bytes suffice,
+            size = -(-nbytes // 16) * 16  # and rounding up to 256 could pass the device's limit
+        block = self._take(size)
+        if block is None and self._quick_count:
+            self._merge_quick()  # the space may be in kept blocks
+            block = self._take(size)
+        if block is None:
+            if not grow:
+                return None
+            block = self._grow(size)
+        block.free = False
         return block
 
     def _take(self, size: int):
@@ -199,22 +222,34 @@ class MemoryPool:
     def free(self, block: Block, position: int | None = None) -> None:
         """Return `block`; with a stream `position`, only once the stream has completed it."""
         if position is not None:
-            self._parked.append((position, block))
+            self._parked.append((position, block))  # (one append: safe inside any operation)
             return
-        self._release(block)
+        if self._busy:
+            self._deferred.append((block, position))
+            return
+        self._busy = True
+        try:
+            self._release(block)
+        finally:
+            self._done()
 
     def reclaim(self, completed: int) -> int:
         """Return parked blocks whose stream position is complete; returns the bytes freed."""
-        if not self._parked:
+        if not self._parked or self._busy:
             return 0
-        keep, freed = [], 0
-        for position, block in self._parked:
-            if position <= completed:
-                freed += block.size
-                self._release(block)
-            else:
-                keep.append((position, block))
-        self._parked = keep
+        self._busy = True
+        try:
+            parked, self._parked = self._parked, []  # (blocks parked meanwhile land in the new list)
+            keep, freed = [], 0
+            for position, block in parked:
+                if position <= completed:
+                    freed += block.size
+                    self._release(block)
+                else:
+                    keep.append((position, block))
+            self._parked[:0] = keep
+        finally:
+            self._done()
         return freed
 
     def take_parked(self, nbytes: int) -> Block | None:
@@ -291,6 +326,15 @@ class MemoryPool:
 
     def release_unused(self) -> int:
         """Destroy every arena with no live or parked block; returns the bytes given back."""
+        if self._busy:
+            return 0
+        self._busy = True
+        try:
+            return self._release_unused()
+        finally:
+            self._done()
+
+    def _release_unused(self) -> int:
         self._merge_quick()
         freed = 0
         for arena in [a for a in self.arenas if a.used == 0]:
