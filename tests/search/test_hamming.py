@@ -4,6 +4,8 @@ both paths (the register path up to k = kernels.HAMMING_REGISTER_K, the selectio
 databases split in pieces and queries in batches, Tensors, and ValidationError before any work.
 The index as a product (ids, add/remove, Tanimoto, range search, files, sharding) is in
 tests/search/test_search_index.py."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -204,6 +206,7 @@ def test_streamed_database(monkeypatch, device, rng):
     database = rng.integers(0, 2**16, size=(1000, 4), dtype=np.uint16)
     index = dmlgpu.HammingIndex(database, stream=True)
     assert index.streamed and index.pieces == 10
+    gc.collect()  # (Buffers of an earlier test's reference cycles go now, not in the middle)
     live = device.live_buffers
     for _ in range(2):
         check(database, rng.integers(0, 2**16, size=(6, 4), dtype=np.uint16), 9, index)
