@@ -93,8 +93,8 @@ class MemoryPool:
         self.peak = 0
         # Frees that arrive while the pool is in the middle of its own work: the garbage
         # collector, run by an allocation in here, may finalize a Buffer of a reference cycle,
-        # whose free would change the bins or the parked list under the running operation
-        # (a KeyError out of _unbin, or a parked block dropped by reclaim). Done after it.
+        # whose free would change the bins under the running operation (a neighbour's merge
+        # looking for a block not yet binned: KeyError). Done after it; parking is one append.
         self._busy = False
         self._deferred: list = []
 
