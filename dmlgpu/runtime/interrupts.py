@@ -27,15 +27,18 @@ frames, from a C function or from a dmlgpu function, and calls the handlers set 
 first one that leaves the main thread outside every such section: typically as the interrupted
 dmlgpu call returns to its caller. Never in a finalizer or a callback run meanwhile, where Python
 would drop what they raise. A signal that comes twice while set aside is delivered once (as
-Python sees a signal that came twice before it looked); of two signals set aside, the second's
-handler runs once no `except` or `finally` block handles what the first's raised (at the next
-check point after, as a second signal's handler runs in Python), never replacing it. This
+Python sees a signal that came twice before it looked); the handlers of several signals set
+aside are all called there, in arrival order, and none stays owed: when more than one raises,
+the last one's exception comes out with the one before as its `__context__` (as when Python runs
+a second signal's handler inside the `except` block of the first's). None is left for later: a
+delivery that raises from the profile function loses the profile function (Python drops one
+that raised), so a handler still owed then would wait for the next signal or device call. This
 module's own code is a section itself: a signal whose handler would run at one of its check
 points (a deferring handler deciding, the profile function) is set aside too; in a program's
 handler it called, a signal is what it is anywhere. The frames are held only by the
-profile function (never in a local of a frame it holds: no cycle): if Python drops it (what a
-handler raised escaped it), they go with it, and the handlers still owed are delivered after
-the next device call.
+profile function (never in a local of a frame it holds: no cycle): if it goes before it
+delivered (the program set a profile function of its own meanwhile), they go with it, and the
+handlers still owed are delivered after the next device call.
 
 A long wait for the device does not hold a signal back: the stream waits in slices of
 `WAIT_SLICE_NS`, and a wait that may end early (a read of results, `synchronize`: nothing is
@@ -51,7 +54,6 @@ alone: Ctrl-C then raises nothing, or ends the process, as the program asked.
 """
 from __future__ import annotations
 
-import _thread
 import dis
 import inspect
 import os
@@ -87,9 +89,6 @@ _seen: list = [object()] * 4
 #: (signal, the handler to call) set aside, in arrival order, until the main thread leaves the
 #: runtime's sections (only handlers: the frames are the profile function's).
 _owed: list = []
-#: id() of the exception a delivery raised while other signals stayed owed (0: none): those wait
-#: until no `except` or `finally` block handles it.
-_after: list = [0]
 
 
 def critical(function):
@@ -112,8 +111,8 @@ def unwatch_lock(owned) -> None:
 
 def guard() -> None:
     """The deferring handlers in front of SIGNALS' (a device call starts): four C calls while
-    they are; handlers owed with no profile function left to deliver them (what a
-    handler raised escaped it) are delivered after this call."""
+    they are; handlers owed with no profile function left to deliver them (the program put
+    its own in place meanwhile) are delivered after this call."""
     seen = _seen
     if _getsignal(_A) is not seen[0] or _getsignal(_B) is not seen[1] or _getsignal(_C) is not seen[2] \
             or _getsignal(_D) is not seen[3]:
@@ -170,7 +169,7 @@ class _Deferring:
         return f"<dmlgpu's deferring handler of {signal.Signals(self.signum).name}, calling {self.chained!r}>"
 
     def __call__(self, signum, frame):
-        if deferring(frame) or (_after[0] and _handling_delivered()):
+        if deferring(frame):
             _owe(signum, self.chained)
             _defer(frame)
         elif _owed:  # others set aside: delivered with this one
@@ -180,16 +179,9 @@ class _Deferring:
             try:
                 self.chained(signum, frame)
             except BaseException as exc:
-                if _owed:  # set aside while it ran: they wait while its exception is handled
-                    _after[0] = id(exc)
-                    _pend(_owed[0][0])
-                raise
-
-
-def _handling_delivered() -> bool:
-    """Whether the main thread is in an `except` or `finally` block of the exception a delivery
-    raised while other signals stayed owed."""
-    return id(sys.exc_info()[1]) == _after[0]
+                if not _owed:
+                    raise
+                _deliver(frame, exc)  # set aside while it ran (a device call of its own): called now
 
 
 def _owe(signum: int, chained) -> None:
@@ -220,25 +212,26 @@ def raise_owed() -> None:
         _deliver(inspect.currentframe().f_back)
 
 
-def _deliver(frame) -> None:
-    """Call the handlers set aside, in order, the program's profile function put back first,
-    until one raises; the signals after it stay owed until no `except` or `finally` block
-    handles that exception (`_after`; one of them is made pending again to look then)."""
-    _restore()
-    _after[0] = 0
-    error = None
-    while _owed and error is None:
-        signum, chained = _owed.pop(0)  # (a signal at a check point in here is set aside: see `deferring`)
-        try:
-            chained(signum, frame)
-        except BaseException as exc:
-            error = exc
-    if not _owed:  # (one a handler's own deferral set meanwhile: all delivered)
+def _deliver(frame, error: BaseException | None = None) -> None:
+    """Call every handler set aside, in order, the program's profile function put back first, and
+    raise what they raised (`error`: one raised before, by the handler that ran as they were set
+    aside): the last exception, with the one before as its `__context__`. Nothing stays owed,
+    not even a signal set aside at a check point in here (the loops look again after each call
+    and no call comes between their last look and the `raise`)."""
+    while True:
         _restore()
+        while _owed:
+            signum, chained = _owed.pop(0)  # (a signal at a check point in here is set aside: see `deferring`)
+            try:
+                chained(signum, frame)
+            except BaseException as exc:
+                if error is not None and exc is not error and exc.__context__ is None:
+                    exc.__context__ = error
+                error = exc
+        _restore()  # (a handler's own deferral may have put one back)
+        if not _owed:
+            break
     if error is not None:
-        if _owed:  # the others wait while a handler handles this one (theirs would replace it)
-            _after[0] = id(error)
-            _pend(_owed[0][0])
         try:
             raise error
         finally:
@@ -250,16 +243,6 @@ def _restore() -> None:
     frame an `_Owed` may hold: that would be a cycle, freed only by the garbage collector)."""
     if type(sys.getprofile()) is _Owed:
         sys.setprofile(sys.getprofile().saved)
-
-
-def _pend(signum: int) -> None:
-    """Make `signum` pending again for the main thread: its handler runs at the next check point
-    (nothing if the program has since set SIG_IGN or SIG_DFL)."""
-    try:
-        _thread.interrupt_main(signum)
-    except TypeError:  # Python 3.9: no argument (SIGINT only); a real signal for the others
-        if callable(_getsignal(signum)):
-            signal.raise_signal(signum)
 
 
 def raised_meanwhile(exc: BaseException) -> bool:
@@ -305,8 +288,7 @@ class _Owed:
             frame = frame.f_back
         elif event != "c_return":
             return
-        if frame is None or not any(frame is f for f in self.frames) or deferring(frame) \
-                or (_after[0] and _handling_delivered()):
+        if frame is None or not any(frame is f for f in self.frames) or deferring(frame):
             return
         self.frames = ()
         _deliver(frame)

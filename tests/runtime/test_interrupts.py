@@ -355,3 +355,45 @@ def test_own_handlers_raising_at_random_leave_nothing_behind(staging):
     out = ok(run(OWN_HANDLERS.format(seconds=2 * SCALE), timeout=120 + 30 * SCALE,
                  env={"DMLGPU_STAGING": "1" if staging else "0"}))
     assert out.startswith("ok"), out
+
+
+#: Two signals set aside in one section (the device's lock held), both handlers raising: at the
+#: section's end each handler runs once, in arrival order, and the last exception comes out with
+#: the first as its context; nothing stays owed for a later device call (the profile function
+#: that delivered them raised, and Python drops a profile function that raises: one still owed
+#: then came out of the next device call, long after its signal).
+TWO_OWED = """
+import _thread, signal
+import numpy as np
+import dmlgpu
+
+class Alarm(BaseException):
+    pass
+
+def alarm(signum, frame):
+    raise Alarm
+
+signal.signal(signal.SIGALRM, alarm)
+device = dmlgpu.default_device()
+x = np.arange(1 << 12, dtype=np.uint32)
+assert np.array_equal(dmlgpu.bit_not(x), ~x)  # (dmlgpu's handlers in front of both)
+outcomes = []
+for first, second in [(signal.SIGALRM, signal.SIGINT), (signal.SIGINT, signal.SIGALRM)]:
+    try:
+        with device.lock:  # a runtime section: both are set aside
+            _thread.interrupt_main(first)
+            _thread.interrupt_main(second)
+            outcomes.append("in the section")
+        outcomes.append("nothing")
+    except (KeyboardInterrupt, Alarm) as exc:
+        outcomes.append(type(exc).__name__ + "<-" + type(exc.__context__).__name__)
+    for _ in range(3):  # later device calls: nothing more comes out
+        assert np.array_equal(dmlgpu.bit_not(x), ~x)
+print(" ".join(outcomes))
+"""
+
+
+def test_signals_set_aside_together_are_all_delivered_at_once():
+    out = ok(run(TWO_OWED, timeout=120)).split()
+    assert out == ["in", "the", "section", "KeyboardInterrupt<-Alarm", "in", "the", "section",
+                   "Alarm<-KeyboardInterrupt"], out
