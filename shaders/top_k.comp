@@ -1,62 +1,139 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // DML_OPERATOR_TOP_K1 (dmlgpu/table/operators.py TOP_K): each invocation selects the K best of one
-// sequence, one pass per rank: pass j finds the least (key, index) after pass j-1's, where the
-// key is the order key (INCREASING) or its complement (DECREASING), so ties come out by
-// ascending index in either direction. O(K x size) per sequence: the general path; the Hamming
-// search has its own kernels (search.comp). Parameter word SP_DIMS + 3 * outer dims + 2 * walked
-// dims holds K, then the direction, the value and index outputs' strides along the axis, then
-// the index output's stride per outer dim (the outer dims' own words hold the value output's).
+// sequence in one pass over it, keeping them in the outputs themselves as a binary heap whose
+// root is the worst kept (by key: the order key for INCREASING or its complement for DECREASING,
+// then by index), and sorts them there at the end (heapsort). An element enters while fewer than
+// K are kept, or when its key is below the root's (an equal key comes later, so it is worse): it
+// replaces the root and sinks. O(size + entries x log K + K log K): random data enters about
+// K ln(size / K) times; data already in the opposite order enters every time (size log K). Ties
+// come out by ascending index in either direction. The Hamming search has its own kernels
+// (search.comp). Parameter word SP_DIMS + 3 * outer dims + 2 * walked dims holds K, then the
+// direction, the value and index outputs' strides along the axis, then the index output's
+// stride per outer dim (the outer dims' own words hold the value output's).
 //
 // The indices written are SP_INDEX_BASE + the position along the axis (a piece of a longer
 // sequence: dmlgpu/api/selection_spans.py), or with SP_MODE's TOP_K_FROM_CANDIDATES the index
 // that binding 4 holds for the chosen element (at its element offset): the second pass over the
 // candidates the pieces chose, laid out piece after piece, so that their positions order ties
-// as their indices do.
+// as their indices do (and so the indices kept order ties in the heap in both modes).
 #define INDEX_BINDING 2
 #define PARAMS_BINDING 3
 #include "select.glsl"
 
 layout(std430, binding = 4) readonly buffer SourceWords { uint source_w[]; };  // sp.source_offset
 
+// The value output's element e as load_value gives an input element (the invocation's own: any
+// other invocation sharing its word writes only its own lanes, by atomics).
+uvec2 load_out(uint e) {
+#if IN_BITS == 64
+    return uvec2(out_w[sp.out_offset + 2u * e], out_w[sp.out_offset + 2u * e + 1u]);
+#elif IN_BITS == 32
+    return lane_value(out_w[sp.out_offset + e]);
+#else
+    uint lanes = 32u / uint(IN_BITS);
+    uint word = atomicOr(out_w[sp.out_offset + e / lanes], 0u);
+    return lane_value((word >> ((e % lanes) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)));
+#endif
+}
+
+// The index output's element e (OUT_BITS 32 or 64; the high word of a 64-bit index is 0).
+uint load_index(uint e) { return index_w[sp.aux_offset + (OUT_BITS == 64 ? 2u * e : e)]; }
+
+// The sequence the invocation works on: its outputs' first elements and steps, and the direction.
+uint g_out_at, g_index_at, g_value_step, g_index_step, g_decreasing;
+
+uvec2 ranked_key(uvec2 v) {
+    uvec2 key = order_key(v);
+    return g_decreasing != 0u ? ~key : key;
+}
+
+uvec2 entry_value(uint j) { return load_out(g_out_at + j * g_value_step); }
+uint entry_index(uint j) { return load_index(g_index_at + j * g_index_step); }
+
+void set_entry(uint j, uvec2 v, uint index) {
+    STORE_ELEMENT(out_w, sp.out_offset, IN_BITS, g_out_at + j * g_value_step, v);
+    STORE_ELEMENT(index_w, sp.aux_offset, OUT_BITS, g_index_at + j * g_index_step, uvec2(index, 0u));
+}
+
+// Whether (key a, index a) comes after (key b, index b) in the output's order.
+bool worse(uvec2 key_a, uint index_a, uvec2 key_b, uint index_b) {
+    return key_less(key_b, key_a) || (key_a == key_b && index_a > index_b);
+}
+
+// Puts (v, key, index) into the heap of `size` entries at `hole`, moving the worse child up while
+// it is worse than the entry.
+void sink(uint hole, uint size, uvec2 v, uvec2 key, uint index) {
+    for (;;) {
+        uint c = 2u * hole + 1u;
+        if (c >= size) break;
+        uvec2 cv = entry_value(c), ck = ranked_key(cv);
+        uint ci = entry_index(c);
+        if (c + 1u < size) {
+            uvec2 dv = entry_value(c + 1u), dk = ranked_key(dv);
+            uint di = entry_index(c + 1u);
+            if (worse(dk, di, ck, ci)) { c += 1u; cv = dv; ck = dk; ci = di; }
+        }
+        if (!worse(ck, ci, key, index)) break;
+        set_entry(hole, cv, ci);
+        hole = c;
+    }
+    set_entry(hole, v, index);
+}
+
 void main() {
     uint items = param(SP_ITEMS), walked = param(SP_WALKED), outer = param(SP_OUTER_DIMS);
     uint tail = SP_DIMS + 3u * outer + 2u * param(SP_WALKED_DIMS);
-    uint k = param(tail), decreasing = param(tail + 1u), value_step = param(tail + 2u),
-         index_step = param(tail + 3u);
+    uint k = min(param(tail), walked);
+    g_decreasing = param(tail + 1u);
+    g_value_step = param(tail + 2u);
+    g_index_step = param(tail + 3u);
     bool candidates = (param(SP_MODE) & TOP_K_FROM_CANDIDATES) != 0u;
     uint index_base = param(SP_INDEX_BASE);
+    // One walked dim (an Axis, the usual case): its stride, not walked_offset's division per element.
+    uint first = SP_DIMS + 3u * outer, stride = param(first + 1u);
+    bool one_dim = param(SP_WALKED_DIMS) == 1u;
     for (uint item = work_item(); item < items; item += work_stride()) {
-        uint in_base, out_at;
-        outer_offsets(item, in_base, out_at);
+        uint in_base;
+        outer_offsets(item, in_base, g_out_at);
         // The index tensor's outer offsets: the same dims, its own strides (param words after K).
-        uint rest = item, index_at = 0u;
+        uint rest = item;
+        g_index_at = 0u;
         for (uint d = 0u; d < outer; ++d) {
             uint size = param(SP_DIMS + 3u * d), i = rest % size;
             rest /= size;
-            index_at += i * param(tail + 4u + d);
+            g_index_at += i * param(tail + 4u + d);
         }
-        uvec2 last_key = uvec2(0u);
-        uint last_index = 0u;
-        for (uint j = 0u; j < k; ++j) {
-            bool found = false;
-            uvec2 best_key = uvec2(0xFFFFFFFFu), best_value = uvec2(0u);
-            uint best_index = 0u;
-            for (uint r = 0u; r < walked; ++r) {
-                uvec2 v = load_value(in_base + walked_offset(r));
-                uvec2 key = order_key(v);
-                if (decreasing != 0u) key = ~key;
-                bool after = j == 0u || key_less(last_key, key) || (key == last_key && r > last_index);
-                bool better = !found || key_less(key, best_key) || (key == best_key && r < best_index);
-                if (after && better) { found = true; best_key = key; best_value = v; best_index = r; }
+        uint filled = 0u;
+        uvec2 root_key = uvec2(0u);  // the worst kept's key, once K are kept
+        for (uint r = 0u; r < walked; ++r) {
+            uint at = in_base + (one_dim ? r * stride : walked_offset(r));
+            uvec2 v = load_value(at);
+            uvec2 key = ranked_key(v);
+            if (filled == k && !key_less(key, root_key)) continue;
+            uint index = candidates ? source_w[sp.source_offset + (OUT_BITS == 64 ? 2u * at : at)]  // (OUT_BITS wide)
+                                    : index_base + r;
+            if (filled < k) {  // kept at the end, rising while worse than its parent
+                uint hole = filled++;
+                while (hole > 0u) {
+                    uint p = (hole - 1u) / 2u;
+                    uvec2 pv = entry_value(p), pk = ranked_key(pv);
+                    uint pi = entry_index(p);
+                    if (!worse(key, index, pk, pi)) break;
+                    set_entry(hole, pv, pi);
+                    hole = p;
+                }
+                set_entry(hole, v, index);
+            } else {  // in the root's place, sinking
+                sink(0u, k, v, key, index);
             }
-            last_key = best_key;
-            last_index = best_index;
-            uint at = in_base + walked_offset(best_index);  // (the candidates' indices: OUT_BITS wide)
-            uint index = candidates ? source_w[sp.source_offset + (OUT_BITS == 64 ? 2u * at : at)]
-                                    : index_base + best_index;
-            STORE_ELEMENT(out_w, sp.out_offset, IN_BITS, out_at + j * value_step, best_value);
-            STORE_ELEMENT(index_w, sp.aux_offset, OUT_BITS, index_at + j * index_step, uvec2(index, 0u));
+            if (filled == k) root_key = ranked_key(entry_value(0u));
+        }
+        for (uint end = filled; end > 1u; --end) {  // heapsort: the worst to the end, best first
+            uvec2 v = entry_value(end - 1u);
+            uint index = entry_index(end - 1u);
+            set_entry(end - 1u, entry_value(0u), entry_index(0u));
+            sink(0u, end - 1u, v, ranked_key(v), index);
         }
     }
 }

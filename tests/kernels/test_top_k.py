@@ -10,6 +10,7 @@ import dmlgpu
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
 from dmlgpu.describe.operator_descs import TopK1OperatorDesc
 from dmlgpu.table.operators import TOP_K, AxisDirection
+from dmlgpu.table.reference import order_key
 from dmlgpu.table.reference import top_k as reference_top_k
 
 CASES = TOP_K.computed_cases()
@@ -38,6 +39,42 @@ def test_matches_reference(device, case, direction, rng):
         values, indices = _run(device, x, axis, k, direction, index_type)
         expected = reference_top_k(x, axis, k, direction, index_type.numpy)
         assert testing.same_bits(values, expected[0]) and testing.same_bits(indices, expected[1]), (axis, k)
+
+
+#: The orders that drive the one-pass selection's insertions differently: random (about K ln(n/K)
+#: insertions), each direction's worst (every element inserted, at the front), its best (none after
+#: the first K), all ties (none after the first K either), and sorted runs (a burst per run).
+ORDERS = ("random", "ascending", "descending", "equal", "runs")
+
+
+def _ordered(x: np.ndarray, order: str, axis: int) -> np.ndarray:
+    key = order_key(x)  # sorted by the kernel's own order (floats: -NaN < -inf < ... < +NaN)
+    if order == "random":
+        return x
+    if order == "equal":
+        return np.broadcast_to(x.take([0], axis=axis), x.shape).copy()
+    if order == "runs":
+        runs = np.stack(np.split(np.moveaxis(x, axis, 0), 6), axis=0)  # 6 runs along the axis
+        runs = np.take_along_axis(runs, np.argsort(order_key(runs), axis=1, kind="stable"), axis=1)
+        return np.moveaxis(runs.reshape(-1, *runs.shape[2:]), 0, axis)
+    ranked = np.take_along_axis(x, np.argsort(key, axis=axis, kind="stable"), axis=axis)
+    return ranked if order == "ascending" else np.flip(ranked, axis=axis).copy()
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("in_type, index_type", [(DataType.UINT8, DataType.UINT32), (DataType.INT16, DataType.UINT64),
+                                                 (DataType.FLOAT32, DataType.UINT32), (DataType.INT64, DataType.UINT64),
+                                                 (DataType.FLOAT16, DataType.UINT32)],
+                         ids=lambda t: t.name.lower())
+def test_long_sequences_in_every_order(device, order, in_type, index_type, rng):
+    """Sequences of 600 (three interleaved in each row: sub-word outputs share words), K from 1
+    to n - 1, both directions, in every order, bit for bit against the reference."""
+    x = _ordered(testing.sample(in_type, (2, 600, 3), rng), order, 1)
+    for direction in AxisDirection:
+        for k in (1, 37, 599):
+            values, indices = _run(device, x, 1, k, direction, index_type)
+            expected = reference_top_k(x, 1, k, direction, index_type.numpy)
+            assert testing.same_bits(values, expected[0]) and testing.same_bits(indices, expected[1]), (direction, k)
 
 
 def test_directml_example(device):
