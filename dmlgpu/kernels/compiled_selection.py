@@ -207,10 +207,14 @@ class CompiledSelection:
         """TOP_K1's one dispatch; for a piece of a spanning call, `descs`/`attributes` describe
         the piece, its indices count from `index_base` or (`candidates`) are read from the
         candidates' index buffer, and `in_base`/`out_base` are element offsets."""
+        attributes = self.attributes if attributes is None else attributes
         mode = kernels.SELECT_MODES["TOP_K_FROM_CANDIDATES"] if candidates else 0
-        words, items = selection_params(self.op, self.attributes if attributes is None else attributes,
-                                        self._descs if descs is None else descs, index_base=index_base,
-                                        mode=mode, in_base=in_base, out_base=out_base)
+        words, items = selection_params(self.op, attributes, self._descs if descs is None else descs,
+                                        index_base=index_base, mode=mode, in_base=in_base, out_base=out_base)
+        if attributes["K"] <= kernels.TOP_K_GROUP_SLOTS // 2 and words[_HEADER["walked"]] >= kernels.TOP_K_GROUP_WALK:
+            mode |= kernels.SELECT_MODES["TOP_K_GROUP"]  # a workgroup per sequence
+            words[_HEADER["mode"]] = mode
+            return [Pass(words, (min(_MAX_GROUPS, items), 1, 1), mode)]
         return [Pass(words, (min(_MAX_GROUPS, max(1, math.ceil(items / _GROUP))), 1, 1), mode)]
 
     def upload(self, passes) -> Passes:

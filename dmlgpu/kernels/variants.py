@@ -43,7 +43,15 @@ SELECT_HEADER = ("items", "walked", "outer_dims", "walked_dims", "lanes", "chunk
 #: Mode bits: REDUCE reads states (not elements), writes states (not the output); TOP_K1 reads
 #: its indices from binding 4; REDUCE's last workgroup to finish writing states merges them
 #: (shaders/reduce.comp).
-SELECT_MODES = {"REDUCE_FROM_STATES": 1, "REDUCE_TO_STATES": 2, "TOP_K_FROM_CANDIDATES": 4, "REDUCE_MERGE_LAST": 8}
+SELECT_MODES = {"REDUCE_FROM_STATES": 1, "REDUCE_TO_STATES": 2, "TOP_K_FROM_CANDIDATES": 4, "REDUCE_MERGE_LAST": 8,
+                "TOP_K_GROUP": 16}
+#: TOP_K1 over sequences of at least TOP_K_GROUP_WALK elements, K up to TOP_K_GROUP_SLOTS, gives
+#: each sequence a workgroup (TOP_K_GROUP): min(SELECTION_WORKGROUP_SIZE, TOP_K_GROUP_SLOTS / K)
+#: invocations keep the K best of every so many elements in shared memory (12 bytes a slot: 12 KiB,
+#: under Vulkan's least maxComputeSharedMemorySize of 16 KiB) and one merges them
+#: (shaders/top_k.comp). Shorter sequences, or a larger K, get one invocation each.
+TOP_K_GROUP_SLOTS = 1024
+TOP_K_GROUP_WALK = 4096
 MAX_DIMS = 8
 WORKGROUP_SIZE = 256
 #: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.
@@ -169,6 +177,7 @@ def abi_glsl() -> str:
     consts = {
         "MAX_DIMS": MAX_DIMS,
         "SELECTION_WORKGROUP_SIZE": SELECTION_WORKGROUP_SIZE,
+        "TOP_K_GROUP_SLOTS": f"{TOP_K_GROUP_SLOTS}u",
         "SEARCH_HIST_BINS": SEARCH_HIST_BINS,
         "SEARCH_HIST_QUERIES": SEARCH_HIST_QUERIES,
         "SEARCH_DIGIT_BITS": SEARCH_DIGIT_BITS,

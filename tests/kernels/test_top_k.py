@@ -9,6 +9,7 @@ from conftest import POISON
 import dmlgpu
 from dmlgpu import Binding, DataType, TensorDesc, ValidationError, testing
 from dmlgpu.describe.operator_descs import TopK1OperatorDesc
+from dmlgpu.kernels.variants import SELECTION_WORKGROUP_SIZE, TOP_K_GROUP_SLOTS, TOP_K_GROUP_WALK
 from dmlgpu.table.operators import TOP_K, AxisDirection
 from dmlgpu.table.reference import order_key
 from dmlgpu.table.reference import top_k as reference_top_k
@@ -66,12 +67,16 @@ def _ordered(x: np.ndarray, order: str, axis: int) -> np.ndarray:
                                                  (DataType.FLOAT32, DataType.UINT32), (DataType.INT64, DataType.UINT64),
                                                  (DataType.FLOAT16, DataType.UINT32)],
                          ids=lambda t: t.name.lower())
-def test_long_sequences_in_every_order(device, order, in_type, index_type, rng):
-    """Sequences of 600 (three interleaved in each row: sub-word outputs share words), K from 1
-    to n - 1, both directions, in every order, bit for bit against the reference."""
-    x = _ordered(testing.sample(in_type, (2, 600, 3), rng), order, 1)
+@pytest.mark.parametrize("n", [600, TOP_K_GROUP_WALK + 8], ids=["invocation", "workgroup"])
+def test_long_sequences_in_every_order(device, order, in_type, index_type, n, rng):
+    """Sequences of n (three interleaved in each row: sub-word outputs share words), K from 1
+    to n - 1, both directions, in every order, bit for bit against the reference; from
+    TOP_K_GROUP_WALK elements, K up to TOP_K_GROUP_SLOTS runs a workgroup per sequence (K of 16
+    and 17: all its invocations; 37: 27 of them; the most slots: one)."""
+    x = _ordered(testing.sample(in_type, (2, n, 3), rng), order, 1)
     for direction in AxisDirection:
-        for k in (1, 37, 599):
+        for k in sorted({1, TOP_K_GROUP_SLOTS // SELECTION_WORKGROUP_SIZE, 17, 37, TOP_K_GROUP_SLOTS,
+                         TOP_K_GROUP_SLOTS + 1, n - 1} & set(range(1, n))):
             values, indices = _run(device, x, 1, k, direction, index_type)
             expected = reference_top_k(x, 1, k, direction, index_type.numpy)
             assert testing.same_bits(values, expected[0]) and testing.same_bits(indices, expected[1]), (direction, k)
