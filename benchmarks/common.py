@@ -12,7 +12,16 @@ from dmlgpu import Binding, CommandList, DataType, TensorDesc
 from dmlgpu.describe.operator_descs import DESC_CLASSES
 from dmlgpu.table.operators import BY_SHORT
 
-__all__ = ["command_list", "median_of", "wall"]
+__all__ = ["command_list", "cuda_torch", "median_of", "torch_seconds", "wall"]
+
+def cuda_torch():
+    """PyTorch where it is installed and sees a CUDA device (the GPU peers), else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
 
 def torch_seconds(fn, repeats=20) -> float:
     """Median seconds of `fn` on the CUDA device, by CUDA events (torch is imported by the caller)."""

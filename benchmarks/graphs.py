@@ -40,15 +40,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import dmlgpu  # noqa: E402
 from dmlgpu import Binding, DataType, Tensor, TensorDesc, testing  # noqa: E402
-from common import command_list, torch_seconds, wall  # noqa: E402
+from common import command_list, cuda_torch, torch_seconds, wall  # noqa: E402
 from graph_cases import int4_unpack, seven_step_chain  # noqa: E402
 
-try:
-    import torch
-    if not torch.cuda.is_available():
-        torch = None
-except ImportError:
-    torch = None
+torch = cuda_torch()
 
 MiB = 1 << 20
 U8, U32 = DataType.UINT8, DataType.UINT32

@@ -39,14 +39,9 @@ from dmlgpu.describe.operator_descs import ReduceOperatorDesc
 from dmlgpu.table.operators import ReduceFunction
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import torch_seconds, wall  # noqa: E402
+from common import cuda_torch, torch_seconds, wall  # noqa: E402
 
-try:
-    import torch
-    if not torch.cuda.is_available():
-        torch = None
-except ImportError:
-    torch = None
+torch = cuda_torch()
 
 MiB = 1 << 20
 

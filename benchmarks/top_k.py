@@ -31,14 +31,9 @@ import dmlgpu
 from dmlgpu import Tensor
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import median_of  # noqa: E402
+from common import cuda_torch, median_of  # noqa: E402
 
-try:
-    import torch
-    if not torch.cuda.is_available():
-        torch = None
-except ImportError:
-    torch = None
+torch = cuda_torch()
 
 ORDERS = ("random", "ascending", "descending", "equal")
 

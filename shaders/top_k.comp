@@ -38,9 +38,7 @@ uvec2 load_out(uint e) {
 #elif IN_BITS == 32
     return lane_value(out_w[sp.out_offset + e]);
 #else
-    uint lanes = 32u / uint(IN_BITS);
-    uint word = atomicOr(out_w[sp.out_offset + e / lanes], 0u);
-    return lane_value((word >> ((e % lanes) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)));
+    return element_of(atomicOr(out_w[sp.out_offset + e / (32u / uint(IN_BITS))], 0u), e);
 #endif
 }
 

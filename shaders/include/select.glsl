@@ -38,13 +38,20 @@ uvec2 lane_value(uint v) {
 }
 #endif
 
+#if IN_BITS < 64
+// Element e's lane of the word that holds it (IN_BITS wide), as (lo, hi).
+uvec2 element_of(uint word, uint e) {
+    uint lanes = 32u / uint(IN_BITS);
+    return lane_value((word >> ((e % lanes) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)));
+}
+#endif
+
 // The input element at element offset e, as (lo, hi): integers sign-extended to 64 bits.
 uvec2 load_value(uint e) {
 #if IN_BITS == 64
     return uvec2(in_w[sp.in_offset + 2u * e], in_w[sp.in_offset + 2u * e + 1u]);
 #else
-    uint lanes = 32u / uint(IN_BITS);
-    return lane_value((in_w[sp.in_offset + e / lanes] >> ((e % lanes) * uint(IN_BITS))) & lane_mask(uint(IN_BITS)));
+    return element_of(in_w[sp.in_offset + e / (32u / uint(IN_BITS))], e);
 #endif
 }
 
