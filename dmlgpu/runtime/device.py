@@ -19,7 +19,8 @@ import weakref
 import numpy as np
 
 from ..errors import DeviceError, ValidationError
-from . import buffers, debug_layer, discovery, fork, host_calls, interrupts, launches, shader_compiler, timing, vulkan
+from . import (buffers, debug_layer, discovery, float_controls, fork, host_calls, interrupts, launches,
+               shader_compiler, timing, vulkan)
 from .buffers import Buffer
 from .hand_over import HandOvers
 from .launches import Launch, Program, Rebound, Recorded, Results
@@ -75,6 +76,8 @@ class Device:
             context = vulkan.Context(int(index))
         self.index = int(index)
         self.properties = dict(found[index])
+        # the float widths whose subnormals every kernel keeps (runtime/float_controls.py)
+        self.properties["denorm_preserve"] = tuple(sorted(float_controls.widths_kept({16, 32, 64}, context.float_controls)))
         self.name = self.properties["device_name"]
         self.type = discovery.DEVICE_TYPES.get(self.properties["device_type"], "unknown")
         self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16

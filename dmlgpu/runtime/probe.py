@@ -1,11 +1,15 @@
-"""Ask the Vulkan loader, through ctypes, whether any physical device exists.
+"""Ask the Vulkan loader, through ctypes, whether any physical device exists, and what each
+one's float controls are.
 
 kp 0.9.0 aborts the whole process (std::terminate) when instance creation finds no driver, so
-dmlgpu asks first and raises a DeviceError that says what to install instead.
+dmlgpu asks first and raises a DeviceError that says what to install instead. The same instance
+reads each device's VK_KHR_shader_float_controls properties (kp asks for none): which float
+widths a shader may ask to keep subnormals for (`runtime/float_controls.py`).
 """
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 
 from ..errors import DeviceError
 
@@ -27,15 +31,75 @@ class _InstanceCreateInfo(ctypes.Structure):
                 ("enabledExtensionCount", ctypes.c_uint32), ("ppEnabledExtensionNames", ctypes.c_void_p)]
 
 
-#: The count once a probe found a device: later probes (every device open) ask no new instance.
-_found: int | None = None
+class _ExtensionProperties(ctypes.Structure):
+    _fields_ = [("extensionName", ctypes.c_char * 256), ("specVersion", ctypes.c_uint32)]
+
+
+class _FloatControlsProperties(ctypes.Structure):  # VkPhysicalDeviceFloatControlsProperties
+    _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p),
+                ("denormBehaviorIndependence", ctypes.c_int), ("roundingModeIndependence", ctypes.c_int)] + [
+        (f"{name}Float{bits}", ctypes.c_uint32)
+        for name in ("shaderSignedZeroInfNanPreserve", "shaderDenormPreserve", "shaderDenormFlushToZero",
+                     "shaderRoundingModeRTE", "shaderRoundingModeRTZ")
+        for bits in (16, 32, 64)]
+
+
+class _Properties2(ctypes.Structure):  # VkPhysicalDeviceProperties2; the properties left as bytes
+    _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p), ("properties", ctypes.c_uint8 * 2048)]
+
+
+FLOAT_CONTROLS_EXTENSION = "VK_KHR_shader_float_controls"
+_PROPERTIES_2 = 1000059001  # VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
+_FLOAT_CONTROLS = 1000197000  # VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatControls:
+    """A device's VK_KHR_shader_float_controls: whether it has the extension, the float widths
+    whose subnormals a shader can ask it to keep (DenormPreserve), and VkShaderFloatControls-
+    Independence for them (0: 32-bit independent of the others; 1: all independent; 2: none)."""
+    extension: bool = False
+    denorm_preserve: frozenset = frozenset()
+    independence: int = 2
+
+
+#: The devices' float controls once a probe found a device: later probes (every device open)
+#: ask no new instance.
+_found: tuple | None = None
+
+
+def _float_controls(vulkan, device) -> FloatControls:
+    count = ctypes.c_uint32(0)
+    if vulkan.vkEnumerateDeviceExtensionProperties(device, None, ctypes.byref(count), None) != 0:
+        return FloatControls()
+    listed = (_ExtensionProperties * count.value)()
+    if vulkan.vkEnumerateDeviceExtensionProperties(device, None, ctypes.byref(count), listed) != 0:
+        return FloatControls()
+    if FLOAT_CONTROLS_EXTENSION.encode() not in {e.extensionName for e in listed[:count.value]}:
+        return FloatControls()
+    controls = _FloatControlsProperties(sType=_FLOAT_CONTROLS)
+    properties = _Properties2(sType=_PROPERTIES_2, pNext=ctypes.cast(ctypes.pointer(controls), ctypes.c_void_p))
+    vulkan.vkGetPhysicalDeviceProperties2(device, ctypes.byref(properties))
+    return FloatControls(True, frozenset(bits for bits in (16, 32, 64)
+                                         if getattr(controls, f"shaderDenormPreserveFloat{bits}")),
+                         int(controls.denormBehaviorIndependence))
 
 
 def physical_device_count() -> int:
     """Number of Vulkan physical devices; raises DeviceError when there is no usable loader/driver.
 
-    A count found once is kept for the process (a driver found stays installed; each probe
+    What a probe found is kept for the process (a driver found stays installed; each probe
     costs a Vulkan instance, tens of milliseconds on some drivers); a failure is asked again."""
+    return len(_survey())
+
+
+def float_controls(index: int) -> FloatControls:
+    """Physical device `index`'s float controls (in the loader's order, as kp opens them)."""
+    found = _survey()
+    return found[index] if 0 <= index < len(found) else FloatControls()
+
+
+def _survey() -> tuple:
     global _found
     if _found is not None:
         return _found
@@ -55,9 +119,14 @@ def physical_device_count() -> int:
     try:
         count = ctypes.c_uint32(0)
         result = vulkan.vkEnumeratePhysicalDevices(instance, ctypes.byref(count), None)
+        if result != 0 or count.value == 0:
+            raise DeviceError(f"no Vulkan physical device found: {_HINT}")
+        devices = (ctypes.c_void_p * count.value)()
+        result = vulkan.vkEnumeratePhysicalDevices(instance, ctypes.byref(count), devices)
+        if result not in (0, 5):  # VK_SUCCESS, VK_INCOMPLETE
+            raise DeviceError(f"vkEnumeratePhysicalDevices failed (VkResult {result}): {_HINT}")
+        found = tuple(_float_controls(vulkan, ctypes.c_void_p(devices[i])) for i in range(count.value))
     finally:
         vulkan.vkDestroyInstance(instance, None)
-    if result != 0 or count.value == 0:
-        raise DeviceError(f"no Vulkan physical device found: {_HINT}")
-    _found = count.value
-    return count.value
+    _found = found
+    return found

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from ..errors import DeviceError, DeviceMemoryError
+from . import float_controls, probe
 from .installation import missing_extension
 from .interrupts import raised_meanwhile
 
@@ -43,8 +44,9 @@ class Context:
 
     def __init__(self, index: int):
         kp = _module()
+        self.float_controls = probe.float_controls(index)
         try:
-            self._manager = kp.Manager(index)
+            self._manager = kp.Manager(index, [], float_controls.device_extensions(self.float_controls))
         except Exception as exc:  # kp raises plain RuntimeError / vk errors
             raise DeviceError(f"no Vulkan device {index} could be opened: {exc}") from exc
 
@@ -84,7 +86,8 @@ class Context:
         """A compute pipeline and descriptor set binding `memories` in order (whole buffers)."""
         try:
             algorithm = self._manager.algorithm(
-                [m.handle for m in memories], spirv, list(grid), spec, np.zeros(push_words, np.uint32))
+                [m.handle for m in memories], float_controls.preserve_denormals(spirv, self.float_controls),
+                list(grid), spec, np.zeros(push_words, np.uint32))
         except Exception as exc:
             raise _failure("creating a compute pipeline", exc) from exc
         return Pipeline(algorithm)
