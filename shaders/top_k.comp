@@ -19,6 +19,20 @@
 // fewer invocations, down to one, with no step between two K). Within one invocation elements
 // still come in ascending position; the merge compares (key, index) in full.
 //
+// With TOP_K_SORT (long sequences on a GPU, or K above TOP_K_GROUP_SLOTS / 2 anywhere: the
+// passes come from dmlgpu/kernels/compiled_selection.py top_k_sort_passes), each element becomes
+// an entry (its ranked key, its index) in a scratch buffer bound at binding 4, and a bitonic
+// network keeps the best: TOP_K_FIRST loads blocks of TOP_K_GROUP_SLOTS elements (the sequence
+// padded to a power of two M with entries worse than any element) and sorts each into runs of L
+// (a power of two >= K) in shared memory; where two runs fit a block, TOP_K_FOLD halves them
+// again and again (entry j of the pair's first run becomes the better of it and entry L-1-j of
+// the second, a bitonic sequence holding the pair's L best, merged back into a run), so each pass
+// leaves L of every block; where they do not, TOP_K_EXCHANGE (one stride across blocks) and
+// TOP_K_MERGE (the strides within a block) finish the sort into runs of L and the merges after
+// TOP_K_PAIRS halves runs across blocks. The pass with TOP_K_SORT_OUT writes the first K entries
+// of each sequence's last run to the outputs, each value read again from the input by its index.
+// The order compared is the heap's, (key, index) in full, so both give the same outputs.
+//
 // The indices written are SP_INDEX_BASE + the position along the axis (a piece of a longer
 // sequence: dmlgpu/api/selection_spans.py), or with SP_MODE's TOP_K_FROM_CANDIDATES the index
 // that binding 4 holds for the chosen element (at its element offset): the second pass over the
@@ -204,6 +218,218 @@ void group_main(uint items, uint walked, uint k, uint tail, bool candidates, uin
     }
 }
 
+// TOP_K_SORT: an entry is (ranked key, index): four words for 64-bit types (key lo, key hi,
+// index, unused), else two (key, index). The block in shared memory reuses TOP_K_GROUP's slots.
+#if IN_BITS == 64
+#define ENTRY_WORDS 4u
+#else
+#define ENTRY_WORDS 2u
+#endif
+layout(std430, binding = 4) coherent buffer ScratchWords { uint scratch_w[]; };  // sp.source_offset
+
+#define SORT_BLOCK TOP_K_GROUP_SLOTS
+#define SORT_HALF_PER_LANE (TOP_K_GROUP_SLOTS / 2u / SELECTION_WORKGROUP_SIZE)
+
+void get_entry(uint e, out uvec2 key, out uint index) {
+    uint w = sp.source_offset + e * ENTRY_WORDS;
+#if IN_BITS == 64
+    key = uvec2(scratch_w[w], scratch_w[w + 1u]);
+    index = scratch_w[w + 2u];
+#else
+    key = uvec2(scratch_w[w], 0u);
+    index = scratch_w[w + 1u];
+#endif
+}
+
+void put_entry(uint e, uvec2 key, uint index) {
+    uint w = sp.source_offset + e * ENTRY_WORDS;
+#if IN_BITS == 64
+    scratch_w[w] = key.x;
+    scratch_w[w + 1u] = key.y;
+    scratch_w[w + 2u] = index;
+#else
+    scratch_w[w] = key.x;
+    scratch_w[w + 1u] = index;
+#endif
+}
+
+// Whether (key a, index a) comes before (key b, index b) in the output's order.
+bool before(uvec2 key_a, uint index_a, uvec2 key_b, uint index_b) {
+    return key_less(key_a, key_b) || (key_a == key_b && index_a < index_b);
+}
+
+// The key an element sorts by, as stored: for types under 64 bits one word that orders as the
+// ranked key does (a signed value's order key keeps its sign in the high word), the high 0.
+uvec2 stored_key(uvec2 v) {
+#if IN_BITS == 64
+    return ranked_key(v);
+#else
+#if IN_KIND == KIND_INT
+    uint key = v.x ^ 0x80000000u;  // sign-extended to 32 bits: its order as unsigned
+#else
+    uint key = order_key(v).x;
+#endif
+    return uvec2(g_decreasing != 0u ? ~key : key, 0u);
+#endif
+}
+
+// Shared entries a and b (a < b) put in order: the better first if `best_first`, else the worse.
+void block_exchange(uint a, uint b, bool best_first) {
+    uvec2 ka = lane_values[a], kb = lane_values[b];
+    uint ia = lane_indices[a], ib = lane_indices[b];
+    if (best_first ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
+        lane_values[a] = kb; lane_indices[a] = ib;
+        lane_values[b] = ka; lane_indices[b] = ia;
+    }
+}
+
+// The bitonic steps of stage `stage` at strides `from` down to 1 over the block's `size`
+// entries, whose first has position `at` in the sequence: a pair's direction is best first
+// where the stage is the run's (`run`) or the position's bit `stage` is 0.
+void block_steps(uint size, uint stage, uint run, uint from, uint at) {
+    for (uint j = from; j > 0u; j >>= 1u) {
+        for (uint t = gl_LocalInvocationID.x; t < size / 2u; t += SELECTION_WORKGROUP_SIZE) {
+            uint i = 2u * t - (t & (j - 1u));
+            block_exchange(i, i + j, stage == run || ((at + i) & stage) == 0u);
+        }
+        barrier();
+    }
+}
+
+// The block's `size` entries, the first at position `at`, sorted by the stages up to the block's
+// or the run's length: into runs of `run` best first where a run fits the block, else into
+// blocks in alternate directions (bitonic), for the later stages across blocks.
+void block_sort(uint size, uint run, uint at) {
+    for (uint stage = 2u; stage <= min(run, size); stage <<= 1u) block_steps(size, stage, run, stage >> 1u, at);
+}
+
+// The block's size / run runs (each best first) folded into one run of the best `run`, at 0.
+void block_fold(uint size, uint run) {
+    for (uint count = size / run; count > 1u; count >>= 1u) {
+        uint kept = count / 2u * run;
+        uvec2 keys[SORT_HALF_PER_LANE];
+        uint indices[SORT_HALF_PER_LANE];
+        uint n = 0u;
+        for (uint t = gl_LocalInvocationID.x; t < kept; t += SELECTION_WORKGROUP_SIZE) {
+            uint p = t / run, j = t % run;
+            uint a = 2u * p * run + j, b = (2u * p + 1u) * run + run - 1u - j;
+            bool take_b = before(lane_values[b], lane_indices[b], lane_values[a], lane_indices[a]);
+            keys[n] = take_b ? lane_values[b] : lane_values[a];
+            indices[n] = take_b ? lane_indices[b] : lane_indices[a];
+            ++n;
+        }
+        barrier();
+        n = 0u;
+        for (uint t = gl_LocalInvocationID.x; t < kept; t += SELECTION_WORKGROUP_SIZE) {
+            lane_values[t] = keys[n];
+            lane_indices[t] = indices[n];
+            ++n;
+        }
+        barrier();
+        block_steps(kept, run, run, run >> 1u, 0u);  // each bitonic run merged, best first
+    }
+}
+
+void block_load(uint from, uint size) {
+    for (uint t = gl_LocalInvocationID.x; t < size; t += SELECTION_WORKGROUP_SIZE) {
+        uvec2 key;
+        uint index;
+        get_entry(from + t, key, index);
+        lane_values[t] = key;
+        lane_indices[t] = index;
+    }
+    barrier();
+}
+
+void block_store(uint to, uint size) {
+    for (uint t = gl_LocalInvocationID.x; t < size; t += SELECTION_WORKGROUP_SIZE)
+        put_entry(to + t, lane_values[t], lane_indices[t]);
+    barrier();  // (the block is loaded again next)
+}
+
+// The block's first `count` entries, positions `first` on of sequence `item` (best first), into
+// its outputs, each value read again from the input at its index's position.
+void block_output(uint item, uint first, uint count, uint tail, uint index_base, bool one_dim, uint stride) {
+    uint in_base;
+    outer_offsets(item, in_base, g_out_at);
+    index_offsets(item, param(SP_OUTER_DIMS), tail);
+    for (uint t = gl_LocalInvocationID.x; t < count; t += SELECTION_WORKGROUP_SIZE) {
+        uint index = lane_indices[t], r = index - index_base;
+        set_entry(first + t, load_value(in_base + (one_dim ? r * stride : walked_offset(r))), index);
+    }
+    barrier();
+}
+
+void sort_main(uint items, uint walked, uint k, uint tail, uint index_base, bool one_dim, uint stride) {
+    uint step = param(SP_SORT_STEP), run = param(SP_SORT_RUN), stage = param(SP_SORT_STAGE);
+    uint entries = param(SP_SORT_ENTRIES), from = param(SP_SORT_FROM), from_step = param(SP_SORT_FROM_STEP);
+    uint to = param(SP_SORT_TO), to_step = param(SP_SORT_TO_STEP);
+    bool to_outputs = (param(SP_MODE) & TOP_K_SORT_OUT) != 0u;
+    uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+    uint group = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    if (step == TOP_K_EXCHANGE || step == TOP_K_PAIRS) {  // one invocation per pair, across blocks
+        uint j = param(SP_SORT_STRIDE), pairs = entries / 2u;
+        for (uint u = group * SELECTION_WORKGROUP_SIZE + gl_LocalInvocationID.x; u < items * pairs;
+             u += groups * SELECTION_WORKGROUP_SIZE) {
+            uint item = u / pairs, t = u % pairs;
+            uvec2 ka, kb;
+            uint ia, ib;
+            if (step == TOP_K_EXCHANGE) {  // in place
+                uint i = 2u * t - (t & (j - 1u)), a = from + item * from_step + i, b = a + j;
+                get_entry(a, ka, ia);
+                get_entry(b, kb, ib);
+                bool best_first = stage == run || (i & stage) == 0u;
+                if (best_first ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
+                    put_entry(a, kb, ib);
+                    put_entry(b, ka, ia);
+                }
+            } else {  // runs 2p and 2p + 1 -> the better of entry j and entry run-1-j, into run p
+                uint p = t / run, i = t % run, base = from + item * from_step + 2u * p * run;
+                get_entry(base + i, ka, ia);
+                get_entry(base + run + run - 1u - i, kb, ib);
+                bool take_b = before(kb, ib, ka, ia);
+                put_entry(to + item * to_step + p * run + i, take_b ? kb : ka, take_b ? ib : ia);
+            }
+        }
+        return;
+    }
+    uint size = min(entries, SORT_BLOCK), blocks = entries / size;
+    for (uint g = group; g < items * blocks; g += groups) {
+        uint item = g / blocks, b = g % blocks;
+        if (step == TOP_K_FIRST) {  // elements -> entries (past the sequence: worse than any)
+            uint in_base, unused;
+            outer_offsets(item, in_base, unused);
+            for (uint t = gl_LocalInvocationID.x; t < size; t += SELECTION_WORKGROUP_SIZE) {
+                uint r = b * size + t;
+                if (r < walked) {
+                    lane_values[t] = stored_key(load_value(in_base + (one_dim ? r * stride : walked_offset(r))));
+                    lane_indices[t] = index_base + r;
+                } else {
+                    lane_values[t] = uvec2(0xFFFFFFFFu, IN_BITS == 64 ? 0xFFFFFFFFu : 0u);
+                    lane_indices[t] = 0xFFFFFFFFu;
+                }
+            }
+            barrier();
+            block_sort(size, run, b * size);
+        } else {
+            block_load(from + item * from_step + b * size, size);
+        }
+        bool whole = step == TOP_K_MERGE || run >= size;  // the block's entries kept in place
+        if (step == TOP_K_MERGE) {  // the stage's strides below the block, in place
+            block_steps(size, stage, run, min(stage, size) >> 1u, b * size);
+        } else if (!whole) {  // TOP_K_FIRST or TOP_K_FOLD: the block's runs folded into one, at 0
+            block_fold(size, run);
+        }
+        if (to_outputs) {  // the sequence's last run: its first K to the outputs
+            uint first = whole ? b * size : 0u;
+            if (first < k) block_output(item, first, min(k - first, whole ? size : run), tail, index_base, one_dim, stride);
+            continue;
+        }
+        if (whole) block_store(to + item * to_step + b * size, size);
+        else block_store(to + item * to_step + b * run, run);
+    }
+}
+
 void main() {
     uint items = param(SP_ITEMS), walked = param(SP_WALKED), outer = param(SP_OUTER_DIMS);
     uint tail = SP_DIMS + 3u * outer + 2u * param(SP_WALKED_DIMS);
@@ -218,6 +444,10 @@ void main() {
     bool one_dim = param(SP_WALKED_DIMS) == 1u;
     if ((param(SP_MODE) & TOP_K_GROUP) != 0u) {
         group_main(items, walked, k, tail, candidates, index_base, one_dim, stride);
+        return;
+    }
+    if ((param(SP_MODE) & TOP_K_SORT) != 0u) {
+        sort_main(items, walked, k, tail, index_base, one_dim, stride);
         return;
     }
     for (uint item = work_item(); item < items; item += work_stride()) {

@@ -47,6 +47,17 @@ _LANE_ELEMENTS = 64
 MAX_STATES = 1 << 12
 STATE_BYTES = 32
 _HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
+#: TOP_K_SORT (shaders/top_k.comp) serves sequences of at least TOP_K_SORT_WALK elements and K
+#: of at least TOP_K_SORT_K, by whether the device is a CPU (None: never). On a GPU every K of a
+#: sequence long enough to spread over workgroups: a heap per invocation is one thread's
+#: dependent reads (2^20 elements took 4 ms at K = 1 and 4.3 s at K = n - 1 on an H200). On a CPU
+#: driver the heaps stay: they cost about one compare per element where the sorting network
+#: costs log^2 steps with a barrier each (lavapipe, 2^20 random: K = 1,000 26 ms by heap, 487 ms
+#: sorted; K = n - 1 1.2-2.0 s against 2.1 s; benchmarks/NOTES.md).
+TOP_K_SORT_WALK = {False: 512, True: None}
+TOP_K_SORT_K = {False: 1, True: 1}
+_SORT_BLOCK = kernels.TOP_K_GROUP_SLOTS
+_STEPS = kernels.TOP_K_SORT_STEPS
 
 
 class ReduceShape(NamedTuple):
@@ -115,12 +126,74 @@ def _groups(units: int, lanes: int) -> tuple[int, int, int]:
 
 class Pass(NamedTuple):
     """One dispatch: its parameter words, grid and mode (SELECT_MODES bits); with
-    REDUCE_MERGE_LAST, `merge` is where in `words` the merge's own words start."""
+    REDUCE_MERGE_LAST, `merge` is where in `words` the merge's own words start; with TOP_K_SORT,
+    `scratch` the bytes of scratch its passes use."""
 
     words: np.ndarray
     grid: tuple
     mode: int = 0
     merge: int = 0
+    scratch: int = 0
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def top_k_sort_steps(items: int, walked: int, k: int) -> tuple[list, int]:
+    """TOP_K_SORT's passes for `items` sequences of `walked` elements: a list of (SELECT_HEADER
+    words, invocations or workgroups, whether per pair) and the scratch's length in entries.
+    Two regions: R0 holds each sequence's M entries (M: `walked` to a power of two), R1 half
+    that; a pass reads one region and writes one (shaders/top_k.comp says what each step does)."""
+    m = _pow2(walked)
+    run = min(_pow2(k), m)
+    block = min(_SORT_BLOCK, m)
+    regions = (0, items * m)
+    steps = []
+
+    def add(step, entries, source, target, *, stage=0, stride=0, out=False):
+        (source_region, source_step), (target_region, target_step) = source, target
+        words = dict(sort_step=_STEPS[step], sort_run=run, sort_stage=stage, sort_stride=stride, sort_entries=entries,
+                     sort_from=regions[source_region], sort_from_step=source_step, sort_to=regions[target_region],
+                     sort_to_step=target_step)
+        pairs = step in ("TOP_K_EXCHANGE", "TOP_K_PAIRS")
+        steps.append((words, items * (entries // 2 if pairs else entries // min(entries, _SORT_BLOCK)), pairs, out))
+
+    if run < block:  # runs of the block fold into one: each pass keeps `run` of every block
+        entries = m
+        source = (0, 0)
+        target = (1, (m // block) * run) if m > block else (0, m)
+        add("TOP_K_FIRST", m, source, target, out=m <= block)
+        entries = (m // block) * run
+        while m > block:
+            source, out = target, entries <= block
+            target = (1 - source[0], max(run, entries // _SORT_BLOCK * run))
+            add("TOP_K_FOLD", entries, source, target, out=out)
+            if out:
+                break
+            entries = entries // _SORT_BLOCK * run
+        return steps, items * (m + m // 2)
+    add("TOP_K_FIRST", m, (0, m), (0, m), out=run == m == block)
+    stage = 2 * block
+    while stage <= run:  # the bitonic sort's later stages: into runs of `run`
+        stride = stage // 2
+        while stride >= block:
+            add("TOP_K_EXCHANGE", m, (0, m), (0, m), stage=stage, stride=stride)
+            stride //= 2
+        add("TOP_K_MERGE", m, (0, m), (0, m), stage=stage, out=stage == run == m)
+        stage *= 2
+    entries, source = m, (0, m)
+    while entries > run:  # pairs of runs halved, each merged back into a run
+        target = (1 - source[0], entries // 2)
+        add("TOP_K_PAIRS", entries, source, target)
+        entries //= 2
+        stride = run // 2
+        while stride >= block:
+            add("TOP_K_EXCHANGE", entries, target, target, stage=run, stride=stride)
+            stride //= 2
+        add("TOP_K_MERGE", entries, target, target, stage=run, out=entries == run)
+        source = target
+    return steps, items * (m + m // 2)
 
 
 class Passes(NamedTuple):
@@ -158,6 +231,7 @@ class CompiledSelection:
             self.shape = None
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
+        self._scratch = None  # TOP_K_SORT's entries, likewise
         self._launches = LaunchMemo()  # binding key -> prepared dispatches
 
     def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
@@ -211,18 +285,39 @@ class CompiledSelection:
         mode = kernels.SELECT_MODES["TOP_K_FROM_CANDIDATES"] if candidates else 0
         words, items = selection_params(self.op, attributes, self._descs if descs is None else descs,
                                         index_base=index_base, mode=mode, in_base=in_base, out_base=out_base)
-        if attributes["K"] <= kernels.TOP_K_GROUP_SLOTS // 2 and words[_HEADER["walked"]] >= kernels.TOP_K_GROUP_WALK:
+        walked, cpu = int(words[_HEADER["walked"]]), bool(self.device.is_cpu)
+        sort_walk = TOP_K_SORT_WALK[cpu]
+        if not candidates and sort_walk is not None and walked >= sort_walk and attributes["K"] >= TOP_K_SORT_K[cpu]:
+            entry_bytes = 16 if self._descs["InputTensor"].data_type.size == 8 else 8
+            steps, entries = top_k_sort_steps(items, walked, min(attributes["K"], walked))
+            if entries * entry_bytes <= self.device.max_buffer_size:
+                return self._sort_passes(words, steps, entries * entry_bytes)
+        if attributes["K"] <= kernels.TOP_K_GROUP_SLOTS // 2 and walked >= kernels.TOP_K_GROUP_WALK:
             mode |= kernels.SELECT_MODES["TOP_K_GROUP"]  # a workgroup per sequence
             words[_HEADER["mode"]] = mode
             return [Pass(words, (min(_MAX_GROUPS, items), 1, 1), mode)]
         return [Pass(words, (min(_MAX_GROUPS, max(1, math.ceil(items / _GROUP))), 1, 1), mode)]
+
+    @staticmethod
+    def _sort_passes(words: np.ndarray, steps: list, scratch: int) -> list:
+        """TOP_K_SORT's dispatches: `words` (the operator's parameter words) with each step's."""
+        passes = []
+        for header, units, pairs, out in steps:
+            mode = kernels.SELECT_MODES["TOP_K_SORT"] | (kernels.SELECT_MODES["TOP_K_SORT_OUT"] if out else 0)
+            step_words = words.copy()
+            for name, value in {**header, "mode": mode}.items():
+                step_words[_HEADER[name]] = value
+            groups = math.ceil(units / _GROUP) if pairs else units
+            passes.append(Pass(step_words, (min(_MAX_GROUPS, max(1, groups)), 1, 1), mode, scratch=scratch))
+        return passes
 
     def upload(self, passes) -> Passes:
         """`passes`' parameter words in one new Buffer."""
         words = np.concatenate([p.words for p in passes])
         offsets = np.cumsum([0] + [p.words.size for p in passes[:-1]]).tolist()
         return Passes(self.device.upload(words),
-                      tuple((o, p.grid, p.mode, o + p.merge if p.merge else 0) for o, p in zip(offsets, passes)))
+                      tuple((o, p.grid, p.mode, o + p.merge if p.merge else 0, p.scratch)
+                            for o, p in zip(offsets, passes)))
 
     def __repr__(self):
         return f"<dmlgpu.CompiledOperator {self.op.name} {self.variant.name}>"
@@ -265,7 +360,7 @@ class CompiledSelection:
         modes = kernels.SELECT_MODES
         ends = [offset for offset, *_ in passes.passes[1:]] + [params.size_in_bytes // 4]
         made = []
-        for (offset, grid, mode, merge), end in zip(passes.passes, ends):
+        for (offset, grid, mode, merge, scratch), end in zip(passes.passes, ends):
             reads = [(params, 4 * offset, 4 * end)]
             if self.op.family == REDUCE_FAMILY:
                 if mode & (modes["REDUCE_TO_STATES"] | modes["REDUCE_FROM_STATES"]):
@@ -285,13 +380,23 @@ class CompiledSelection:
                 source = candidates if candidates is not None else params  # (bound, not used)
                 if candidates is not None:
                     reads.append((candidates, 0, candidates.size_in_bytes))
+                if mode & modes["TOP_K_SORT"]:
+                    source = self._scratch_buffer(scratch)
+                    reads.append((source, 0, scratch))
+                    writes = [(source, 0, scratch)]
                 reads += [(r.buffer, r.start, r.end) for r in inputs]
-                writes = [(r.buffer, r.start, r.end) for r in outputs]
+                writes = (writes if mode & modes["TOP_K_SORT"] else []) + [(r.buffer, r.start, r.end) for r in outputs]
                 push = [words[0], words[1], words[2], params.arena_offset // 4 + offset, source.arena_offset // 4]
                 buffers = [r.buffer for r in ranges] + [params, source]
             made.append(self.device.launch(self._program, grid, buffers, np.array(push, dtype=np.uint32),
                                            reads=reads, writes=writes, name=self.op.dml_name))
         return made
+
+    def _scratch_buffer(self, nbytes: int):
+        """TOP_K_SORT's entries: one buffer per compiled operator, the largest its passes asked."""
+        if self._scratch is None or self._scratch.released or self._scratch.size_in_bytes < nbytes:
+            self._scratch = self.device.allocate(nbytes, zero_fill=False)
+        return self._scratch
 
     def _state_buffer(self):
         if self._states is None or self._states.released:

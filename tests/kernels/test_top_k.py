@@ -82,6 +82,51 @@ def test_long_sequences_in_every_order(device, order, in_type, index_type, n, rn
             assert testing.same_bits(values, expected[0]) and testing.same_bits(indices, expected[1]), (direction, k)
 
 
+@pytest.mark.parametrize("order", ("random", "ascending", "equal"))
+@pytest.mark.parametrize("in_type, index_type", [(DataType.UINT8, DataType.UINT32), (DataType.INT16, DataType.UINT64),
+                                                 (DataType.FLOAT32, DataType.UINT32), (DataType.INT64, DataType.UINT64),
+                                                 (DataType.FLOAT16, DataType.UINT32)],
+                         ids=lambda t: t.name.lower())
+def test_sorted_selection_in_every_order(device, order, in_type, index_type, rng, monkeypatch):
+    """TOP_K_SORT (what a GPU runs for every sequence of 512 elements or more; a CPU driver keeps heaps)
+    forced on this device, bit for bit against the reference: 2,500 elements (padded to 4,096,
+    four blocks) cover each of its steps: K up to 512 folds blocks (a first pass, then folds, the
+    last writing the outputs); 513 and 1,024 sort runs of a block and halve pairs of them twice; 2,000
+    sorts runs of two blocks (an exchange across blocks, a merge) then halves a pair; n - 1
+    sorts the whole sequence (two stages across blocks)."""
+    from dmlgpu.kernels import compiled_selection
+    for table, value in ((compiled_selection.TOP_K_SORT_WALK, 512), (compiled_selection.TOP_K_SORT_K, 1)):
+        for cpu in (False, True):
+            monkeypatch.setitem(table, cpu, value)
+    n = 2500
+    x = _ordered(testing.sample(in_type, (2, n, 3), rng), order, 1)
+    for direction in AxisDirection:
+        for k in (1, 17, TOP_K_GROUP_SLOTS // 2, TOP_K_GROUP_SLOTS // 2 + 1, TOP_K_GROUP_SLOTS, 2000, n - 1):
+            values, indices = _run(device, x, 1, k, direction, index_type)
+            expected = reference_top_k(x, 1, k, direction, index_type.numpy)
+            assert testing.same_bits(values, expected[0]) and testing.same_bits(indices, expected[1]), (direction, k)
+
+
+def test_sort_steps_cover_every_pass():
+    """The planner's passes for the cases above: the steps each K takes (the test's claim)."""
+    from dmlgpu.kernels.compiled_selection import top_k_sort_steps
+    from dmlgpu.kernels.variants import TOP_K_SORT_STEPS
+    names = {v: k for k, v in TOP_K_SORT_STEPS.items()}
+
+    def steps(k):
+        found, entries = top_k_sort_steps(6, 2500, k)
+        assert entries == 6 * (4096 + 2048)
+        assert [out for *_, out in found] == [False] * (len(found) - 1) + [True]  # the last writes the outputs
+        return [names[words["sort_step"]].removeprefix("TOP_K_") for words, *_ in found]
+    assert steps(1) == steps(256) == ["FIRST", "FOLD"]  # 4 blocks -> 4 runs (1,024 entries at most) -> 1
+    assert steps(512) == ["FIRST", "FOLD", "FOLD"]  # 4 blocks -> 2,048 entries -> 2 runs -> 1
+    assert steps(513) == steps(1024) == ["FIRST", "PAIRS", "MERGE", "PAIRS", "MERGE"]
+    assert steps(2000) == ["FIRST", "EXCHANGE", "MERGE", "PAIRS", "EXCHANGE", "MERGE"]
+    assert steps(2499) == ["FIRST", "EXCHANGE", "MERGE", "EXCHANGE", "EXCHANGE", "MERGE"]
+    assert [s["sort_entries"] for s, *_ in top_k_sort_steps(1, 1 << 20, 10)[0]] == [1 << 20, 1 << 14, 256]  # -> 16
+    assert len(top_k_sort_steps(1, 1 << 20, 10)[0]) == 3
+
+
 def test_directml_example(device):
     x = np.array([[[[0, 1, 10, 11], [3, 2, 9, 8], [4, 5, 6, 7]]]], np.float32)
     values, indices = _run(device, x, 3, 2, AxisDirection.DECREASING, DataType.UINT32)
