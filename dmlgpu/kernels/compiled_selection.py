@@ -332,7 +332,7 @@ class CompiledSelection:
         after them where its last workgroup merges."""
         if self.shape is None or self.shape.chunks == 1:
             return 0
-        merge_last = any(merge for *_, merge in self._passes.passes)
+        merge_last = any(merge for _, _, _, merge, _ in self._passes.passes)
         return (self.items * self.shape.chunks + merge_last) * STATE_BYTES
 
     def check(self, inputs, outputs):
