@@ -253,11 +253,6 @@ void put_entry(uint e, uvec2 key, uint index) {
 #endif
 }
 
-// Whether (key a, index a) comes before (key b, index b) in the output's order.
-bool before(uvec2 key_a, uint index_a, uvec2 key_b, uint index_b) {
-    return key_less(key_a, key_b) || (key_a == key_b && index_a < index_b);
-}
-
 // The key an element sorts by, as stored: for types under 64 bits one word that orders as the
 // ranked key does (a signed value's order key keeps its sign in the high word), the high 0.
 uvec2 stored_key(uvec2 v) {
@@ -277,7 +272,7 @@ uvec2 stored_key(uvec2 v) {
 void block_exchange(uint a, uint b, bool best_first) {
     uvec2 ka = lane_values[a], kb = lane_values[b];
     uint ia = lane_indices[a], ib = lane_indices[b];
-    if (best_first ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
+    if (best_first ? worse(ka, ia, kb, ib) : worse(kb, ib, ka, ia)) {
         lane_values[a] = kb; lane_indices[a] = ib;
         lane_values[b] = ka; lane_indices[b] = ia;
     }
@@ -313,7 +308,7 @@ void block_fold(uint size, uint run) {
         for (uint t = gl_LocalInvocationID.x; t < kept; t += SELECTION_WORKGROUP_SIZE) {
             uint p = t / run, j = t % run;
             uint a = 2u * p * run + j, b = (2u * p + 1u) * run + run - 1u - j;
-            bool take_b = before(lane_values[b], lane_indices[b], lane_values[a], lane_indices[a]);
+            bool take_b = worse(lane_values[a], lane_indices[a], lane_values[b], lane_indices[b]);
             keys[n] = take_b ? lane_values[b] : lane_values[a];
             indices[n] = take_b ? lane_indices[b] : lane_indices[a];
             ++n;
@@ -379,7 +374,7 @@ void sort_main(uint items, uint walked, uint k, uint tail, uint index_base, bool
                 get_entry(a, ka, ia);
                 get_entry(b, kb, ib);
                 bool best_first = stage == run || (i & stage) == 0u;
-                if (best_first ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
+                if (best_first ? worse(ka, ia, kb, ib) : worse(kb, ib, ka, ia)) {
                     put_entry(a, kb, ib);
                     put_entry(b, ka, ia);
                 }
@@ -387,7 +382,7 @@ void sort_main(uint items, uint walked, uint k, uint tail, uint index_base, bool
                 uint p = t / run, i = t % run, base = from + item * from_step + 2u * p * run;
                 get_entry(base + i, ka, ia);
                 get_entry(base + run + run - 1u - i, kb, ib);
-                bool take_b = before(kb, ib, ka, ia);
+                bool take_b = worse(ka, ia, kb, ib);
                 put_entry(to + item * to_step + p * run + i, take_b ? kb : ka, take_b ? ib : ia);
             }
         }

@@ -47,15 +47,13 @@ _LANE_ELEMENTS = 64
 MAX_STATES = 1 << 12
 STATE_BYTES = 32
 _HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
-#: TOP_K_SORT (shaders/top_k.comp) serves sequences of at least TOP_K_SORT_WALK elements and K
-#: of at least TOP_K_SORT_K, by whether the device is a CPU (None: never). On a GPU every K of a
-#: sequence long enough to spread over workgroups: a heap per invocation is one thread's
+#: TOP_K_SORT (shaders/top_k.comp) serves sequences of at least TOP_K_SORT_WALK elements, by
+#: whether the device is a CPU (None: never). On a GPU every K of a sequence long enough to spread over workgroups: a heap per invocation is one thread's
 #: dependent reads (2^20 elements took 4 ms at K = 1 and 4.3 s at K = n - 1 on an H200). On a CPU
 #: driver the heaps stay: they cost about one compare per element where the sorting network
 #: costs log^2 steps with a barrier each (lavapipe, 2^20 random: K = 1,000 26 ms by heap, 487 ms
 #: sorted; K = n - 1 1.2-2.0 s against 2.1 s; benchmarks/NOTES.md).
 TOP_K_SORT_WALK = {False: 512, True: None}
-TOP_K_SORT_K = {False: 1, True: 1}
 _SORT_BLOCK = kernels.TOP_K_GROUP_SLOTS
 _STEPS = kernels.TOP_K_SORT_STEPS
 
@@ -136,17 +134,13 @@ class Pass(NamedTuple):
     scratch: int = 0
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
-
-
 def top_k_sort_steps(items: int, walked: int, k: int) -> tuple[list, int]:
     """TOP_K_SORT's passes for `items` sequences of `walked` elements: a list of (SELECT_HEADER
     words, invocations or workgroups, whether per pair) and the scratch's length in entries.
     Two regions: R0 holds each sequence's M entries (M: `walked` to a power of two), R1 half
     that; a pass reads one region and writes one (shaders/top_k.comp says what each step does)."""
-    m = _pow2(walked)
-    run = min(_pow2(k), m)
+    m = kernels.ceil_pow2(walked)
+    run = min(kernels.ceil_pow2(k), m)
     block = min(_SORT_BLOCK, m)
     regions = (0, items * m)
     steps = []
@@ -287,7 +281,7 @@ class CompiledSelection:
                                         index_base=index_base, mode=mode, in_base=in_base, out_base=out_base)
         walked, cpu = int(words[_HEADER["walked"]]), bool(self.device.is_cpu)
         sort_walk = TOP_K_SORT_WALK[cpu]
-        if not candidates and sort_walk is not None and walked >= sort_walk and attributes["K"] >= TOP_K_SORT_K[cpu]:
+        if not candidates and sort_walk is not None and walked >= sort_walk:
             entry_bytes = 16 if self._descs["InputTensor"].data_type.size == 8 else 8
             steps, entries = top_k_sort_steps(items, walked, min(attributes["K"], walked))
             if entries * entry_bytes <= self.device.max_buffer_size:

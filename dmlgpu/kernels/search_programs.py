@@ -83,10 +83,6 @@ PARTIAL_BYTES = 256 << 20
 GROUP = kernels.SELECTION_WORKGROUP_SIZE
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def grid(device) -> tuple:
     """The grid of every search kernel on `device` (see GRIDGROUPS)."""
     return (GRIDGROUPS_CPU if device.is_cpu else GRIDGROUPS, 1, 1)
@@ -125,7 +121,7 @@ def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int 
     register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it."""
     rows, largest = sum(pieces), max(pieces)
     floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
-    lanes = _pow2(math.ceil(count / GROUP)) * GROUP
+    lanes = kernels.ceil_pow2(math.ceil(count / GROUP)) * GROUP
     tiles = max(1, (TARGET_LANES_CPU if device.is_cpu else TARGET_LANES) // lanes)
     wanted = math.ceil(rows / tiles)
     if budget is not None:

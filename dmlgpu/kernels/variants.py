@@ -19,7 +19,7 @@ from ..table.operators import OPERATORS, SELECTIONS, Operator, ReduceFunction
 __all__ = ["CPU_UNITS_PER_INVOCATION", "KIND_CODES", "LAYOUTS", "MAX_DIMS", "MAX_GROUPS", "Module", "PUSH_FIELDS",
            "SPEC_COUNT", "SPEC_SCALAR_IN0", "SPEC_SCALAR_IN1", "SPEC_SIZES", "SPEC_STRIDES_IN0", "SPEC_STRIDES_IN1",
            "SPEC_STRIDES_OUT", "SPEC_WORKGROUP_SIZE", "Variant", "WORKGROUP_SIZE", "abi_glsl", "all_variants", "grid",
-           "module_names", "modules", "variant_for", "variant_lines"]
+           "ceil_pow2", "module_names", "modules", "variant_for", "variant_lines"]
 
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
 FLAT, ROWS, GATHER, STRIDED = "flat", "rows", "gather", "strided"
@@ -135,6 +135,11 @@ class Variant:
             else:
                 defines[fact.upper()] = int(value)
         return defines
+
+
+def ceil_pow2(n: int) -> int:
+    """The least power of two at least `n` (1 for n <= 1)."""
+    return 1 << max(0, int(n) - 1).bit_length()
 
 
 def grid(units: int, per_invocation: int = 1) -> tuple[int, int, int]:

@@ -66,11 +66,18 @@ def widths_kept(module_widths: set, controls: FloatControls) -> list[int]:
     return sorted(w for group in groups if group and group <= supported for w in group)
 
 
-@functools.lru_cache(maxsize=512)
 def preserve_denormals(spirv: bytes, controls: FloatControls) -> bytes:
     """`spirv` with DenormPreserve asked for each of its float widths the device can keep (see
-    the module's docstring); the same bytes where there is none to ask for."""
-    if not controls.extension or not controls.denorm_preserve or len(spirv) < 20 or len(spirv) % 4:
+    the module's docstring); the same bytes where there is none to ask for (a device that keeps
+    none: at once, nothing held)."""
+    if not controls.extension or not controls.denorm_preserve:
+        return spirv
+    return _rewritten(spirv, controls)
+
+
+@functools.lru_cache(maxsize=512)
+def _rewritten(spirv: bytes, controls: FloatControls) -> bytes:
+    if len(spirv) < 20 or len(spirv) % 4:
         return spirv
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
     if words[0] != _MAGIC:
