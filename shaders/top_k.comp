@@ -28,8 +28,10 @@
 // again and again (entry j of the pair's first run becomes the better of it and entry L-1-j of
 // the second, a bitonic sequence holding the pair's L best, merged back into a run), so each pass
 // leaves L of every block; where they do not, TOP_K_EXCHANGE (one stride across blocks) and
-// TOP_K_MERGE (the strides within a block) finish the sort into runs of L and the merges after
-// TOP_K_PAIRS halves runs across blocks. The pass with TOP_K_SORT_OUT writes the first K entries
+// TOP_K_MERGE (the strides within a block) finish the sort into runs of L, and then halve pairs
+// of runs across blocks: with SP_SORT_HALVE the first of those passes reads each entry j of the
+// halved sequence as the better of the pair's entries j and L-1-j (the fold's step, done as it
+// loads, so halving costs no pass of its own) and merges. The pass with TOP_K_SORT_OUT writes the first K entries
 // of each sequence's last run to the outputs, each value read again from the input by its index.
 // The order compared is the heap's, (key, index) in full, so both give the same outputs.
 //
@@ -325,11 +327,30 @@ void block_fold(uint size, uint run) {
     }
 }
 
-void block_load(uint from, uint size) {
+// Entry j of a sequence whose entries start at `source`: with `halve`, of the sequence that
+// halving its pairs of runs of `run` gives (the better of the pair's entries j and run-1-j).
+void sequence_entry(uint source, uint j, uint run, bool halve, out uvec2 key, out uint index) {
+    if (!halve) {
+        get_entry(source + j, key, index);
+        return;
+    }
+    uint base = source + 2u * (j / run) * run, i = j % run;
+    uvec2 other;
+    uint other_index;
+    get_entry(base + i, key, index);
+    get_entry(base + 2u * run - 1u - i, other, other_index);
+    if (worse(key, index, other, other_index)) {
+        key = other;
+        index = other_index;
+    }
+}
+
+// The block of `size` entries from entry `first` of the sequence at `source` (see sequence_entry).
+void block_load(uint source, uint first, uint size, uint run, bool halve) {
     for (uint t = gl_LocalInvocationID.x; t < size; t += SELECTION_WORKGROUP_SIZE) {
         uvec2 key;
         uint index;
-        get_entry(from + t, key, index);
+        sequence_entry(source, first + t, run, halve, key, index);
         lane_values[t] = key;
         lane_indices[t] = index;
     }
@@ -359,31 +380,24 @@ void sort_main(uint items, uint walked, uint k, uint tail, uint index_base, bool
     uint step = param(SP_SORT_STEP), run = param(SP_SORT_RUN), stage = param(SP_SORT_STAGE);
     uint entries = param(SP_SORT_ENTRIES), from = param(SP_SORT_FROM), from_step = param(SP_SORT_FROM_STEP);
     uint to = param(SP_SORT_TO), to_step = param(SP_SORT_TO_STEP);
-    bool to_outputs = (param(SP_MODE) & TOP_K_SORT_OUT) != 0u;
+    bool to_outputs = (param(SP_MODE) & TOP_K_SORT_OUT) != 0u, halve = param(SP_SORT_HALVE) != 0u;
     uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
     uint group = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-    if (step == TOP_K_EXCHANGE || step == TOP_K_PAIRS) {  // one invocation per pair, across blocks
+    if (step == TOP_K_EXCHANGE) {  // one invocation per pair, across blocks
         uint j = param(SP_SORT_STRIDE), pairs = entries / 2u;
         for (uint u = group * SELECTION_WORKGROUP_SIZE + gl_LocalInvocationID.x; u < items * pairs;
              u += groups * SELECTION_WORKGROUP_SIZE) {
             uint item = u / pairs, t = u % pairs;
+            uint i = 2u * t - (t & (j - 1u)), source = from + item * from_step, target = to + item * to_step;
             uvec2 ka, kb;
             uint ia, ib;
-            if (step == TOP_K_EXCHANGE) {  // in place
-                uint i = 2u * t - (t & (j - 1u)), a = from + item * from_step + i, b = a + j;
-                get_entry(a, ka, ia);
-                get_entry(b, kb, ib);
-                bool best_first = stage == run || (i & stage) == 0u;
-                if (best_first ? worse(ka, ia, kb, ib) : worse(kb, ib, ka, ia)) {
-                    put_entry(a, kb, ib);
-                    put_entry(b, ka, ia);
-                }
-            } else {  // runs 2p and 2p + 1 -> the better of entry j and entry run-1-j, into run p
-                uint p = t / run, i = t % run, base = from + item * from_step + 2u * p * run;
-                get_entry(base + i, ka, ia);
-                get_entry(base + run + run - 1u - i, kb, ib);
-                bool take_b = worse(ka, ia, kb, ib);
-                put_entry(to + item * to_step + p * run + i, take_b ? kb : ka, take_b ? ib : ia);
+            sequence_entry(source, i, run, halve, ka, ia);
+            sequence_entry(source, i + j, run, halve, kb, ib);
+            bool best_first = stage == run || (i & stage) == 0u;
+            bool swap = best_first ? worse(ka, ia, kb, ib) : worse(kb, ib, ka, ia);
+            if (swap || halve || source != target) {  // (in place, only a swap writes)
+                put_entry(target + i, swap ? kb : ka, swap ? ib : ia);
+                put_entry(target + i + j, swap ? ka : kb, swap ? ia : ib);
             }
         }
         return;
@@ -407,7 +421,7 @@ void sort_main(uint items, uint walked, uint k, uint tail, uint index_base, bool
             barrier();
             block_sort(size, run, b * size);
         } else {
-            block_load(from + item * from_step + b * size, size);
+            block_load(from + item * from_step, b * size, size, run, halve);
         }
         bool whole = step == TOP_K_MERGE || run >= size;  // the block's entries kept in place
         if (step == TOP_K_MERGE) {  // the stage's strides below the block, in place

@@ -138,19 +138,21 @@ def top_k_sort_steps(items: int, walked: int, k: int) -> tuple[list, int]:
     """TOP_K_SORT's passes for `items` sequences of `walked` elements: a list of (SELECT_HEADER
     words, invocations or workgroups, whether per pair) and the scratch's length in entries.
     Two regions: R0 holds each sequence's M entries (M: `walked` to a power of two), R1 half
-    that; a pass reads one region and writes one (shaders/top_k.comp says what each step does)."""
+    that; a pass reads one region and writes one (the first pass of a halving round reads pairs
+    of runs from one and writes their better halves, merged, to the other); shaders/top_k.comp
+    says what each step does."""
     m = kernels.ceil_pow2(walked)
     run = min(kernels.ceil_pow2(k), m)
     block = min(_SORT_BLOCK, m)
     regions = (0, items * m)
     steps = []
 
-    def add(step, entries, source, target, *, stage=0, stride=0, out=False):
+    def add(step, entries, source, target, *, stage=0, stride=0, out=False, halve=False):
         (source_region, source_step), (target_region, target_step) = source, target
         words = dict(sort_step=_STEPS[step], sort_run=run, sort_stage=stage, sort_stride=stride, sort_entries=entries,
                      sort_from=regions[source_region], sort_from_step=source_step, sort_to=regions[target_region],
-                     sort_to_step=target_step)
-        pairs = step in ("TOP_K_EXCHANGE", "TOP_K_PAIRS")
+                     sort_to_step=target_step, sort_halve=int(halve))
+        pairs = step == "TOP_K_EXCHANGE"
         steps.append((words, items * (entries // 2 if pairs else entries // min(entries, _SORT_BLOCK)), pairs, out))
 
     if run < block:  # runs of the block fold into one: each pass keeps `run` of every block
@@ -177,15 +179,14 @@ def top_k_sort_steps(items: int, walked: int, k: int) -> tuple[list, int]:
         add("TOP_K_MERGE", m, (0, m), (0, m), stage=stage, out=stage == run == m)
         stage *= 2
     entries, source = m, (0, m)
-    while entries > run:  # pairs of runs halved, each merged back into a run
+    while entries > run:  # pairs of runs halved as the round's first pass reads, merged into runs
         target = (1 - source[0], entries // 2)
-        add("TOP_K_PAIRS", entries, source, target)
         entries //= 2
-        stride = run // 2
+        stride, halve = run // 2, True  # the round's first pass reads the pairs from `source`
         while stride >= block:
-            add("TOP_K_EXCHANGE", entries, target, target, stage=run, stride=stride)
-            stride //= 2
-        add("TOP_K_MERGE", entries, target, target, stage=run, out=entries == run)
+            add("TOP_K_EXCHANGE", entries, source if halve else target, target, stage=run, stride=stride, halve=halve)
+            stride, halve = stride // 2, False
+        add("TOP_K_MERGE", entries, source if halve else target, target, stage=run, out=entries == run, halve=halve)
         source = target
     return steps, items * (m + m // 2)
 

@@ -39,12 +39,12 @@ SELECTION_WORKGROUP_SIZE = 64
 #: AVERAGE divides by, and element offsets added to every input and (value) output position
 #: (a piece bound whole); then TOP_K_SORT's words for one pass (shaders/top_k.comp): its step
 #: (TOP_K_SORT_STEPS), the run length kept (a power of two >= K), the bitonic stage and stride,
-#: entries per sequence it reads, and where (in entries of the scratch) the sequences' entries
-#: it reads and writes start and how far apart. Each is `SP_<NAME>` in abi.glsl; the dimensions
+#: entries per sequence it reads, where (in entries of the scratch) the sequences' entries it
+#: reads and writes start and how far apart, and whether it halves pairs of runs as it reads. Each is `SP_<NAME>` in abi.glsl; the dimensions
 #: follow (SP_DIMS).
 SELECT_HEADER = ("items", "walked", "outer_dims", "walked_dims", "lanes", "chunk", "chunks", "mode",
                  "index_base", "count", "in_base", "out_base", "sort_step", "sort_run", "sort_stage",
-                 "sort_stride", "sort_entries", "sort_from", "sort_from_step", "sort_to", "sort_to_step")
+                 "sort_stride", "sort_entries", "sort_from", "sort_from_step", "sort_to", "sort_to_step", "sort_halve")
 #: Mode bits: REDUCE reads states (not elements), writes states (not the output); TOP_K1 reads
 #: its indices from binding 4; REDUCE's last workgroup to finish writing states merges them
 #: (shaders/reduce.comp).
@@ -52,9 +52,9 @@ SELECT_MODES = {"REDUCE_FROM_STATES": 1, "REDUCE_TO_STATES": 2, "TOP_K_FROM_CAND
                 "TOP_K_GROUP": 16, "TOP_K_SORT": 32, "TOP_K_SORT_OUT": 64}
 #: TOP_K_SORT's steps (the sort_step word; shaders/top_k.comp): load blocks of TOP_K_GROUP_SLOTS
 #: elements as (key, index) entries and sort them into runs, then fold runs pairwise in shared
-#: memory, compare-exchange at one stride across blocks, merge within blocks, keep the better
-#: half of pairs of runs across blocks.
-TOP_K_SORT_STEPS = {"TOP_K_FIRST": 0, "TOP_K_FOLD": 1, "TOP_K_EXCHANGE": 2, "TOP_K_MERGE": 3, "TOP_K_PAIRS": 4}
+#: memory, compare-exchange at one stride across blocks, merge within blocks (the last two may
+#: first halve pairs of runs as they read: sort_halve).
+TOP_K_SORT_STEPS = {"TOP_K_FIRST": 0, "TOP_K_FOLD": 1, "TOP_K_EXCHANGE": 2, "TOP_K_MERGE": 3}
 #: TOP_K1 over sequences of at least TOP_K_GROUP_WALK elements, K up to TOP_K_GROUP_SLOTS, gives
 #: each sequence a workgroup (TOP_K_GROUP): min(SELECTION_WORKGROUP_SIZE, TOP_K_GROUP_SLOTS / K)
 #: invocations keep the K best of every so many elements in shared memory (12 bytes a slot: 12 KiB,

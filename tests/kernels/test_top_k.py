@@ -91,8 +91,9 @@ def test_sorted_selection_in_every_order(device, order, in_type, index_type, rng
     """TOP_K_SORT (what a GPU runs for every sequence of 512 elements or more; a CPU driver keeps heaps)
     forced on this device, bit for bit against the reference: 2,500 elements (padded to 4,096,
     four blocks) cover each of its steps: K up to 512 folds blocks (a first pass, then folds, the
-    last writing the outputs); 513 and 1,024 sort runs of a block and halve pairs of them twice; 2,000
-    sorts runs of two blocks (an exchange across blocks, a merge) then halves a pair; n - 1
+    last writing the outputs); 513 and 1,024 sort runs of a block and halve pairs of them twice (as a
+    merge reads them); 2,000 sorts runs of two blocks (an exchange across blocks, a merge) then
+    halves a pair (as an exchange reads it); n - 1
     sorts the whole sequence (two stages across blocks)."""
     from dmlgpu.kernels import compiled_selection
     for cpu in (False, True):
@@ -119,8 +120,8 @@ def test_sort_steps_cover_every_pass():
         return [names[words["sort_step"]].removeprefix("TOP_K_") for words, *_ in found]
     assert steps(1) == steps(256) == ["FIRST", "FOLD"]  # 4 blocks -> 4 runs (1,024 entries at most) -> 1
     assert steps(512) == ["FIRST", "FOLD", "FOLD"]  # 4 blocks -> 2,048 entries -> 2 runs -> 1
-    assert steps(513) == steps(1024) == ["FIRST", "PAIRS", "MERGE", "PAIRS", "MERGE"]
-    assert steps(2000) == ["FIRST", "EXCHANGE", "MERGE", "PAIRS", "EXCHANGE", "MERGE"]
+    assert steps(513) == steps(1024) == ["FIRST", "MERGE", "MERGE"]  # each halving merge reads pairs of runs
+    assert steps(2000) == ["FIRST", "EXCHANGE", "MERGE", "EXCHANGE", "MERGE"]  # the second exchange halves
     assert steps(2499) == ["FIRST", "EXCHANGE", "MERGE", "EXCHANGE", "EXCHANGE", "MERGE"]
     assert [s["sort_entries"] for s, *_ in top_k_sort_steps(1, 1 << 20, 10)[0]] == [1 << 20, 1 << 14, 256]  # -> 16
     assert len(top_k_sort_steps(1, 1 << 20, 10)[0]) == 3
