@@ -30,10 +30,12 @@ layout(std430, binding = 0) readonly buffer InVecs { uvec4 in_v[]; };
 layout(std430, binding = 2) coherent buffer States { Acc states[]; };  // sp.aux_offset: its word offset
 layout(std430, binding = 2) coherent buffer StateWords { uint state_w[]; };  // the same, as words (the count)
 
-shared Acc tree[SELECTION_WORKGROUP_SIZE];
+shared Acc tree[gl_WorkGroupSize.x];
 shared bool merges;  // REDUCE_MERGE_LAST: this workgroup counted last
 
-// Set on GPUs (dmlgpu/kernels/compiled_selection.py): float sums load four blocks at a time.
+// Set on GPUs (dmlgpu/kernels/compiled_selection.py WIDE_LOADS): a float sum's lane keeps eight
+// blocks' loads in flight and judges its terms' magnitudes once, at the end (no branch on the data
+// inside the loop). CPU drivers take a block at a time, checked as it comes.
 layout(constant_id = 0) const bool WIDE_LOADS = false;
 
 // The four elements from element offset e (a multiple of 4) of a contiguous walk, as raw values.
@@ -55,48 +57,48 @@ void load_four(uint e, out uvec2 v[4]) {
 }
 
 #if IN_KIND == KIND_FLOAT && IN_BITS == 32
+// One block's four terms added to the four components' triples (s, c1, c2); their magnitudes.
+vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
+    vec4 m = ACC_FUNCTION == RED_L1 ? abs(x) : x;
+    if (acc_squares()) {
+        vec4 p, e;
+        two_square4(m, p, e);
+        triple_add4(s, c1, c2, p);
+        triple_add4(s, c1, c2, e);
+    } else {
+        triple_add4(s, c1, c2, m);
+    }
+    return abs(m);
+}
+
 // lane_elements of a float sum (SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM) over a contiguous,
 // aligned walk: the four components' first triples in vectors, a block at a time where all its
 // terms are finite and small, else element by element: the generic path's operations, in its order.
 Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
     vec4 s = vec4(-0.0), c1 = vec4(-0.0), c2 = vec4(-0.0);
-    Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
     float limit = acc_squares() ? TWO_POW_48 : TWO_POW_64;
     uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
-    // On a GPU, four blocks' loads in flight before their additions (in the same order): a lane
-    // keeps more of the memory system busy (lavapipe runs the plain loop faster).
-    for (; WIDE_LOADS && b + 3u * step + 4u <= end; b += 4u * step) {
-        vec4 x0 = uintBitsToFloat(in_v[at + b / 4u]), x1 = uintBitsToFloat(in_v[at + (b + step) / 4u]);
-        vec4 x2 = uintBitsToFloat(in_v[at + (b + 2u * step) / 4u]), x3 = uintBitsToFloat(in_v[at + (b + 3u * step) / 4u]);
-        vec4 m0 = ACC_FUNCTION == RED_L1 ? abs(x0) : x0, m1 = ACC_FUNCTION == RED_L1 ? abs(x1) : x1;
-        vec4 m2 = ACC_FUNCTION == RED_L1 ? abs(x2) : x2, m3 = ACC_FUNCTION == RED_L1 ? abs(x3) : x3;
-        vec4 largest = max(max(abs(m0), abs(m1)), max(abs(m2), abs(m3)));
-        if (!all(lessThan(largest, vec4(limit)))) break;  // (a NaN too): element by element below
-        if (acc_squares()) {
-            vec4 p, e;
-            two_square4(m0, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
-            two_square4(m1, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
-            two_square4(m2, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
-            two_square4(m3, p, e); triple_add4(s, c1, c2, p); triple_add4(s, c1, c2, e);
-        } else {
-            triple_add4(s, c1, c2, m0);
-            triple_add4(s, c1, c2, m1);
-            triple_add4(s, c1, c2, m2);
-            triple_add4(s, c1, c2, m3);
+    if (WIDE_LOADS) {
+        // The largest term magnitude is kept as it goes and judged once; where a term is huge
+        // or not finite (a NaN reaches s), the lane starts again with the loops below, so the
+        // bits are the generic path's either way.
+        vec4 largest = vec4(0.0);
+        for (; b + 7u * step + 4u <= end; b += 8u * step) {
+            vec4 x[8];
+            for (uint k = 0u; k < 8u; ++k) x[k] = uintBitsToFloat(in_v[at + (b + k * step) / 4u]);
+            for (uint k = 0u; k < 8u; ++k) largest = max(largest, sums_block(s, c1, c2, x[k]));
+        }
+        for (; b + 4u <= end; b += step) largest = max(largest, sums_block(s, c1, c2, uintBitsToFloat(in_v[at + b / 4u])));
+        if (!all(lessThan(largest, vec4(limit))) || any(isnan(s))) {
+            s = vec4(-0.0); c1 = vec4(-0.0); c2 = vec4(-0.0);
+            b = start + 4u * lane;
         }
     }
+    Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());  // (live from here on)
     for (; b + 4u <= end; b += step) {
         vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
-        if (ACC_FUNCTION == RED_L1) x = abs(x);
         if (!all(lessThan(abs(x), vec4(limit)))) break;  // (a NaN too): element by element below
-        if (acc_squares()) {
-            vec4 p, e;
-            two_square4(x, p, e);
-            triple_add4(s, c1, c2, p);
-            triple_add4(s, c1, c2, e);
-        } else {
-            triple_add4(s, c1, c2, x);
-        }
+        sums_block(s, c1, c2, x);
     }
     for (; b + 4u <= end; b += step) {  // from the first block with a huge or non-finite term
         vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
@@ -166,7 +168,7 @@ Acc lane_states(uint item, uint lane, uint lanes) {
 void reduce_units(uint group, uint groups) {
     uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), mode = param(SP_MODE);
     uint local = gl_LocalInvocationID.x, lane = local % lanes;
-    uint per_group = SELECTION_WORKGROUP_SIZE / lanes, units = items * chunks;
+    uint per_group = gl_WorkGroupSize.x / lanes, units = items * chunks;
     for (uint first = group * per_group; first < units; first += groups * per_group) {  // uniform per group
         uint unit = first + local / lanes, item = unit % items, chunk = unit / items;
         bool live = unit < units;

@@ -27,7 +27,7 @@ from ..table.operators import REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["MAX_STATES", "STATE_BYTES", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
+__all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
            "selection_params"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
@@ -38,9 +38,14 @@ _GROUP = kernels.SELECTION_WORKGROUP_SIZE
 #: short: 1,024 states of one output element, 16 per lane), on a CPU driver a few workgroups per
 #: core (lavapipe, 64 MiB: 2^12 as fast as any of 2^10 to 2^16, within its noise).
 _TARGET_LANES = {False: 1 << 16, True: 1 << 12}
-#: REDUCE's specialization constant, by whether the device is a CPU: float sums keep four loads
-#: in flight per lane (shaders/reduce.comp); on lavapipe the plain loop ran 1.2-1.4x faster.
+#: REDUCE's specialization constants, by whether the device is a CPU. WIDE_LOADS: float sums keep
+#: eight blocks' loads in flight and judge the terms once, at the end (shaders/reduce.comp); on
+#: lavapipe the plain loop ran 1.2-1.4x faster. REDUCE_GROUP: the workgroup size, the most lanes
+#: of one chunk. On an H200, 256 MiB FLOAT32 SUM (benchmarks/NOTES.md, session 11): 64 lanes
+#: with four loads in flight checked as they came 85.8 us; eight, judged at the end, 82.3 us; 128
+#: lanes a chunk 77.7 us (half the chunk states to merge); 256 78.4 us.
 WIDE_LOADS = {False: True, True: False}
+REDUCE_GROUP = {False: 128, True: 64}
 #: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
 _LANE_ELEMENTS = 64
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each).
@@ -75,12 +80,13 @@ def _floor_pow2(n: int) -> int:
 
 def reduce_shape(items: int, walked: int, is_cpu: bool) -> ReduceShape:
     """The cut of `items` output elements of `walked` elements each (see ReduceShape)."""
-    lanes = min(_GROUP, _floor_pow2(walked // _LANE_ELEMENTS))
+    group = REDUCE_GROUP[bool(is_cpu)]
+    lanes = min(group, _floor_pow2(walked // _LANE_ELEMENTS))
     chunks = math.ceil(_TARGET_LANES[bool(is_cpu)] / (lanes * items))
     chunks = max(1, min(chunks, walked // (lanes * _LANE_ELEMENTS), MAX_STATES // items))
     chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
     chunks = math.ceil(walked / chunk)
-    return ReduceShape(lanes, chunk, chunks, min(_GROUP, _floor_pow2(chunks // 4)))
+    return ReduceShape(lanes, chunk, chunks, min(group, _floor_pow2(chunks // 4)))
 
 
 def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
@@ -118,8 +124,8 @@ def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
     return np.array(words, dtype=np.uint32), items
 
 
-def _groups(units: int, lanes: int) -> tuple[int, int, int]:
-    return (min(_MAX_GROUPS, max(1, math.ceil(units * lanes / _GROUP))), 1, 1)
+def _groups(units: int, lanes: int, group: int = _GROUP) -> tuple[int, int, int]:
+    return (min(_MAX_GROUPS, max(1, math.ceil(units * lanes / group))), 1, 1)
 
 
 class Pass(NamedTuple):
@@ -214,7 +220,8 @@ class CompiledSelection:
         tensors = list(self._descs.values())
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
-        spec = [int(WIDE_LOADS[bool(device.is_cpu)])] if op.family == REDUCE_FAMILY else []
+        cpu = bool(device.is_cpu)
+        spec = [int(WIDE_LOADS[cpu]), REDUCE_GROUP[cpu]] if op.family == REDUCE_FAMILY else []
         self._program = Program(self.variant.name, spirv.load(self.variant.name), np.array(spec, dtype=np.uint32),
                                 len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
@@ -249,7 +256,8 @@ class CompiledSelection:
         mode = modes["REDUCE_TO_STATES"] if shape.chunks > 1 or to_states else 0
         first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
                                     chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
-        passes = [Pass(first, _groups(items * shape.chunks, shape.lanes), mode)]
+        group = REDUCE_GROUP[bool(self.device.is_cpu)]
+        passes = [Pass(first, _groups(items * shape.chunks, shape.lanes, group), mode)]
         if shape.chunks > 1 and not to_states:
             combine = self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
                                         **bases)
@@ -269,7 +277,7 @@ class CompiledSelection:
         header = {"count": self.walked, **header}
         words, items = selection_params(self.op, attributes, descs, walked=states, lanes=lanes, chunk=states,
                                         mode=mode, **header)
-        return Pass(words, _groups(items, lanes), mode)
+        return Pass(words, _groups(items, lanes, REDUCE_GROUP[bool(self.device.is_cpu)]), mode)
 
     def top_k_passes(self, *, descs=None, attributes=None, index_base: int = 0, candidates: bool = False,
                      in_base: int = 0, out_base: int = 0) -> list:

@@ -14,7 +14,9 @@
 #include "abi.glsl"
 #include "words.glsl"
 
-layout(local_size_x = SELECTION_WORKGROUP_SIZE) in;  // push constants `sp`: abi.glsl
+// The size is specialization constant 1 where a family sets it (REDUCE on a GPU:
+// dmlgpu/kernels/compiled_selection.py REDUCE_GROUP); others keep SELECTION_WORKGROUP_SIZE.
+layout(local_size_x = SELECTION_WORKGROUP_SIZE, local_size_x_id = 1) in;  // push constants `sp`: abi.glsl
 
 layout(std430, binding = 0) readonly buffer InWords { uint in_w[]; };
 layout(std430, binding = 1) buffer OutWords { uint out_w[]; };

@@ -4,6 +4,8 @@ dmlgpu.table.reference.reduce (floats: the exact result rounded once), outputs p
 walks long enough for two dispatches; the same bits on every run; IEEE's special values; the front
 end against numpy where their meanings agree; validation. (Accuracy against numpy's own float32
 results over sizes up to 10^7: test_reduce_accuracy.py.)"""
+import math
+
 import numpy as np
 import pytest
 from conftest import flushes_float32_subnormals, POISON
@@ -184,21 +186,54 @@ def test_long_walks_match_the_reference(device, rng, function, shape, axes):
 
 @pytest.mark.parametrize("function", [F.SUM, F.L1, F.L2], ids=lambda f: f.name)
 def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
-    """The GPUs' loop (four blocks' loads at a time) on this device: the same operations in the
-    same order as the plain loop, so the same bits; a block with a huge or NaN term among them."""
+    """Float sums with eight blocks' loads in flight (judged once, at the end), and in workgroups
+    of 128 lanes, on this device: the reference's bits every time; a huge and an infinite term
+    among them."""
     from dmlgpu.kernels import compiled_selection
     x = rng.normal(0, 3, size=(2, 200_003)).astype(np.float32)
     x[1, 150_017] = 3e30
+    x[0, 1_234] = -np.inf  # (a triple sum taking it as a term would give NaN)
     desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, x.shape), TensorDesc(DataType.FLOAT32, (2, 1)), function, (1,))
     results = []
-    for wide in (False, True):
+    # (The GPUs' own pair, wide loads in workgroups of 128, runs in the GPU runs of this file; on
+    # lavapipe that pipeline takes about 12 s to build, so here each is tested apart, beside the
+    # device's own: a block at a time in workgroups of 64 on lavapipe.)
+    for wide, group in ((True, 64), (False, 128)):
         monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
+        monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
         compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
         source, out = device.upload(x), device.upload(np.full(16, POISON, np.uint8))
         compiled.execute([Binding(source)], [Binding(out)])
         results.append(out.read()[:8].view(np.float32))
-    assert testing.same_bits(results[0], results[1])
-    assert testing.same_bits(results[1].reshape(2, 1), reference_reduce(x, function, (1,)))
+    want = reference_reduce(x, function, (1,))
+    for got in results:
+        assert testing.same_bits(got.reshape(2, 1), want)
+
+
+@pytest.mark.parametrize("group", [128])
+@pytest.mark.parametrize("function, dtype", [(F.SUM, np.int32), (F.LOG_SUM_EXP, np.float16), (F.MAX, np.float32),
+                                             (F.ARGMIN, np.uint8), (F.AVERAGE, np.float32)],
+                         ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
+def test_wider_workgroups_give_the_reference(device, rng, monkeypatch, group, function, dtype):
+    """REDUCE in the GPUs' wider workgroups (compiled_selection.REDUCE_GROUP: more lanes a chunk,
+    fewer chunk states), here on this device: chunked walks along either axis match the
+    reference bit for bit."""
+    from dmlgpu.kernels import compiled_selection
+    monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
+    x = (rng.normal(0, 2, size=(3, 40_001)) if np.dtype(dtype).kind == "f"
+         else rng.integers(0, 200, size=(3, 40_001))).astype(dtype)
+    for axes, shape in (((1,), (3, 40_001)), ((0,), (400, 300))):
+        data = x.reshape(-1)[:math.prod(shape)].reshape(shape)
+        out_type = DataType.UINT32 if function is F.ARGMIN else DataType.from_numpy(data.dtype)
+        out_shape = tuple(1 if d in axes else n for d, n in enumerate(shape))
+        desc = ReduceOperatorDesc(TensorDesc(DataType.from_numpy(data.dtype), shape), TensorDesc(out_type, out_shape),
+                                  function, axes)
+        compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
+        assert compiled.shape.lanes == group or axes == (0,)
+        source, out = device.upload(data), device.upload(np.full(4 * math.prod(out_shape), POISON, np.uint8))
+        compiled.execute([Binding(source)], [Binding(out)])
+        got = out.read()[:math.prod(out_shape) * out_type.size].view(out_type.numpy).reshape(out_shape)
+        assert testing.same_bits(got, reference_reduce(data, function, axes, out_type.numpy))
 
 
 def test_the_same_bits_on_every_run_whatever_runs_beside(device, rng):
