@@ -35,12 +35,13 @@ class LRU:
     bound evicts the least recently used one. `misses` counts lookups that found nothing since
     it was made or cleared (each is a call decided afresh)."""
 
-    __slots__ = ("_entries", "maxsize", "misses")
+    __slots__ = ("_entries", "maxsize", "misses", "_recent")
 
     def __init__(self, maxsize: int = DEFAULT_SIZE):
         self._entries: OrderedDict = OrderedDict()
         self.maxsize = maxsize
         self.misses = 0
+        self._recent = None  # the key last stored or found: already the most recent entry
 
     def get(self, key, default=None):
         entries = self._entries
@@ -49,13 +50,17 @@ class LRU:
         except KeyError:
             self.misses += 1
             return default
-        entries.move_to_end(key)
+        # (a loop repeats one call: its key is already last, and moving it would hash it again)
+        if key != self._recent:
+            entries.move_to_end(key)
+            self._recent = key
         return value
 
     def __setitem__(self, key, value) -> None:
         entries = self._entries
         entries[key] = value
         entries.move_to_end(key)
+        self._recent = key
         while len(entries) > self.maxsize:
             entries.popitem(last=False)
 
@@ -68,6 +73,7 @@ class LRU:
     def clear(self) -> None:
         self._entries.clear()
         self.misses = 0
+        self._recent = None
 
     def resize(self, maxsize: int) -> None:
         if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 0:
