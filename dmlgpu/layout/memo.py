@@ -63,6 +63,7 @@ class LRU:
         self._recent = key
         while len(entries) > self.maxsize:
             entries.popitem(last=False)
+            self._recent = None  # (a bound of 0 dropped it: nothing of it kept)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -81,6 +82,7 @@ class LRU:
         self.maxsize = maxsize
         while len(self._entries) > maxsize:
             self._entries.popitem(last=False)
+            self._recent = None
 
 
 HOST_PLANS = LRU()
