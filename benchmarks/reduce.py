@@ -88,7 +88,7 @@ def vulkan_read_seconds(device, source_buffer, nbytes) -> tuple[float, int]:
         return out, device.launch(program, (groups, 1, 1), [source_buffer, out],
                                   np.array([nbytes // 16, source_buffer.arena_offset // 16, out.arena_offset // 4], np.uint32),
                                   reads=[(source_buffer, 0, nbytes)], writes=[(out, 0, out.size_in_bytes)], name="read")
-    kept, warm = read(4224)
+    kept, warm = read(4224)  # (`kept`: its output, alive while `warm` runs)
     end = time.perf_counter() + 2.0  # the clocks up from idle (an H200 idles at 345 MHz) before timing
     while time.perf_counter() < end:
         device.time_dispatches(warm, 20)

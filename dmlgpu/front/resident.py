@@ -78,10 +78,6 @@ def operands(op, row, arrays) -> list:
 def _layouts(arrays) -> tuple:
     """What a call's operands are planned by: a view's `layout`, a Python scalar's `scalar_key`;
     AttributeError for other operands (numpy data is uploaded and planned in full)."""
-    if len(arrays) == 1:  # (an operator of one operand, without a comprehension's frame)
-        x = arrays[0]
-        return (x.layout if isinstance(x, View) or not operand_rules.is_python_scalar(x) else
-                operand_rules.scalar_key(x),)
     return tuple([x.layout if isinstance(x, View) else operand_rules.scalar_key(x) if
                   operand_rules.is_python_scalar(x) else x.layout for x in arrays])
 

@@ -124,7 +124,7 @@ def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
     return np.array(words, dtype=np.uint32), items
 
 
-def _groups(units: int, lanes: int, group: int = _GROUP) -> tuple[int, int, int]:
+def _groups(units: int, lanes: int, group: int) -> tuple[int, int, int]:
     return (min(_MAX_GROUPS, max(1, math.ceil(units * lanes / group))), 1, 1)
 
 
@@ -221,7 +221,8 @@ class CompiledSelection:
         in_type, out_type = tensors[0].data_type, tensors[-1].data_type
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
         cpu = bool(device.is_cpu)
-        spec = [int(WIDE_LOADS[cpu]), REDUCE_GROUP[cpu]] if op.family == REDUCE_FAMILY else []
+        self._group = REDUCE_GROUP[cpu]  # REDUCE's workgroup size: the pipeline's and its grids'
+        spec = [int(WIDE_LOADS[cpu]), self._group] if op.family == REDUCE_FAMILY else []
         self._program = Program(self.variant.name, spirv.load(self.variant.name), np.array(spec, dtype=np.uint32),
                                 len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
@@ -256,8 +257,7 @@ class CompiledSelection:
         mode = modes["REDUCE_TO_STATES"] if shape.chunks > 1 or to_states else 0
         first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
                                     chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
-        group = REDUCE_GROUP[bool(self.device.is_cpu)]
-        passes = [Pass(first, _groups(items * shape.chunks, shape.lanes, group), mode)]
+        passes = [Pass(first, _groups(items * shape.chunks, shape.lanes, self._group), mode)]
         if shape.chunks > 1 and not to_states:
             combine = self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
                                         **bases)
@@ -277,7 +277,7 @@ class CompiledSelection:
         header = {"count": self.walked, **header}
         words, items = selection_params(self.op, attributes, descs, walked=states, lanes=lanes, chunk=states,
                                         mode=mode, **header)
-        return Pass(words, _groups(items, lanes, REDUCE_GROUP[bool(self.device.is_cpu)]), mode)
+        return Pass(words, _groups(items, lanes, self._group), mode)
 
     def top_k_passes(self, *, descs=None, attributes=None, index_base: int = 0, candidates: bool = False,
                      in_base: int = 0, out_base: int = 0) -> list:

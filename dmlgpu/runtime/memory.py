@@ -260,7 +260,7 @@ class MemoryPool:
         parked = self._parked
         if not parked:
             return None
-        size = -(-nbytes // ALIGNMENT) * ALIGNMENT or ALIGNMENT  # (_round, inline: once per new result)
+        size = _round(nbytes)
         dedicated = size > self.arena_bytes // 2
         if dedicated:
             size = -(-nbytes // 16) * 16

@@ -198,7 +198,7 @@ def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
     # (The GPUs' own pair, wide loads in workgroups of 128, runs in the GPU runs of this file; on
     # lavapipe that pipeline takes about 12 s to build, so here each is tested apart, beside the
     # device's own: a block at a time in workgroups of 64 on lavapipe.)
-    for wide, group in ((True, 64), (False, 128)):
+    for wide, group in ((True, 64), (False, compiled_selection.REDUCE_GROUP[False])):
         monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
         monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
         compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
@@ -210,15 +210,15 @@ def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
         assert testing.same_bits(got.reshape(2, 1), want)
 
 
-@pytest.mark.parametrize("group", [128])
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.int32), (F.LOG_SUM_EXP, np.float16), (F.MAX, np.float32),
                                              (F.ARGMIN, np.uint8), (F.AVERAGE, np.float32)],
                          ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
-def test_wider_workgroups_give_the_reference(device, rng, monkeypatch, group, function, dtype):
+def test_wider_workgroups_give_the_reference(device, rng, monkeypatch, function, dtype):
     """REDUCE in the GPUs' wider workgroups (compiled_selection.REDUCE_GROUP: more lanes a chunk,
     fewer chunk states), here on this device: chunked walks along either axis match the
     reference bit for bit."""
     from dmlgpu.kernels import compiled_selection
+    group = compiled_selection.REDUCE_GROUP[False]  # a GPU's
     monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
     x = (rng.normal(0, 2, size=(3, 40_001)) if np.dtype(dtype).kind == "f"
          else rng.integers(0, 200, size=(3, 40_001))).astype(dtype)
