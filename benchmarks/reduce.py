@@ -19,6 +19,11 @@ Rows:
   host array, in alternating rounds (a CPU device shares the host: lavapipe's target is this
   ratio, >= 1.0). On lavapipe 256 MiB spans two 128 MiB buffers (reduced per piece, then merged).
 
+- `axis`: (with --shapes, the default on a GPU) SUM over one axis of (rows, columns) FLOAT32
+  arrays from 4 KiB to 256 MiB, either axis, GPU time against `torch.sum(dim=axis)` (a CPU device:
+  the call's wall clock against `np.sum(axis=axis)`): a reduction over the leading axis walks with a
+  stride, where the lanes must take adjacent columns (compiled_selection.walks_across).
+
 Targets (docs/guide/reductions.md): H100/H200 kernel >= 0.9 x the read floor and >= 1.0 x
 torch.sum; lavapipe call >= 1.0 x np.sum.
 """
@@ -122,9 +127,58 @@ def error(value, exact) -> float:
     return abs(float(value) - exact)
 
 
+#: (rows, columns) of the axis sweep: 4 KiB to 256 MiB of FLOAT32, wide and narrow.
+SHAPES = [(32, 32), (64, 1024), (1024, 1024), (16384, 1024), (65536, 1024), (1 << 20, 16), (1 << 22, 16),
+          (16, 1 << 22), (4, 1 << 24)]
+QUICK_SHAPES = [(32, 32), (64, 1024), (1024, 1024), (16384, 1024), (1 << 20, 16), (16, 1 << 20)]
+
+
+def axis_rows(device, shapes) -> list:
+    """SUM over each axis of each shape: ours (GPU time, or a CPU device's call) against torch.sum
+    or np.sum, each result checked against float64 sums first."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        tx = torch.from_numpy(x).cuda() if torch and not device.is_cpu else None
+        for axis in (0, 1):
+            want = np.sum(x.astype(np.float64), axis=axis)
+            out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
+            row = {"case": f"SUM over axis {axis} of {shape[0]} x {shape[1]} FLOAT32", "shape": list(shape),
+                   "axis": axis, "bytes": x.nbytes}
+            if device.is_cpu:
+                t = Tensor.from_numpy(x, device)
+                got = dmlgpu.sum(t, axis=axis).numpy()
+                calls = {"ours": lambda: (dmlgpu.sum(t, axis=axis), device.synchronize()),
+                         "numpy": lambda: np.sum(x, axis=axis)}
+                rounds = {name: [wall(fn, 3) for _ in range(5)] for name, fn in calls.items()}
+                row |= {"seconds": min(rounds["ours"]), "numpy_sum_seconds": min(rounds["numpy"])}
+                row["vs_numpy_sum"] = row["numpy_sum_seconds"] / row["seconds"]
+            else:
+                desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, shape), TensorDesc(DataType.FLOAT32, out_shape),
+                                          ReduceFunction.SUM, (axis,))
+                compiled = device.create_operator(desc)
+                source, out = device.upload(x), device.allocate(4 * math.prod(out_shape))
+                compiled.execute([Binding(source)], [Binding(out)])
+                got = out.read()[:4 * math.prod(out_shape)].view(np.float32)
+                launches = compiled.launches(compiled.check([Binding(source)], [Binding(out)]))
+                times = [float(np.median(device.time_dispatches(launch, 20))) for launch in launches]
+                row |= {"seconds": sum(times), "dispatch_seconds": times, "cut": compiled.shape._asdict()}
+                if tx is not None:
+                    row["torch_sum_seconds"] = torch_seconds(lambda: torch.sum(tx, dim=axis))
+                    row["vs_torch_sum"] = row["torch_sum_seconds"] / row["seconds"]
+                del source, out
+            assert np.allclose(np.asarray(got).reshape(-1), want.reshape(-1), rtol=1e-5, atol=1e-5), row["case"]
+            rows.append(row)
+        del tx
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 MiB (a CPU driver such as lavapipe)")
+    parser.add_argument("--shapes", action=argparse.BooleanOptionalAction, default=None,
+                        help="the axis sweep (default: on a GPU; --quick: its smaller shapes)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "reduce.json"))
     args = parser.parse_args(argv)
     device = dmlgpu.default_device()
@@ -188,6 +242,8 @@ def main(argv=None) -> int:
         report["rows"][-1]["floor_seconds"] = floor
         report["rows"][-1]["of_floor"] = floor / ours
         report["rows"][-1]["numpy_vs_floor"] = floor / peer  # < 1: the read floor is slower than np.sum
+    if args.shapes or (args.shapes is None and not device.is_cpu):
+        report["rows"] += axis_rows(device, QUICK_SHAPES if args.quick else SHAPES)
     if device.is_cpu:
         report["load_average"] = os.getloadavg()
         report["cpu_count"] = os.cpu_count()

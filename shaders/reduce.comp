@@ -5,7 +5,9 @@
 // function's accumulator; FUNCTION is a DML_REDUCE_FUNCTION value).
 //
 // Each output element's walked elements r = 0 .. R-1 are cut into chunks of SP_CHUNK elements; a
-// unit (an output element's chunk) is reduced by SP_LANES lanes of a workgroup: lane j, component
+// unit (an output element's chunk) is reduced by SP_LANES lanes of a workgroup (one lane where the
+// walk goes across: compiled_selection.walks_across; then a workgroup's lanes take adjacent
+// output elements' chunks, adjacent words of a strided walk): lane j, component
 // q (0..3) takes the elements chunk start + 4 (j + lanes t) + q for t = 0, 1, ... in order; the
 // four components merge as (0 + 1) + (2 + 3), then the lanes in a pairwise tree (lane j takes
 // lane j + s for s = lanes/2, ..., 1). With one chunk the unit writes the output element; with
@@ -71,10 +73,22 @@ vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
     return abs(m);
 }
 
-// lane_elements of a float sum (SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM) over a contiguous,
-// aligned walk: the four components' first triples in vectors, a block at a time where all its
-// terms are finite and small, else element by element: the generic path's operations, in its order.
-Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
+// One block of a single-dimension walk, from walked element b: four terms (uint words of 32-bit
+// floats). `vector`: the walk is contiguous and aligned (one 16-byte load at `at` + b / 4); else
+// four loads `stride` elements apart from in_base (a strided walk: the lanes of a workgroup then
+// take adjacent output elements, so their loads are adjacent).
+vec4 float_block(uint at, uint in_base, uint b, uint stride, bool vector) {
+    if (vector) return uintBitsToFloat(in_v[at + b / 4u]);
+    uint e = sp.in_offset + in_base + b * stride;
+    return uintBitsToFloat(uvec4(in_w[e], in_w[e + stride], in_w[e + 2u * stride], in_w[e + 3u * stride]));
+}
+
+// lane_elements of a float sum (SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM) over a walk of one
+// dimension (`vector`: contiguous and aligned; else elements `stride` apart): the four
+// components' first triples in vectors, a block at a time where all its terms are finite and
+// small, else element by element: the generic path's operations, in its order. (Its two call
+// sites pass `vector` as a constant: each inlined copy keeps one kind of load.)
+Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, uint stride, bool vector) {
     vec4 s = vec4(-0.0), c1 = vec4(-0.0), c2 = vec4(-0.0);
     float limit = acc_squares() ? TWO_POW_48 : TWO_POW_64;
     uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
@@ -85,10 +99,11 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
         vec4 largest = vec4(0.0);
         for (; b + 7u * step + 4u <= end; b += 8u * step) {
             vec4 x[8];
-            for (uint k = 0u; k < 8u; ++k) x[k] = uintBitsToFloat(in_v[at + (b + k * step) / 4u]);
+            for (uint k = 0u; k < 8u; ++k) x[k] = float_block(at, in_base, b + k * step, stride, vector);
             for (uint k = 0u; k < 8u; ++k) largest = max(largest, sums_block(s, c1, c2, x[k]));
         }
-        for (; b + 4u <= end; b += step) largest = max(largest, sums_block(s, c1, c2, uintBitsToFloat(in_v[at + b / 4u])));
+        for (; b + 4u <= end; b += step)
+            largest = max(largest, sums_block(s, c1, c2, float_block(at, in_base, b, stride, vector)));
         if (!all(lessThan(largest, vec4(limit))) || any(isnan(s))) {
             s = vec4(-0.0); c1 = vec4(-0.0); c2 = vec4(-0.0);
             b = start + 4u * lane;
@@ -96,12 +111,12 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
     }
     Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());  // (live from here on)
     for (; b + 4u <= end; b += step) {
-        vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
+        vec4 x = float_block(at, in_base, b, stride, vector);
         if (!all(lessThan(abs(x), vec4(limit)))) break;  // (a NaN too): element by element below
         sums_block(s, c1, c2, x);
     }
     for (; b + 4u <= end; b += step) {  // from the first block with a huge or non-finite term
-        vec4 x = uintBitsToFloat(in_v[at + b / 4u]);
+        vec4 x = float_block(at, in_base, b, stride, vector);
         if (ACC_FUNCTION == RED_L1) x = abs(x);
         for (uint q = 0u; q < 4u; ++q) {
             Acc a = sums_add(Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y), x[q]);
@@ -114,7 +129,7 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes) {
     Acc acc[4];
     for (uint q = 0u; q < 4u; ++q) {
         acc[q] = Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y);
-        if (b + q < end) acc[q] = acc_add(acc[q], load_value(in_base + b + q), 0u);  // the lane's last, partial block
+        if (b + q < end) acc[q] = acc_add(acc[q], load_value(in_base + (b + q) * stride), 0u);  // the lane's last, partial block
     }
     return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
 }
@@ -133,14 +148,22 @@ Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
 #else
     bool aligned = in_base % (32u / uint(IN_BITS)) == 0u;
 #endif
-    bool contiguous = aligned && param(SP_WALKED_DIMS) == 1u && param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u) == 1u;
+    // One walked dimension: its elements `stride` apart (contiguous: 1, and aligned).
+    bool single = param(SP_WALKED_DIMS) == 1u;
+    uint stride = single ? param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u) : 0u;
+    bool contiguous = aligned && single && stride == 1u;
 #if IN_KIND == KIND_FLOAT && IN_BITS == 32
-    if (acc_sums() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes);
+    if (acc_sums() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes, 1u, true);
+    if (acc_sums() && single) return lane_float_sums(in_base, start, end, lane, lanes, stride, false);
 #endif
     for (uint b = start + 4u * lane; b < end; b += 4u * lanes) {
         if (contiguous && b + 4u <= end) {
             uvec2 v[4];
             load_four(in_base + b, v);
+            for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[q], index_base + b + q);
+        } else if (single && b + 4u <= end) {  // four loads in flight, then their terms in order
+            uvec2 v[4];
+            for (uint q = 0u; q < 4u; ++q) v[q] = load_value(in_base + (b + q) * stride);
             for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[q], index_base + b + q);
         } else {
             for (uint q = 0u; q < 4u && b + q < end; ++q)

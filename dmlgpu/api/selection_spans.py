@@ -32,7 +32,7 @@ from ..describe.shapes import extent
 from ..describe.tensor_desc import TensorDesc
 from ..describe.validation import support_row
 from ..errors import ValidationError
-from ..kernels.compiled_selection import STATE_BYTES, reduce_shape
+from ..kernels.compiled_selection import STATE_BYTES, reduce_shape, walks_across
 from ..layout import pieces
 from ..layout.pieces import Pieces
 from ..layout.views import View
@@ -240,7 +240,7 @@ class _Plan:
         total = 0
         for box in whole:
             items = math.prod(self._box_sizes(box, self.walks[0])[:self.kept])
-            shape = reduce_shape(items, math.prod(self.walks[0].sizes[self.kept:]), self.device.is_cpu)
+            shape = self._whole_shape(self._box_sizes(box, self.walks[0]))
             total += items * shape.chunks if shape.chunks > 1 else 0
         for boxes in parts.values():
             for box in boxes:
@@ -256,6 +256,11 @@ class _Plan:
         uploaded = self.compiled.upload(passes)
         self.keep.append(uploaded.params)
         return uploaded
+
+    def _whole_shape(self, sizes) -> tuple:
+        """REDUCE's cut of a box of whole walks of these sizes (the kernel's order)."""
+        across = walks_across(sizes, self.walks[0].strides, range(self.kept, self.rank))
+        return reduce_shape(math.prod(sizes[:self.kept]), math.prod(sizes[self.kept:]), self.device.is_cpu, across)
 
     def _in_range(self, box: Box) -> tuple:
         """(bound range of the input's piece, the box's first element's offset in it)."""
@@ -284,7 +289,7 @@ class _Plan:
         attributes = self._attributes()
         if self.reduce:
             items = math.prod(sizes[:self.kept])
-            shape = reduce_shape(items, math.prod(sizes[self.kept:]), self.device.is_cpu)
+            shape = self._whole_shape(sizes)
             passes = compiled.reduce_passes(shape, descs=descs, attributes=attributes, in_base=in_base,
                                             out_base=out_base)
             made = compiled.launches([in_range] + out_ranges, self._upload(passes), states=states,

@@ -9,8 +9,10 @@ REDUCE runs in a fixed order of operations (shaders/reduce.comp): each output el
 cut into chunks, each reduced by `lanes` lanes of a workgroup; with more than one chunk a first
 dispatch writes each chunk's state into a buffer the compiled operator keeps and a second merges
 them, or, where that merge is one workgroup's work, the first dispatch's last workgroup to finish
-merges them in the same order (REDUCE_MERGE_LAST: one dispatch, no barrier between). `reduce_shape` picks lanes and chunks from the output and walk sizes and whether the device
-is a CPU, nothing else: one input gives the same bits on every run.
+merges them in the same order (REDUCE_MERGE_LAST: one dispatch, no barrier between). `reduce_shape` picks lanes and chunks from the output and walk sizes, whether the device is a
+CPU and whether the walk goes across (`walks_across`: a strided walk whose output elements'
+inputs are adjacent takes a lane per chunk), nothing else: one input gives the same bits on every
+run.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from ..runtime import Program
 from ..describe.validation import checked_attributes
 
 __all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
-           "selection_params"]
+           "selection_params", "walks_across"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
@@ -48,8 +50,9 @@ WIDE_LOADS = {False: True, True: False}
 REDUCE_GROUP = {False: 128, True: 64}
 #: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
 _LANE_ELEMENTS = 64
-#: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each).
-MAX_STATES = 1 << 12
+#: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each: 2 MiB): a
+#: walk `across` output elements of 1,024 wants 64 chunks each on a GPU.
+MAX_STATES = 1 << 16
 STATE_BYTES = 32
 _HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
 #: TOP_K_SORT (shaders/top_k.comp) serves sequences of at least TOP_K_SORT_WALK elements, by
@@ -78,15 +81,33 @@ def _floor_pow2(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 
 
-def reduce_shape(items: int, walked: int, is_cpu: bool) -> ReduceShape:
-    """The cut of `items` output elements of `walked` elements each (see ReduceShape)."""
+def reduce_shape(items: int, walked: int, is_cpu: bool, across: bool = False) -> ReduceShape:
+    """The cut of `items` output elements of `walked` elements each (see ReduceShape).
+    `across` (see `walks_across`): one lane a chunk, so that a workgroup's lanes take adjacent
+    output elements, and more chunks to keep as many lanes in flight."""
     group = REDUCE_GROUP[bool(is_cpu)]
-    lanes = min(group, _floor_pow2(walked // _LANE_ELEMENTS))
+    lanes = 1 if across else min(group, _floor_pow2(walked // _LANE_ELEMENTS))
     chunks = math.ceil(_TARGET_LANES[bool(is_cpu)] / (lanes * items))
     chunks = max(1, min(chunks, walked // (lanes * _LANE_ELEMENTS), MAX_STATES // items))
     chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
     chunks = math.ceil(walked / chunk)
     return ReduceShape(lanes, chunk, chunks, min(group, _floor_pow2(chunks // 4)))
+
+
+def walks_across(sizes, strides, walked) -> bool:
+    """Whether a reduction of a tensor of these `sizes` and element `strides` over the axes
+    `walked` walks one dimension with a stride while adjacent output elements' inputs are
+    adjacent (the innermost kept dimension of more than one element has stride 1): a reduction
+    over a leading axis. Lanes walking a chunk each then read adjacent words; lanes sharing a
+    chunk would each read a word of its own, a stride apart (on an H200 a FLOAT32 sum over the
+    leading axis of 65,536 x 1,024 took 8x torch's time: benchmarks/NOTES.md, session 12)."""
+    walked = set(walked)
+    if len(walked) != 1 or strides[min(walked)] == 1:
+        return False
+    for d in reversed(range(len(sizes))):  # the innermost kept dimension of more than one element
+        if d not in walked and sizes[d] > 1:
+            return strides[d] == 1
+    return False
 
 
 def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
@@ -228,7 +249,9 @@ class CompiledSelection:
         params, items = selection_params(op, self.attributes, self._descs)
         self.items, self.walked = items, int(params[_HEADER["walked"]])
         if op.family == REDUCE_FAMILY:
-            self.shape = reduce_shape(items, self.walked, device.is_cpu)
+            source = tensors[0]
+            across = walks_across(source.sizes, source.effective_strides, self.attributes["Axes"])
+            self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
             self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True))
         else:
             self.shape = None
