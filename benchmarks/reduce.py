@@ -24,6 +24,10 @@ Rows:
   the call's wall clock against `np.sum(axis=axis)`): a reduction over the leading axis walks with a
   stride, where the lanes must take adjacent columns (compiled_selection.walks_across).
 
+- `function`: (with --functions, the default on a GPU) integer SUM, MAX, ARGMAX and MIN over 256 MiB
+  (--quick: 64 MiB), GPU time against torch's (`torch.sum`, `amax`, `argmax`, `amin`; a CPU device:
+  the call against numpy's): the functions that take no float triples.
+
 Targets (docs/guide/reductions.md): H100/H200 kernel >= 0.9 x the read floor and >= 1.0 x
 torch.sum; lavapipe call >= 1.0 x np.sum.
 """
@@ -174,11 +178,61 @@ def axis_rows(device, shapes) -> list:
     return rows
 
 
+#: (function, input type, torch's, numpy's) of the functions sweep.
+FUNCTIONS = [("SUM", np.int32, "sum", "sum"), ("MAX", np.float32, "amax", "max"), ("ARGMAX", np.float32, "argmax", "argmax"),
+             ("MIN", np.uint8, "amin", "min")]
+
+
+def function_rows(device, nbytes) -> list:
+    """Each of FUNCTIONS over `nbytes` of one dimension: ours (GPU time, or a CPU device's call)
+    against torch's (or numpy's), each result checked against numpy's first."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for name, dtype, torch_name, numpy_name in FUNCTIONS:
+        x = rng.integers(0, 100, nbytes // np.dtype(dtype).itemsize).astype(dtype)
+        function = getattr(ReduceFunction, name)
+        out_type = DataType.UINT32 if name.startswith("ARG") else DataType.from_numpy(x.dtype)
+        want = getattr(np, numpy_name)(x)
+        row = {"case": f"REDUCE({name}) over {nbytes // MiB} MiB {np.dtype(dtype).name}", "bytes": nbytes}
+        if device.is_cpu:
+            t = Tensor.from_numpy(x, device)
+            ours = getattr(dmlgpu, numpy_name)
+            got = ours(t).numpy()
+            calls = {"ours": lambda: (ours(t), device.synchronize()), "numpy": lambda: getattr(np, numpy_name)(x)}
+            rounds = {key: [wall(fn, 3) for _ in range(5)] for key, fn in calls.items()}
+            row |= {"seconds": min(rounds["ours"]), "numpy_seconds": min(rounds["numpy"])}
+            row["vs_numpy"] = row["numpy_seconds"] / row["seconds"]
+        else:
+            desc = ReduceOperatorDesc(TensorDesc(DataType.from_numpy(x.dtype), (x.size,)), TensorDesc(out_type, (1,)),
+                                      function, (0,))
+            compiled = device.create_operator(desc)
+            source, out = device.upload(x), device.allocate(16)
+            compiled.execute([Binding(source)], [Binding(out)])
+            got = out.read()[:out_type.size].view(out_type.numpy)[0]
+            launches = compiled.launches(compiled.check([Binding(source)], [Binding(out)]))
+            times = [float(np.median(device.time_dispatches(launch, 20))) for launch in launches]
+            row |= {"seconds": sum(times), "dispatch_seconds": times, "cut": compiled.shape._asdict()}
+            if torch:
+                tx = torch.from_numpy(x).cuda()
+                peer = getattr(torch, torch_name)
+                row["torch_seconds"] = torch_seconds(lambda: peer(tx))
+                row["vs_torch"] = row["torch_seconds"] / row["seconds"]
+                del tx
+            del source
+        if name == "SUM":
+            want = np.array(want).astype(x.dtype)  # (DirectML's SUM wraps at the input's width)
+        assert np.array_equal(np.asarray(got).reshape(()), np.asarray(want).astype(np.asarray(got).dtype)), row["case"]
+        rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 MiB (a CPU driver such as lavapipe)")
     parser.add_argument("--shapes", action=argparse.BooleanOptionalAction, default=None,
                         help="the axis sweep (default: on a GPU; --quick: its smaller shapes)")
+    parser.add_argument("--functions", action=argparse.BooleanOptionalAction, default=None,
+                        help="the functions sweep (default: on a GPU)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "reduce.json"))
     args = parser.parse_args(argv)
     device = dmlgpu.default_device()
@@ -244,6 +298,8 @@ def main(argv=None) -> int:
         report["rows"][-1]["numpy_vs_floor"] = floor / peer  # < 1: the read floor is slower than np.sum
     if args.shapes or (args.shapes is None and not device.is_cpu):
         report["rows"] += axis_rows(device, QUICK_SHAPES if args.quick else SHAPES)
+    if args.functions or (args.functions is None and not device.is_cpu):
+        report["rows"] += function_rows(device, nbytes)
     if device.is_cpu:
         report["load_average"] = os.getloadavg()
         report["cpu_count"] = os.cpu_count()

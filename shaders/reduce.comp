@@ -35,9 +35,10 @@ layout(std430, binding = 2) coherent buffer StateWords { uint state_w[]; };  // 
 shared Acc tree[gl_WorkGroupSize.x];
 shared bool merges;  // REDUCE_MERGE_LAST: this workgroup counted last
 
-// Set on GPUs (dmlgpu/kernels/compiled_selection.py WIDE_LOADS): a float sum's lane keeps eight
-// blocks' loads in flight and judges its terms' magnitudes once, at the end (no branch on the data
-// inside the loop). CPU drivers take a block at a time, checked as it comes.
+// Set on GPUs (dmlgpu/kernels/compiled_selection.py WIDE_LOADS): a lane keeps eight blocks' loads
+// in flight (64-bit inputs: four), and a float sum's lane judges its terms' magnitudes once, at
+// the end (no branch on the data inside the loop). CPU drivers take a block at a time (a float
+// sum's checked as it comes).
 layout(constant_id = 0) const bool WIDE_LOADS = false;
 
 // The four elements from element offset e (a multiple of 4) of a contiguous walk, as raw values.
@@ -135,6 +136,70 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
 }
 #endif
 
+// Walked block b's four elements (b .. b + 3) of a one-dimension walk: one load where `vector`
+// (contiguous and aligned), else four, `stride` elements apart.
+void load_block(uint in_base, uint b, uint stride, bool vector, out uvec2 v[4]) {
+    if (vector) {
+        load_four(in_base + b, v);
+    } else {
+        for (uint q = 0u; q < 4u; ++q) v[q] = load_value(in_base + (b + q) * stride);
+    }
+}
+
+// Blocks a lane keeps in flight with WIDE_LOADS: 128 bytes of a contiguous walk (8- and 16-bit
+// inputs: as raw words, unpacked as they are added); a strided walk's, 8 (64-bit: 4).
+#if IN_BITS == 64
+#define WIDE_BLOCKS 4u
+#else
+#define WIDE_BLOCKS 8u
+#endif
+#if IN_BITS < 32
+#define BLOCK_WORDS (uint(IN_BITS) / 8u)
+#define WIDE_RAW_BLOCKS (32u / BLOCK_WORDS)
+#endif
+
+// The lane's whole blocks of a one-dimension walk from walked element b (see load_block) added to
+// its components in order; with WIDE_LOADS, WIDE_BLOCKS blocks' loads in flight at a time. Returns
+// where it stopped: the lane's last, partial block or the end. (Its two call sites pass `vector`
+// as a constant: each inlined copy keeps one kind of load.)
+uint lane_blocks(uint in_base, uint b, uint end, uint step, uint index_base, uint stride, bool vector,
+                 inout Acc acc[4]) {
+#if IN_BITS < 32
+    if (WIDE_LOADS && vector) {  // (aligned: a block is BLOCK_WORDS whole words)
+        for (; b + (WIDE_RAW_BLOCKS - 1u) * step + 4u <= end; b += WIDE_RAW_BLOCKS * step) {
+            uint raw[WIDE_RAW_BLOCKS * BLOCK_WORDS];
+            for (uint k = 0u; k < WIDE_RAW_BLOCKS; ++k)
+                for (uint w = 0u; w < BLOCK_WORDS; ++w)
+                    raw[k * BLOCK_WORDS + w] = in_w[sp.in_offset + (in_base + b + k * step) / (32u / uint(IN_BITS)) + w];
+            for (uint k = 0u; k < WIDE_RAW_BLOCKS; ++k)
+                for (uint q = 0u; q < 4u; ++q) {
+                    uint e = in_base + b + k * step + q;
+                    acc[q] = acc_add(acc[q], element_of(raw[k * BLOCK_WORDS + q / (32u / uint(IN_BITS))], e),
+                                     index_base + b + k * step + q);
+                }
+        }
+    }
+#endif
+    if (WIDE_LOADS) {
+        for (; b + (WIDE_BLOCKS - 1u) * step + 4u <= end; b += WIDE_BLOCKS * step) {
+            uvec2 v[4u * WIDE_BLOCKS];
+            for (uint k = 0u; k < WIDE_BLOCKS; ++k) {
+                uvec2 w[4];
+                load_block(in_base, b + k * step, stride, vector, w);
+                for (uint q = 0u; q < 4u; ++q) v[4u * k + q] = w[q];
+            }
+            for (uint k = 0u; k < WIDE_BLOCKS; ++k)
+                for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[4u * k + q], index_base + b + k * step + q);
+        }
+    }
+    for (; b + 4u <= end; b += step) {
+        uvec2 v[4];
+        load_block(in_base, b, stride, vector, v);
+        for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[q], index_base + b + q);
+    }
+    return b;
+}
+
 // Lane `lane` of `lanes`: its elements of chunk `chunk` of the walk from input element `in_base`.
 Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
     uint walked = param(SP_WALKED), length = param(SP_CHUNK), index_base = param(SP_INDEX_BASE);
@@ -156,19 +221,12 @@ Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
     if (acc_sums() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes, 1u, true);
     if (acc_sums() && single) return lane_float_sums(in_base, start, end, lane, lanes, stride, false);
 #endif
-    for (uint b = start + 4u * lane; b < end; b += 4u * lanes) {
-        if (contiguous && b + 4u <= end) {
-            uvec2 v[4];
-            load_four(in_base + b, v);
-            for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[q], index_base + b + q);
-        } else if (single && b + 4u <= end) {  // four loads in flight, then their terms in order
-            uvec2 v[4];
-            for (uint q = 0u; q < 4u; ++q) v[q] = load_value(in_base + (b + q) * stride);
-            for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[q], index_base + b + q);
-        } else {
-            for (uint q = 0u; q < 4u && b + q < end; ++q)
-                acc[q] = acc_add(acc[q], load_value(in_base + walked_offset(b + q)), index_base + b + q);
-        }
+    uint b = start + 4u * lane;
+    if (contiguous) b = lane_blocks(in_base, b, end, 4u * lanes, index_base, 1u, true, acc);
+    else if (single) b = lane_blocks(in_base, b, end, 4u * lanes, index_base, stride, false, acc);
+    for (; b < end; b += 4u * lanes) {  // a last, partial block, or a walk of several dimensions
+        for (uint q = 0u; q < 4u && b + q < end; ++q)
+            acc[q] = acc_add(acc[q], load_value(in_base + walked_offset(b + q)), index_base + b + q);
     }
     return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
 }

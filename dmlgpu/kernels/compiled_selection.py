@@ -40,9 +40,11 @@ _GROUP = kernels.SELECTION_WORKGROUP_SIZE
 #: short: 1,024 states of one output element, 16 per lane), on a CPU driver a few workgroups per
 #: core (lavapipe, 64 MiB: 2^12 as fast as any of 2^10 to 2^16, within its noise).
 _TARGET_LANES = {False: 1 << 16, True: 1 << 12}
-#: REDUCE's specialization constants, by whether the device is a CPU. WIDE_LOADS: float sums keep
-#: eight blocks' loads in flight and judge the terms once, at the end (shaders/reduce.comp); on
-#: lavapipe the plain loop ran 1.2-1.4x faster. REDUCE_GROUP: the workgroup size, the most lanes
+#: REDUCE's specialization constants, by whether the device is a CPU. WIDE_LOADS: a lane keeps
+#: eight blocks' loads in flight (64-bit inputs: four), and float sums judge the terms once, at
+#: the end (shaders/reduce.comp); on lavapipe the plain loop ran 1.2-1.4x faster. On an H200
+#: (benchmarks/NOTES.md, session 12) MAX, ARGMAX and integer SUM over 256 MiB took 600 us one
+#: block at a time and 83-200 us with it. REDUCE_GROUP: the workgroup size, the most lanes
 #: of one chunk. On an H200, 256 MiB FLOAT32 SUM (benchmarks/NOTES.md, session 11): 64 lanes
 #: with four loads in flight checked as they came 85.8 us; eight, judged at the end, 82.3 us; 128
 #: lanes a chunk 77.7 us (half the chunk states to merge); 256 78.4 us.

@@ -254,17 +254,19 @@ def test_which_walks_go_across():
 
 
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.int32), (F.LOG_SUM_EXP, np.float16), (F.MAX, np.float32),
-                                             (F.ARGMIN, np.uint8), (F.AVERAGE, np.float32)],
+                                             (F.ARGMIN, np.uint8), (F.AVERAGE, np.float32), (F.MIN, np.int64)],
                          ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
 def test_wider_workgroups_give_the_reference(device, rng, monkeypatch, function, dtype):
-    """REDUCE in the GPUs' wider workgroups (compiled_selection.REDUCE_GROUP: more lanes a chunk,
-    fewer chunk states), here on this device: chunked walks along either axis match the
-    reference bit for bit."""
+    """REDUCE as GPUs run it (compiled_selection.REDUCE_GROUP: wider workgroups, more lanes a
+    chunk, fewer chunk states; WIDE_LOADS: several blocks' loads in flight), here on this
+    device: chunked walks along either axis (down the columns: strided, a lane a chunk) match
+    the reference bit for bit."""
     from dmlgpu.kernels import compiled_selection
     group = compiled_selection.REDUCE_GROUP[False]  # a GPU's
     monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
+    monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, compiled_selection.WIDE_LOADS[False])
     x = (rng.normal(0, 2, size=(3, 40_001)) if np.dtype(dtype).kind == "f"
-         else rng.integers(0, 200, size=(3, 40_001))).astype(dtype)
+         else rng.integers(-100 if np.dtype(dtype).kind == "i" else 0, 200, size=(3, 40_001))).astype(dtype)
     for axes, shape in (((1,), (3, 40_001)), ((0,), (400, 300))):
         data = x.reshape(-1)[:math.prod(shape)].reshape(shape)
         out_type = DataType.UINT32 if function is F.ARGMIN else DataType.from_numpy(data.dtype)
@@ -273,7 +275,8 @@ def test_wider_workgroups_give_the_reference(device, rng, monkeypatch, function,
                                   function, axes)
         compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
         assert compiled.shape.lanes == group or axes == (0,)
-        source, out = device.upload(data), device.upload(np.full(4 * math.prod(out_shape), POISON, np.uint8))
+        source = device.upload(data)
+        out = device.upload(np.full(max(4, out_type.size) * math.prod(out_shape), POISON, np.uint8))
         compiled.execute([Binding(source)], [Binding(out)])
         got = out.read()[:math.prod(out_shape) * out_type.size].view(out_type.numpy).reshape(out_shape)
         assert testing.same_bits(got, reference_reduce(data, function, axes, out_type.numpy))
