@@ -282,18 +282,26 @@ void reduce_units(uint group, uint groups) {
 }
 
 void main() {
-    uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
-    reduce_units(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x, groups);
-    if ((param(SP_MODE) & REDUCE_MERGE_LAST) == 0u) return;
-    uint count_at = sp.aux_offset + 8u * param(SP_ITEMS) * param(SP_CHUNKS);  // after the states
-    memoryBarrierBuffer();  // this workgroup's states, before it counts itself
-    barrier();
-    if (gl_LocalInvocationID.x == 0u)
-        merges = atomicAdd(state_w[count_at], 1u) == groups - 1u;
-    barrier();
-    if (!merges) return;
-    memoryBarrierBuffer();
-    params_base = sp.source_offset - sp.params_offset;  // the merge's parameter words: one workgroup's
-    reduce_units(0u, 1u);
-    if (gl_LocalInvocationID.x == 0u) state_w[count_at] = 0u;
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y, dispatched = groups, count_at = 0u;
+    bool merged = false;
+    // The units' code once, run twice at most (a pipeline half the size to build): this
+    // workgroup's units, then, with REDUCE_MERGE_LAST in the last workgroup to finish, the merge.
+    for (uint round = 0u; round < 2u; ++round) {  // (every branch below: uniform per workgroup)
+        reduce_units(group, groups);
+        if (round == 1u || (param(SP_MODE) & REDUCE_MERGE_LAST) == 0u) break;
+        count_at = sp.aux_offset + 8u * param(SP_ITEMS) * param(SP_CHUNKS);  // after the states
+        memoryBarrierBuffer();  // this workgroup's states, before it counts itself
+        barrier();
+        if (gl_LocalInvocationID.x == 0u)
+            merges = atomicAdd(state_w[count_at], 1u) == dispatched - 1u;
+        barrier();
+        if (!merges) return;
+        memoryBarrierBuffer();
+        params_base = sp.source_offset - sp.params_offset;  // the merge's parameter words: one workgroup's
+        group = 0u;
+        groups = 1u;
+        merged = true;
+    }
+    if (merged && gl_LocalInvocationID.x == 0u) state_w[count_at] = 0u;
 }

@@ -52,6 +52,10 @@ WIDE_LOADS = {False: True, True: False}
 REDUCE_GROUP = {False: 128, True: 64}
 #: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
 _LANE_ELEMENTS = 64
+#: Lanes an output element's walk gets at least where there are more outputs than lanes to fill
+#: (reduce_shape). On an H200, FLOAT32 sums of rows of 1,024 (benchmarks/NOTES.md, session 12):
+#: 65,536 rows 110 us with 16 lanes each, 91 with 4; 16,384 rows 34 and 28.5 us.
+_MIN_LANES = 4
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each: 2 MiB): a
 #: walk `across` output elements of 1,024 wants 64 chunks each on a GPU.
 MAX_STATES = 1 << 16
@@ -87,9 +91,12 @@ def reduce_shape(items: int, walked: int, is_cpu: bool, across: bool = False) ->
     """The cut of `items` output elements of `walked` elements each (see ReduceShape).
     `across` (see `walks_across`): one lane a chunk, so that a workgroup's lanes take adjacent
     output elements, and more chunks to keep as many lanes in flight."""
-    group = REDUCE_GROUP[bool(is_cpu)]
-    lanes = 1 if across else min(group, _floor_pow2(walked // _LANE_ELEMENTS))
-    chunks = math.ceil(_TARGET_LANES[bool(is_cpu)] / (lanes * items))
+    group, target = REDUCE_GROUP[bool(is_cpu)], _TARGET_LANES[bool(is_cpu)]
+    # Lanes share an output element's walk only as far as the outputs leave lanes to fill:
+    # many outputs take fewer lanes each, with longer runs of loads (at least _MIN_LANES).
+    share = max(_MIN_LANES, _floor_pow2(target // items))
+    lanes = 1 if across else min(group, _floor_pow2(walked // _LANE_ELEMENTS), share)
+    chunks = math.ceil(target / (lanes * items))
     chunks = max(1, min(chunks, walked // (lanes * _LANE_ELEMENTS), MAX_STATES // items))
     chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
     chunks = math.ceil(walked / chunk)
