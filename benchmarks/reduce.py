@@ -131,6 +131,19 @@ def error(value, exact) -> float:
     return abs(float(value) - exact)
 
 
+def kernel_run(device, desc, source, out_bytes) -> tuple:
+    """REDUCE `desc` compiled for `device`, run once over the Buffer `source`: (its output's
+    bytes, GPU seconds of its dispatches timed one by one behind a barrier (median of 20 each),
+    the compiled operator)."""
+    compiled = device.create_operator(desc)
+    out = device.allocate(max(16, out_bytes))
+    bindings = [Binding(source)], [Binding(out)]
+    compiled.execute(*bindings)
+    got = out.read()[:out_bytes]
+    launches = compiled.launches(compiled.check(*bindings))
+    return got, [float(np.median(device.time_dispatches(launch, 20))) for launch in launches], compiled
+
+
 #: (rows, columns) of the axis sweep: 4 KiB to 256 MiB of FLOAT32, wide and narrow.
 SHAPES = [(32, 32), (64, 1024), (1024, 1024), (16384, 1024), (65536, 1024), (1 << 20, 16), (1 << 22, 16),
           (16, 1 << 22), (4, 1 << 24)]
@@ -161,17 +174,12 @@ def axis_rows(device, shapes) -> list:
             else:
                 desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, shape), TensorDesc(DataType.FLOAT32, out_shape),
                                           ReduceFunction.SUM, (axis,))
-                compiled = device.create_operator(desc)
-                source, out = device.upload(x), device.allocate(4 * math.prod(out_shape))
-                compiled.execute([Binding(source)], [Binding(out)])
-                got = out.read()[:4 * math.prod(out_shape)].view(np.float32)
-                launches = compiled.launches(compiled.check([Binding(source)], [Binding(out)]))
-                times = [float(np.median(device.time_dispatches(launch, 20))) for launch in launches]
+                raw, times, compiled = kernel_run(device, desc, device.upload(x), 4 * math.prod(out_shape))
+                got = raw.view(np.float32)
                 row |= {"seconds": sum(times), "dispatch_seconds": times, "cut": compiled.shape._asdict()}
                 if tx is not None:
                     row["torch_sum_seconds"] = torch_seconds(lambda: torch.sum(tx, dim=axis))
                     row["vs_torch_sum"] = row["torch_sum_seconds"] / row["seconds"]
-                del source, out
             assert np.allclose(np.asarray(got).reshape(-1), want.reshape(-1), rtol=1e-5, atol=1e-5), row["case"]
             rows.append(row)
         del tx
@@ -205,12 +213,8 @@ def function_rows(device, nbytes) -> list:
         else:
             desc = ReduceOperatorDesc(TensorDesc(DataType.from_numpy(x.dtype), (x.size,)), TensorDesc(out_type, (1,)),
                                       function, (0,))
-            compiled = device.create_operator(desc)
-            source, out = device.upload(x), device.allocate(16)
-            compiled.execute([Binding(source)], [Binding(out)])
-            got = out.read()[:out_type.size].view(out_type.numpy)[0]
-            launches = compiled.launches(compiled.check([Binding(source)], [Binding(out)]))
-            times = [float(np.median(device.time_dispatches(launch, 20))) for launch in launches]
+            raw, times, compiled = kernel_run(device, desc, device.upload(x), out_type.size)
+            got = raw.view(out_type.numpy)[0]
             row |= {"seconds": sum(times), "dispatch_seconds": times, "cut": compiled.shape._asdict()}
             if torch:
                 tx = torch.from_numpy(x).cuda()
@@ -218,7 +222,6 @@ def function_rows(device, nbytes) -> list:
                 row["torch_seconds"] = torch_seconds(lambda: peer(tx))
                 row["vs_torch"] = row["torch_seconds"] / row["seconds"]
                 del tx
-            del source
         if name == "SUM":
             want = np.array(want).astype(x.dtype)  # (DirectML's SUM wraps at the input's width)
         assert np.array_equal(np.asarray(got).reshape(()), np.asarray(want).astype(np.asarray(got).dtype)), row["case"]
@@ -246,8 +249,7 @@ def main(argv=None) -> int:
     if nbytes <= device.max_buffer_size:
         desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, (n,)), TensorDesc(DataType.FLOAT32, (1,)),
                                   ReduceFunction.SUM, (0,))
-        compiled = device.create_operator(desc)
-        source_buffer, out = device.upload(x), device.allocate(16)
+        source_buffer = device.upload(x)
         floors = {}
         floors["vulkan_read_seconds"], floors["vulkan_read_groups"] = vulkan_read_seconds(device, source_buffer, nbytes)
         if torch:
@@ -260,11 +262,9 @@ def main(argv=None) -> int:
             del a
         floor = min(floors.get("vulkan_read_seconds"), floors.get("cuda_read_seconds", math.inf))
         report |= floors
-        compiled.execute([Binding(source_buffer)], [Binding(out)])
-        got = out.read()[:4].view(np.float32)[0]
+        raw, times, compiled = kernel_run(device, desc, source_buffer, 4)
+        got = raw.view(np.float32)[0]
         assert got == expected, (got, expected)
-        launches = compiled.launches(compiled.check([Binding(source_buffer)], [Binding(out)]))
-        times = [float(np.median(device.time_dispatches(launch, 20))) for launch in launches]
         row = {"case": f"REDUCE(SUM) over {nbytes // MiB} MiB FLOAT32, GPU time", "seconds": sum(times),
                "dispatch_seconds": times, "shape": compiled.shape._asdict(), "floor_seconds": floor,
                "of_floor": floor / sum(times), "error": error(got, exact)}

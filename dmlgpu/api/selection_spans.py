@@ -239,9 +239,9 @@ class _Plan:
             return None
         total = 0
         for box in whole:
-            items = math.prod(self._box_sizes(box, self.walks[0])[:self.kept])
-            shape = self._whole_shape(self._box_sizes(box, self.walks[0]))
-            total += items * shape.chunks if shape.chunks > 1 else 0
+            sizes = self._box_sizes(box, self.walks[0])
+            shape = self._whole_shape(sizes)
+            total += math.prod(sizes[:self.kept]) * shape.chunks if shape.chunks > 1 else 0
         for boxes in parts.values():
             for box in boxes:
                 walked = math.prod(self._box_sizes(box, self.walks[0])[self.kept:])
