@@ -167,7 +167,7 @@ def _fmt(v):
 
 
 #: What results.md and the console say when the PNG plots cannot be drawn.
-NO_PLOTS = "no PNG plots: matplotlib is not installed (pip install 'dmlgpu[bench]')"
+NO_PLOTS = "no PNG plots: matplotlib is not installed (pip install matplotlib tqdm, or dmlgpu's wheel with its extra: pip install 'dmlgpu-<version>-<tags>.whl[bench]')"
 
 
 def plots(out: Path, records) -> list[str] | None:

@@ -10,6 +10,9 @@
 
 #include "unlocked.h"
 
+#include <pthread.h>
+
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -19,12 +22,25 @@ namespace py = pybind11;
 
 namespace {
 
-std::mutex compiler_lock;  // glslang's process state and symbol tables are shared
+// glslang's process state and symbol tables are shared: one compile at a time. Never destroyed
+// (nor released at exit, below).
+std::mutex* compiler_lock = new std::mutex();
 bool initialized = false;
+
+// At exit, once the interpreter is gone, the exit handlers destroy glslang's static tables (its
+// keyword map and reserved words are static objects in glslang 15, the wheel's), while a daemon thread may
+// still be compiling: it would read them freed (SIGSEGV at exit). This handler, registered when the
+// module is imported (after those tables were made, so it runs before they are destroyed), waits
+// for a compile in flight and keeps the lock: no compile starts after it.
+void hold_compiler_at_exit() { compiler_lock->lock(); }
+
+// A forked child has none of its parent's threads, and the lock may be held by one of them: the
+// child starts from a free lock (the held one is left behind, never touched), so its exit does not wait.
+void forget_lock_in_child() { compiler_lock = new std::mutex(); }
 
 // Compiles `source` (a Vulkan 1.1 compute shader); the log on failure.
 bool compile(const std::string& source, std::vector<unsigned>* spirv, std::string* log) {
-    std::lock_guard<std::mutex> hold(compiler_lock);
+    std::lock_guard<std::mutex> hold(*compiler_lock);
     if (!initialized) {
         glslang::InitializeProcess();
         initialized = true;
@@ -55,6 +71,12 @@ bool compile(const std::string& source, std::vector<unsigned>* spirv, std::strin
 
 PYBIND11_MODULE(_glsl, m) {
     m.doc() = "GLSL compute shaders to SPIR-V (glslang, linked in)";
+    static bool registered = false;
+    if (!registered) {
+        registered = true;
+        pthread_atfork(nullptr, nullptr, forget_lock_in_child);
+        std::atexit(hold_compiler_at_exit);
+    }
     m.def("compile", [](const std::string& source) {
         std::vector<unsigned> spirv;
         std::string log;

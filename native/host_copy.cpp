@@ -13,15 +13,9 @@
 //
 // Faults: the pool's threads never touch Python and block every signal (a Ctrl-C goes to a
 // Python thread). A caller gives the GIL up around its copies and takes it back in plain code,
-// never in a destructor: once the interpreter is finalizing, a daemon thread that tries to take
-// the GIL is ended by an unwind that a noexcept destructor would turn into std::terminate. A
-// caller that finds the interpreter finalizing when its copy is done parks instead, for good
-// (as CPython 3.14 parks daemon threads): it never enters Python again.
-// A daemon thread that takes the GIL back just as the interpreter begins finalizing is ended by
-// CPython with pthread_exit: a forced unwind through the call's frames, where pybind11's argument
-// holders drop their references without the GIL (the caller's frame still holds the objects).
-// That is by design here, so pybind11's debug check of it stays off in every build type.
-#define PYBIND11_NO_ASSERT_GIL_HELD_INCREF_DECREF
+// never in a destructor (unlocked.h): a caller whose copy ends once the interpreter is finalizing
+// parks for good (as CPython 3.14 parks daemon threads) and never enters Python again, and no
+// unwind ends it through these frames (relock.c).
 #include <pybind11/pybind11.h>
 
 #include "unlocked.h"

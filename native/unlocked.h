@@ -1,14 +1,14 @@
 // The GIL given up around native work (`Unlocked unlocked; ...; unlocked.relock();`), for
-// dmlgpu's extension modules (host_copy.cpp, glsl.cpp). Taken back in relock(), in plain code,
-// never in a destructor: once the interpreter is finalizing, a daemon thread that takes the GIL
-// is ended by a forced unwind, which a noexcept destructor would turn into std::terminate; an
-// interpreter that is finalizing parks the thread instead, for good (as CPython 3.14 parks
-// daemon threads): it never enters Python again.
+// dmlgpu's extension modules (host_copy.cpp, glsl.cpp). Taken back by dmlgpu_relock (relock.c),
+// which parks the thread for good where the interpreter is finalizing, in relock() or, where an
+// exception is already leaving, in the destructor: either way no unwind ever crosses these
+// frames to end the thread (relock.c says why), and the thread never enters Python again.
 #ifndef DMLGPU_UNLOCKED_H
 #define DMLGPU_UNLOCKED_H
 
 #include <Python.h>
-#include <unistd.h>
+
+extern "C" void dmlgpu_relock(PyThreadState *state);  // relock.c, linked into each module
 
 namespace dmlgpu {
 
@@ -19,17 +19,13 @@ class Unlocked {
     void relock() {
         if (state_ == nullptr)
             return;
-        if (_Py_IsFinalizing()) {
-            for (;;)
-                pause();  // exit ends the process, and this thread with it
-        }
         PyThreadState *state = state_;
         state_ = nullptr;
-        PyEval_RestoreThread(state);
+        dmlgpu_relock(state);
     }
     ~Unlocked() {
-        if (state_ != nullptr)  // only when an exception is already leaving (no finalization
-            PyEval_RestoreThread(state_);  // then: the work here throws nothing of its own)
+        if (state_ != nullptr)  // only when an exception is already leaving: the work here throws
+            dmlgpu_relock(state_);  // nothing of its own
     }
 
   private:

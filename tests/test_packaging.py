@@ -20,8 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Where the dmlgpu under test is installed (the source tree, or a wheel's site-packages): a
 #: subprocess must import that one, never a source tree that would shadow it.
 INSTALLED = Path(dmlgpu.__file__).resolve().parents[1]
-RUNTIME_LIBRARIES = {"libvulkan.so.1", "libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libm.so.6",
+#: What an extension module may need: the C runtime (glibc's parts; before glibc 2.34 libpthread
+#: and libdl were libraries of their own) and, where the build's compiler links it dynamically, the
+#: C++ runtime. Never the Vulkan loader: dmlgpu.runtime.vulkan_loader opens it at run time.
+RUNTIME_LIBRARIES = {"libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2",
                      "ld-linux-x86-64.so.2"}
+#: The newest glibc a manylinux_2_28 wheel's modules may ask for.
+MANYLINUX_GLIBC = (2, 28)
 
 
 def test_glslang_is_linked_in_and_exports_only_the_module():
@@ -41,13 +46,53 @@ def test_kompute_is_private_to_dmlgpu():
     assert hasattr(dmlgpu.runtime._kompute, "OpMemoryBarrier")  # our patch 0006
 
 
+EXTENSIONS = (dmlgpu.runtime._kompute, dmlgpu.runtime._host_copy, dmlgpu.runtime._glsl)
+
+
+def needed_libraries(path: str) -> set:
+    dynamic = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
+    return set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
+
+
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
-def test_extensions_need_only_vulkan_and_the_c_runtime():
-    for module, vulkan in ((dmlgpu.runtime._kompute, True), (dmlgpu.runtime._host_copy, False), (dmlgpu.runtime._glsl, False)):
-        dynamic = subprocess.run(["readelf", "-d", module.__file__], capture_output=True,
-                                 text=True, check=True).stdout
-        needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic))
-        assert ("libvulkan.so.1" in needed) == vulkan and needed <= RUNTIME_LIBRARIES, (module, needed)
+def test_extensions_need_only_the_c_runtime():
+    for module in EXTENSIONS:
+        needed = needed_libraries(module.__file__)
+        assert needed <= RUNTIME_LIBRARIES, (module, needed)
+
+
+def installed_wheel_tags() -> list:
+    """The platform tags of the wheel dmlgpu was installed from (none for a source tree)."""
+    for info in INSTALLED.glob("dmlgpu-*.dist-info"):
+        return re.findall(r"^Tag: \S+-\S+-(\S+)$", (info / "WHEEL").read_text(), re.M)
+    return []
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
+def test_a_manylinux_wheel_asks_glibc_2_28_at_most_and_unwinds_with_libgcc_s():
+    """The portable wheel (tools/build_wheel.sh): zig linked the C++ runtime in, every _Unwind_
+    function comes from libgcc_s.so.1, the unwinder glibc's pthread_exit uses (a second one inside
+    the module crashed threads ended at exit: cmake/manylinux_2_28.cmake), and no symbol asks for a
+    glibc newer than the tag promises."""
+    tags = installed_wheel_tags()
+    if not any(tag.startswith("manylinux") for tag in tags):
+        pytest.skip(f"dmlgpu is not installed from a manylinux wheel ({tags or 'a source tree'})")
+    for module in EXTENSIONS:
+        needed = needed_libraries(module.__file__)
+        assert "libstdc++.so.6" not in needed and "libgcc_s.so.1" in needed, (module, needed)
+        symbols = subprocess.run(["readelf", "--dyn-syms", "-W", module.__file__], capture_output=True, text=True,
+                                 check=True).stdout
+        assert re.search(r"\bUND _Unwind_RaiseException@GCC_", symbols), module
+        versions = {tuple(map(int, v.split("."))) for v in re.findall(r"@GLIBC_(\d+\.\d+(?:\.\d+)?)", symbols)}
+        assert versions and max(versions) <= MANYLINUX_GLIBC, (module, max(versions))
+
+
+def test_a_missing_vulkan_loader_says_what_to_install():
+    from dmlgpu.runtime import vulkan_loader
+    message = vulkan_loader.open_loader("libvulkan-not-there.so.1")
+    assert message.startswith("the Vulkan loader (libvulkan-not-there.so.1) could not be opened: ")
+    assert "apt-get install libvulkan1" in message and "dnf install vulkan-loader" in message
+    assert vulkan_loader.LOADER_ERROR is None  # the real one is open: this process runs Vulkan
 
 
 def path_without(program: str, where: Path) -> str:

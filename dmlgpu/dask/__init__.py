@@ -24,7 +24,9 @@ try:
     import distributed  # noqa: F401
 except ImportError as missing:  # the [dask] extra is not installed
     raise ModuleNotFoundError(f"dmlgpu.dask needs dask[array] and distributed ({missing.name} is missing): "
-                              "pip install 'dmlgpu[dask]'", name=missing.name) from missing
+                              "pip install 'dask[array]' distributed, or dmlgpu's wheel with its extra: "
+                              "pip install 'dmlgpu-<version>-<tags>.whl[dask]'",
+                              name=missing.name) from missing
 
 from .chunks import is_device_backed, to_device, to_host
 from .cluster import (DEVICE_VARIABLE, DEVICES_VARIABLE, LocalVulkanCluster, dask_setup, dask_teardown,

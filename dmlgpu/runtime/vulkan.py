@@ -16,6 +16,7 @@ from ..errors import DeviceError, DeviceMemoryError
 from . import float_controls, probe
 from .installation import missing_extension
 from .interrupts import raised_meanwhile
+from .vulkan_loader import LOADER_ERROR  # opens libvulkan.so.1, which _kompute's Vulkan calls bind to
 
 try:
     from . import _kompute as _kp  # Kompute, compiled into dmlgpu by its build
@@ -34,6 +35,8 @@ DEVICE_STAGES = COMPUTE_SHADER | TRANSFER
 
 
 def _module():
+    if LOADER_ERROR is not None:
+        raise DeviceError(LOADER_ERROR)
     if _kp is None:
         raise missing_extension("runtime._kompute", "Kompute, built with dmlgpu")
     return _kp

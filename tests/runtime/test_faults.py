@@ -227,6 +227,51 @@ def test_exit_during_a_native_copy(run_index):
         """))
 
 
+def test_exit_while_a_native_copy_waits_for_the_gil():
+    """The same, made certain: the last exit handler (a C function, so the GIL is never handed
+    over) holds the GIL while the daemon's copy ends, so the daemon waits for it in
+    PyEval_RestoreThread until the interpreter is finalizing, and CPython ends it there with
+    pthread_exit. That unwind must stop before dmlgpu's frames (native/relock.c parks the thread):
+    through them, pybind11 built with libc++ swallows it (abort), and an unwinder other than
+    glibc's reads garbage (SIGSEGV; the manylinux build before it took libgcc_s's)."""
+    ok(run("""
+        import atexit, random, threading
+        atexit.register(sorted, [random.random() for _ in range(1_000_000)])  # runs last
+        import numpy as np
+        from dmlgpu.runtime import host_copy
+        src = np.ones(32 << 20, np.uint8)
+        dst = np.empty_like(src)
+        copying = threading.Event()
+        def work():
+            while True:
+                copying.set()
+                host_copy.copy(dst, src)
+        threading.Thread(target=work, daemon=True).start()
+        copying.wait()
+        """))
+
+
+@pytest.mark.parametrize("run_index", range(3))
+def test_exit_during_a_shader_compile(run_index):
+    """The interpreter exits while a daemon thread is inside glslang (the warm-up a device open
+    starts, or a fused graph's compile): the exit handlers destroy glslang's static tables (static
+    objects in the glslang the wheel builds), so the exit waits for the compile in flight and none
+    starts after (native/glsl.cpp). It crashed in 5 of 12 exits before."""
+    ok(run("""
+        import threading
+        from dmlgpu.runtime import shader_compiler
+        compiling = threading.Event()
+        def work():
+            for n in range(1_000_000):
+                compiling.set()
+                shader_compiler.spirv("#version 450\\nlayout(local_size_x = 64) in;\\n"
+                                      "layout(binding = 0) buffer B { uint x[]; };\\n"
+                                      f"void main() {{ x[gl_GlobalInvocationID.x] ^= {n}u; }}\\n")
+        threading.Thread(target=work, daemon=True).start()
+        compiling.wait()
+        """, env={"DMLGPU_CACHE_DIR": ""}))
+
+
 # 3. Ctrl-C at any point of a loop of small operations: the interrupted call happened whole or
 # not at all, later calls work, and the pool's accounting stays right.
 INTERRUPT_LOOP = """
