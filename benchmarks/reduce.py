@@ -28,6 +28,10 @@ Rows:
   (--quick: 64 MiB), GPU time against torch's (`torch.sum`, `amax`, `argmax`, `amin`; a CPU device:
   the call against numpy's): the functions that take no float triples.
 
+- `short walks`: (on a GPU) FLOAT32 SUM, FLOAT32 MAX and INT32 SUM over axis 0 of 256 MiB cut
+  into 2 to 16 rows (many output elements of a few elements each: compiled_selection.short_walk),
+  GPU time against torch's with dim=0.
+
 Targets (docs/guide/reductions.md): H100/H200 kernel >= 0.9 x the read floor and >= 1.0 x
 torch.sum; lavapipe call >= 1.0 x np.sum.
 """
@@ -229,6 +233,45 @@ def function_rows(device, nbytes) -> list:
     return rows
 
 
+#: (rows, columns) of the short-walks sweep: 256 MiB of 32-bit elements reduced over axis 0,
+#: each output element from 2 to 16 of them (GPUs: compiled_selection.short_walk).
+SHORT_SHAPES = [(2, 1 << 25), (4, 1 << 24), (8, 1 << 23), (16, 1 << 22)]
+#: (function, input type, torch's) of the short-walks sweep.
+SHORT_FUNCTIONS = [("SUM", np.float32, "sum"), ("MAX", np.float32, "amax"), ("SUM", np.int32, "sum")]
+
+
+def short_walk_rows(device) -> list:
+    """SHORT_FUNCTIONS over axis 0 of SHORT_SHAPES on a GPU: ours (GPU time) against torch's with
+    dim=0, each result checked against numpy's first (float sums: against float64 sums)."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for shape in SHORT_SHAPES:
+        for name, dtype, torch_name in SHORT_FUNCTIONS:
+            x = (rng.standard_normal(shape) if np.dtype(dtype).kind == "f" else rng.integers(-100, 100, shape)).astype(dtype)
+            function = getattr(ReduceFunction, name)
+            out_shape = (1, shape[1])
+            desc = ReduceOperatorDesc(TensorDesc(DataType.from_numpy(x.dtype), shape),
+                                      TensorDesc(DataType.from_numpy(x.dtype), out_shape), function, (0,))
+            raw, times, compiled = kernel_run(device, desc, device.upload(x), x.itemsize * shape[1])
+            got = raw.view(x.dtype)
+            if name == "SUM" and x.dtype.kind == "f":
+                assert np.allclose(got, np.sum(x.astype(np.float64), axis=0), rtol=1e-5, atol=1e-5), shape
+            else:
+                want = np.max(x, axis=0) if name == "MAX" else np.sum(x, axis=0).astype(x.dtype)
+                assert np.array_equal(got, want), (name, shape)
+            row = {"case": f"REDUCE({name}) over axis 0 of {shape[0]} x {shape[1]} {x.dtype.name}", "shape": list(shape),
+                   "bytes": x.nbytes, "seconds": sum(times), "dispatch_seconds": times,
+                   "cut": compiled.shape._asdict(), "short_walk": compiled.short_walk}
+            if torch:
+                tx = torch.from_numpy(x).cuda()
+                peer = getattr(torch, torch_name)
+                row["torch_seconds"] = torch_seconds(lambda: peer(tx, dim=0))
+                row["vs_torch"] = row["torch_seconds"] / row["seconds"]
+                del tx
+            rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 MiB (a CPU driver such as lavapipe)")
@@ -236,6 +279,8 @@ def main(argv=None) -> int:
                         help="the axis sweep (default: on a GPU; --quick: its smaller shapes)")
     parser.add_argument("--functions", action=argparse.BooleanOptionalAction, default=None,
                         help="the functions sweep (default: on a GPU)")
+    parser.add_argument("--short-walks", action=argparse.BooleanOptionalAction, default=None,
+                        help="the short-walks sweep (default: on a GPU)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "reduce.json"))
     args = parser.parse_args(argv)
     device = dmlgpu.default_device()
@@ -300,6 +345,8 @@ def main(argv=None) -> int:
         report["rows"] += axis_rows(device, QUICK_SHAPES if args.quick else SHAPES)
     if args.functions or (args.functions is None and not device.is_cpu):
         report["rows"] += function_rows(device, nbytes)
+    if (args.short_walks or args.short_walks is None) and not device.is_cpu:
+        report["rows"] += short_walk_rows(device)
     if device.is_cpu:
         report["load_average"] = os.getloadavg()
         report["cpu_count"] = os.cpu_count()

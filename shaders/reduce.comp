@@ -245,6 +245,47 @@ Acc lane_states(uint item, uint lane, uint lanes) {
     return acc;
 }
 
+// Set on GPUs where the walk is one strided dimension of at most SHORT_WALK elements (4, 8 or
+// 16) that goes across, with one lane and one chunk an output element
+// (dmlgpu/kernels/compiled_selection.py short_walk): main then runs short_units only, in a
+// pipeline of its own (the registers of reduce_units' loads in flight would halve its
+// occupancy, and short_units' those of every other cut's).
+layout(constant_id = 2) const uint SHORT_WALK = 0u;
+// Loads a short_units invocation keeps in flight: SHORT_LOADS / SHORT_WALK output elements' walks.
+#define SHORT_LOADS 32u
+
+// Every output element of a short walk (SHORT_WALK) that falls to workgroup `group` of
+// `groups`: an invocation loads SHORT_LOADS / SHORT_WALK output elements' walks first, then adds
+// each in lane_elements' order with one lane (element r to component r % 4, the components
+// merged as (0 + 1) + (2 + 3)), so one output element's latency is not waited for before the
+// next one's loads start. (Many output elements of a few elements each: 4 x 16M FLOAT32 over
+// axis 0 took 0.2x torch.sum's time, an output element at a time: benchmarks/NOTES.md.)
+void short_units(uint group, uint groups) {
+    const uint w = SHORT_WALK;
+    uint items = param(SP_ITEMS), walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
+    uint count = param(SP_COUNT), stride = param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u);
+    uint per = groups * gl_WorkGroupSize.x, units = SHORT_LOADS / max(w, 4u);
+    for (uint first = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x; first < items; first += units * per) {
+        uvec2 v[SHORT_LOADS];
+        uint out_at[SHORT_LOADS / 4u];
+        for (uint k = 0u; k < units; ++k) {
+            uint item = first + k * per, in_base = 0u;
+            out_at[k] = 0u;
+            if (item < items) outer_offsets(item, in_base, out_at[k]);
+            for (uint r = 0u; r < w; ++r)
+                v[k * w + r] = item < items && r < walked ? load_value(in_base + r * stride) : uvec2(0u);
+        }
+        for (uint k = 0u; k < units; ++k) {
+            if (first + k * per >= items) break;
+            Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
+            for (uint r = 0u; r < w; ++r)
+                if (r < walked) acc[r % 4u] = acc_add(acc[r % 4u], v[k * w + r], index_base + r);
+            uvec2 result = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
+            STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at[k], result);
+        }
+    }
+}
+
 // Every unit of the parameter words' that falls to workgroup `group` of `groups`.
 void reduce_units(uint group, uint groups) {
     uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), mode = param(SP_MODE);
@@ -284,6 +325,10 @@ void reduce_units(uint group, uint groups) {
 void main() {
     uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y, dispatched = groups, count_at = 0u;
+    if (SHORT_WALK != 0u) {
+        short_units(group, groups);
+        return;
+    }
     bool merged = false;
     // The units' code once, run twice at most (a pipeline half the size to build): this
     // workgroup's units, then, with REDUCE_MERGE_LAST in the last workgroup to finish, the merge.

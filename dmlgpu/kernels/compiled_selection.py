@@ -25,12 +25,12 @@ from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
 from ..errors import ValidationError
-from ..table.operators import REDUCE_FAMILY
+from ..table.operators import REDUCE, REDUCE_FAMILY, ReduceFunction
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes", "ReduceShape", "reduce_shape",
-           "selection_params", "walks_across"]
+__all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes",
+           "ReduceShape", "reduce_shape", "selection_params", "short_walk", "walks_across"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
@@ -56,6 +56,14 @@ _LANE_ELEMENTS = 64
 #: (reduce_shape). On an H200, FLOAT32 sums of rows of 1,024 (benchmarks/NOTES.md, session 12):
 #: 65,536 rows 110 us with 16 lanes each, 91 with 4; 16,384 rows 34 and 28.5 us.
 _MIN_LANES = 4
+#: Walks short enough for REDUCE's short-walk pipeline (shaders/reduce.comp short_units: spec
+#: constant 2, the walk's length rounded up to one of these; 32 elements' loads in flight an
+#: invocation); float arithmetic (every float function but MIN, MAX, ARGMIN, ARGMAX) up to 8.
+#: On an H200 (benchmarks/NOTES.md, session 13), over axis 0: FLOAT32 MAX of 4 x 16M took 954 us
+#: an output element at a time and 284 in it, INT32 SUM of 2 x 32M 2,331 and 415, FLOAT32 SUM
+#: of 3 x 16M 616 and 384; FLOAT32 SUM of 16 x 4M 242 and 258 (so floats keep it to 8).
+SHORT_WALKS = (4, 8, 16)
+_SHORT_FLOAT_WALK = 8
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each: 2 MiB): a
 #: walk `across` output elements of 1,024 wants 64 chunks each on a GPU.
 MAX_STATES = 1 << 16
@@ -101,6 +109,19 @@ def reduce_shape(items: int, walked: int, is_cpu: bool, across: bool = False) ->
     chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
     chunks = math.ceil(walked / chunk)
     return ReduceShape(lanes, chunk, chunks, min(group, _floor_pow2(chunks // 4)))
+
+
+def short_walk(shape: ReduceShape, walked: int, across: bool, is_cpu: bool, float_arithmetic: bool = False) -> int:
+    """REDUCE's SHORT_WALK specialization for this cut (0: the general pipeline): on a GPU, a
+    walk `across` of at most 16 elements (`float_arithmetic`, a float function other than
+    MIN/MAX/ARGMIN/ARGMAX: 8), one lane and one chunk an output element (many output elements
+    of a few elements each), gets the short-walk pipeline for the smallest of SHORT_WALKS it
+    fits."""
+    if is_cpu or not across or shape.lanes != 1 or shape.chunks != 1:
+        return 0
+    if float_arithmetic and walked > _SHORT_FLOAT_WALK:
+        return 0
+    return next((w for w in SHORT_WALKS if walked <= w), 0)
 
 
 def walks_across(sizes, strides, walked) -> bool:
@@ -238,7 +259,8 @@ class Passes(NamedTuple):
 class CompiledSelection:
     """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor.
     The device's `SpanningSelection` (dmlgpu/api/spanning_operators.py) also takes bindings of
-    memory that spans several buffers."""
+    memory that spans several buffers. `short_walk`: the SHORT_WALK its own dispatch runs
+    with (0: the general pipeline; see short_walk)."""
 
     def __init__(self, device, operator_desc, feature_level):
         self.op = op = operator_desc.OPERATOR
@@ -253,8 +275,8 @@ class CompiledSelection:
         cpu = bool(device.is_cpu)
         self._group = REDUCE_GROUP[cpu]  # REDUCE's workgroup size: the pipeline's and its grids'
         spec = [int(WIDE_LOADS[cpu]), self._group] if op.family == REDUCE_FAMILY else []
-        self._program = Program(self.variant.name, spirv.load(self.variant.name), np.array(spec, dtype=np.uint32),
-                                len(kernels.SELECTION_PUSH_FIELDS))
+        self._program = self._own_program = Program(self.variant.name, spirv.load(self.variant.name),
+                                                    np.array(spec, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
         self.items, self.walked = items, int(params[_HEADER["walked"]])
         if op.family == REDUCE_FAMILY:
@@ -262,8 +284,17 @@ class CompiledSelection:
             across = walks_across(source.sizes, source.effective_strides, self.attributes["Axes"])
             self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
             self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True))
+            selects = self.attributes["Function"] in (ReduceFunction.MIN, ReduceFunction.MAX) + REDUCE.index_functions
+            self.short_walk = short = short_walk(self.shape, self.walked, across, cpu,
+                                                 in_type.is_float and not selects)
+            if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
+                self._own_program = Program(self.variant.name, self._program.spirv,
+                                            np.array(spec + [short], dtype=np.uint32), self._program.push_words)
+                grid = (min(_MAX_GROUPS, max(1, math.ceil(items * short / (32 * self._group)))), 1, 1)
+                self._passes = self._passes._replace(passes=tuple(
+                    (offset, grid, *rest) for offset, _, *rest in self._passes.passes))
         else:
-            self.shape = None
+            self.shape, self.short_walk = None, 0
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise
@@ -388,6 +419,7 @@ class CompiledSelection:
         For a piece of a spanning call, `passes` (from `upload`), `states` (REDUCE: a Buffer
         holding the states its passes write or read, from byte `state_offset`) and `candidates` (TOP_K1:
         a Buffer of the indices of its input's elements) replace this operator's own."""
+        program = self._own_program if passes is None else self._program
         passes = self._passes if passes is None else passes
         params = passes.params
         inputs, outputs = ranges[:len(self.op.inputs)], ranges[len(self.op.inputs):]
@@ -423,7 +455,7 @@ class CompiledSelection:
                 writes = (writes if mode & modes["TOP_K_SORT"] else []) + [(r.buffer, r.start, r.end) for r in outputs]
                 push = [words[0], words[1], words[2], params.arena_offset // 4 + offset, source.arena_offset // 4]
                 buffers = [r.buffer for r in ranges] + [params, source]
-            made.append(self.device.launch(self._program, grid, buffers, np.array(push, dtype=np.uint32),
+            made.append(self.device.launch(program, grid, buffers, np.array(push, dtype=np.uint32),
                                            reads=reads, writes=writes, name=self.op.dml_name))
         return made
 

@@ -253,6 +253,58 @@ def test_which_walks_go_across():
     assert not walks_across((1000, 1), (1, 1), (0,))  # no kept axis of more than one element
 
 
+@pytest.mark.parametrize("function, dtype", [(F.SUM, np.float32), (F.L2, np.float16), (F.ARGMAX, np.float32),
+                                             (F.MIN, np.int64), (F.SUM, np.uint32), (F.LOG_SUM_EXP, np.float32)],
+                         ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
+def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtype):
+    """Many output elements of a short walk across (GPUs: the short-walk pipeline, several
+    output elements' loads first, then each added in the order of one lane), here on this
+    device: walks of 1 to 17 elements over the leading axis, packed and padded rows, a huge and
+    an infinite term: the reference's bits, and every output element written."""
+    from dmlgpu.kernels import compiled_selection
+    general = compiled_selection.short_walk
+    monkeypatch.setattr(compiled_selection, "short_walk",
+                        lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False))
+    for walk in (1, 3, 4, 5, 8, 9, 16, 17):
+        shape = (walk, 1_001)
+        if function is F.LOG_SUM_EXP:  # (results far from 0: see the note on LOG_SUM_EXP in benchmarks/NOTES.md)
+            x = rng.normal(5, 3, size=shape).astype(dtype)
+        elif np.dtype(dtype).kind == "f":
+            x = rng.normal(0, 3, size=shape).astype(dtype)
+            if dtype == np.float32:
+                x[walk - 1, 5], x[0, 7] = 3e30, -np.inf
+        else:
+            x = rng.integers(-100 if np.dtype(dtype).kind == "i" else 0, 200, size=shape).astype(dtype)
+        out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(x.dtype)
+        for pad in (0, 3):
+            padded = np.zeros((walk, shape[1] + pad), x.dtype)
+            padded[:, :shape[1]] = x
+            in_desc = TensorDesc(DataType.from_numpy(x.dtype), shape, (shape[1] + pad, 1))
+            desc = ReduceOperatorDesc(in_desc, TensorDesc(out_type, (1, shape[1])), function, (0,))
+            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
+            assert compiled.short_walk == next((w for w in compiled_selection.SHORT_WALKS if walk <= w), 0)
+            source = device.upload(padded)
+            out = device.upload(np.full(max(16, out_type.size * shape[1]), POISON, np.uint8))
+            compiled.execute([Binding(source)], [Binding(out)])
+            got = out.read()[:shape[1] * out_type.size].view(out_type.numpy).reshape(1, shape[1])
+            assert testing.same_bits(got, reference_reduce(x, function, (0,), out_type.numpy)), (walk, pad)
+
+
+def test_which_cuts_take_the_short_walk_pipeline():
+    """short_walk: on a GPU, a walk across of at most 16 elements (float arithmetic: 8), one
+    lane and one chunk an output element, rounded up to 4, 8 or 16; CPU drivers, contiguous
+    walks and longer walks keep the general pipeline."""
+    from dmlgpu.kernels.compiled_selection import reduce_shape, short_walk
+    many = 1 << 22
+    assert [short_walk(reduce_shape(many, w, False, True), w, True, False) for w in (2, 4, 5, 8, 9, 16)] == \
+        [4, 4, 8, 8, 16, 16]
+    assert short_walk(reduce_shape(many, 17, False, True), 17, True, False) == 0
+    assert short_walk(reduce_shape(many, 16, True, True), 16, True, True) == 0  # a CPU driver
+    assert short_walk(reduce_shape(many, 16, False, False), 16, False, False) == 0  # contiguous rows
+    assert short_walk(reduce_shape(1, 16, False, True), 16, True, False) == 16
+    assert [short_walk(reduce_shape(many, w, False, True), w, True, False, True) for w in (4, 8, 9)] == [4, 8, 0]
+
+
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.int32), (F.LOG_SUM_EXP, np.float16), (F.MAX, np.float32),
                                              (F.ARGMIN, np.uint8), (F.AVERAGE, np.float32), (F.MIN, np.int64)],
                          ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
