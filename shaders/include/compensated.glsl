@@ -14,6 +14,12 @@
 #define LN2_LO uintBitsToFloat(0x29779ABDu)
 #define THIRD vec2(uintBitsToFloat(0x3EAAAAABu), uintBitsToFloat(0xB22AAAABu))
 #define SIXTH vec2(uintBitsToFloat(0x3E2AAAABu), uintBitsToFloat(0xB1AAAAABu))
+// 1/5, 1/7 (pair_log), 1/24, 1/120, 1/720 (pair_exp) in two floats each.
+#define FIFTH vec2(uintBitsToFloat(0x3E4CCCCDu), uintBitsToFloat(0xB14CCCCDu))
+#define SEVENTH vec2(uintBitsToFloat(0x3E124925u), uintBitsToFloat(0xB1DB6DB7u))
+#define INV_24 vec2(uintBitsToFloat(0x3D2AAAABu), uintBitsToFloat(0xB0AAAAABu))
+#define INV_120 vec2(uintBitsToFloat(0x3C088889u), uintBitsToFloat(0xAFEEEEEFu))
+#define INV_720 vec2(uintBitsToFloat(0x3AB60B61u), uintBitsToFloat(0xAE13E93Fu))
 
 // a + b = s + e exactly (any order of magnitudes).
 vec2 two_sum(float a, float b) {
@@ -138,8 +144,12 @@ vec2 pair_scale(vec2 a, int k) {
 }
 
 // exp(d) for d = d.x + d.y <= 0 (0 below -104, where it is under the smallest float):
-// d = k ln 2 + r (|r| <= ln2 / 2, r a pair), exp(r) = 1 + r + r^2/2 + r^3/6 + r^4 T(r) with the
-// first terms in pairs and T in floats, scaled by 2^k.
+// d = k ln 2 + r (|r| <= ln2 / 2, r a pair), exp(r) = 1 + r (1 + r (1/2 + r (1/6 + r (1/24 +
+// r (1/120 + r (1/720 + r T(r))))))) by Horner's rule in pairs, T (from 1/5040) in floats,
+// scaled by 2^k. T's rounding reaches the result times r^7 (under 2^-47 of it): the terms of a
+// LOG_SUM_EXP stay good where its result cancels its largest element. (With the pairs stopping
+// at r^3 / 6 and r^4 T in floats, the error was about 2^-35: LOG_SUM_EXP of [-0.586, -4.17,
+// -0.849], -3.6e-5, came out 3 units in the last place off.)
 vec2 pair_exp(vec2 d) {
     if (d.x < -104.0) return vec2(0.0);
     precise float k = roundEven(d.x * 1.44269502);
@@ -148,16 +158,16 @@ vec2 pair_exp(vec2 d) {
     vec2 r = two_sum(r1, -m.x);
     precise float r_lo = r.y + ((d.y - m.y) - k * LN2_LO);
     r = two_sum(r.x, r_lo);
-    vec2 r2 = pair_mul(r, r);
-    vec2 r3 = pair_mul(r2, r);
     float x = r.x;
-    precise float t = 1.0 / 24.0 + x * (1.0 / 120.0 + x * (1.0 / 720.0 + x * (1.0 / 5040.0 + x * (1.0 / 40320.0
-        + x * (1.0 / 362880.0 + x * (1.0 / 3628800.0 + x * (1.0 / 39916800.0)))))));
-    precise float tail = (r2.x * r2.x) * t;
-    vec2 s = pair_add(pair_mul(r3, SIXTH), vec2(tail, 0.0));
-    s = pair_add(s, r2 * 0.5);
-    s = pair_add(s, r);
-    s = pair_add(vec2(1.0, 0.0), s);
+    precise float t = 1.0 / 5040.0 + x * (1.0 / 40320.0 + x * (1.0 / 362880.0 + x * (1.0 / 3628800.0
+        + x * (1.0 / 39916800.0 + x * (1.0 / 479001600.0)))));
+    vec2 s = pair_add(INV_720, pair_mul(r, vec2(t, 0.0)));
+    s = pair_add(INV_120, pair_mul(r, s));
+    s = pair_add(INV_24, pair_mul(r, s));
+    s = pair_add(SIXTH, pair_mul(r, s));
+    s = pair_add(vec2(0.5, 0.0), pair_mul(r, s));
+    s = pair_add(vec2(1.0, 0.0), pair_mul(r, s));
+    s = pair_add(vec2(1.0, 0.0), pair_mul(r, s));
     return pair_scale(s, int(k));
 }
 
@@ -170,8 +180,9 @@ vec2 ln2_times(float k) {
 }
 
 // log(a) + k ln 2 for a pair a > 0 (finite): a = 2^e f with f in [sqrt(1/2), sqrt(2)),
-// log f = 2 atanh(z), z = (f - 1) / (f + 1) (|z| <= 0.172): 2z (1 + z^2 (1/3 + z^2 Q(z^2))),
-// the leading terms in pairs, Q in floats.
+// log f = 2 atanh(z), z = (f - 1) / (f + 1) (|z| <= 0.172): 2z (1 + w (1/3 + w (1/5 + w (1/7 +
+// w Q(w))))) with w = z^2, the leading terms in pairs, Q (from 1/9) in floats: its rounding
+// reaches the result times w^4 (under 2^-47 of it; with Q from 1/5, about 2^-36).
 vec2 pair_log(vec2 a, int k) {
     if ((floatBitsToUint(a.x) >> 23) == 0u) {  // subnormal: scale into the normal range
         a *= pow2(64);
@@ -191,9 +202,11 @@ vec2 pair_log(vec2 a, int k) {
     vec2 z = pair_div(num, den);
     vec2 w = pair_mul(z, z);
     float x = w.x;
-    precise float q = 1.0 / 5.0 + x * (1.0 / 7.0 + x * (1.0 / 9.0 + x * (1.0 / 11.0 + x * (1.0 / 13.0
-        + x * (1.0 / 15.0 + x * (1.0 / 17.0 + x * (1.0 / 19.0)))))));
-    vec2 p = pair_add(THIRD, vec2(x * q, 0.0));
+    precise float q = 1.0 / 9.0 + x * (1.0 / 11.0 + x * (1.0 / 13.0 + x * (1.0 / 15.0 + x * (1.0 / 17.0
+        + x * (1.0 / 19.0 + x * (1.0 / 21.0))))));
+    vec2 p = pair_add(SEVENTH, vec2(x * q, 0.0));
+    p = pair_add(FIFTH, pair_mul(w, p));
+    p = pair_add(THIRD, pair_mul(w, p));
     vec2 s = pair_add(vec2(1.0, 0.0), pair_mul(w, p));
     vec2 l = pair_mul(z * 2.0, s);
     return pair_add(ln2_times(float(e + k)), l);
