@@ -12,7 +12,7 @@ CASES = {
                                          "must equal ATensor.Sizes (2, 4)"),
     "validation-no-tensor": errors.ValidationError("dmlgpu", None, "feature_level", 1, "allowed: None"),
     "data-type": errors.DataTypeError("DML_OPERATOR_ELEMENT_WISE_SIGN", "InputTensor", "DataType", "FLOAT64",
-                                      "allowed at DML_FEATURE_LEVEL_6_4: FLOAT32, FLOAT16"),
+                                      "allowed: FLOAT32, FLOAT16"),
     "device": errors.DeviceError("no Vulkan device 3 could be opened"),
     "device-memory": errors.DeviceMemoryError("out of device memory"),
 }

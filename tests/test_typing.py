@@ -80,7 +80,8 @@ def _call(op, operand: str, dtype: str) -> str:
 def user_script() -> str:
     """Every front-end function, on numpy data and on Tensors, with and without `out`."""
     lines = ["from __future__ import annotations", "", "from typing import Any", "", "import numpy as np",
-             "import numpy.typing as npt", "", "import dmlgpu", "", "",
+             "import numpy.typing as npt", "", "import dmlgpu", "from dmlgpu.table.operators import ReduceFunction",
+             "", "",
              "def main() -> None:"]
     for op in OPERATORS:
         types = op.newest.input_types  # exact comparison: an integer type (no NaN bits)
@@ -126,6 +127,20 @@ def public_api() -> None:
                                    dmlgpu.argmin(t), dmlgpu.argmax(t, axis=1), t.sum(), t.min(axis=1), t.max(),
                                    t.prod(), t.argmin(), t.argmax(keepdims=True), t.ravel(), t.flatten(), t.T.copy()]
     assert int(device[0]) == int(host[0]) == 66
+    f = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    ft: dmlgpu.Tensor = dmlgpu.asarray(f)
+    host += [dmlgpu.mean(f), dmlgpu.mean(f, axis=1), dmlgpu.logsumexp(f, axis=(0, 1), keepdims=True),
+             dmlgpu.norm(f, ord=1), dmlgpu.norm(f, ord=2, axis=0), dmlgpu.reduce(x, ReduceFunction.SUM_SQUARE, axis=1),
+             dmlgpu.reduce(f, ReduceFunction.AVERAGE, feature_level=dmlgpu.FeatureLevel.LEVEL_6_4)]
+    device += [dmlgpu.mean(ft), dmlgpu.mean(ft, axis=0, keepdims=True), dmlgpu.logsumexp(ft, axis=1),
+               dmlgpu.norm(ft, ord=1), dmlgpu.norm(ft, ord=2, axis=(0, 1)), dmlgpu.reduce(t, ReduceFunction.SUM_SQUARE),
+               dmlgpu.reduce(ft, ReduceFunction.L1, axis=0, keepdims=True)]
+    assert abs(float(dmlgpu.norm(ft, ord=1)) - float(dmlgpu.norm(f, ord=1))) < 1e-6
+    try:
+        dmlgpu.mean(x)  # integers: DirectML's AVERAGE takes floats
+    except dmlgpu.DataTypeError as error:
+        rejected: dmlgpu.ValidationError = error
+        assert rejected.field == "DataType"
     values, indices = dmlgpu.top_k(x, 2)
     host += [values, indices]
     t_values, t_indices = dmlgpu.top_k(t, 2, axis=0, largest=False)
@@ -167,6 +182,14 @@ def public_api() -> None:
     commands.execute()
     read: npt.NDArray[np.uint8] = buffer.read()
     assert (read.view(np.uint32) == x.ravel()).all()  # NOT twice: eagerly, then by the command list
+    xor_op: Any = getattr(dmlgpu, "ElementWiseBitXorOperatorDesc")(desc, desc, desc)
+    nodes = [dmlgpu.ConstantDataGraphNodeDesc(bytes(nbytes), name="zeros"),
+             dmlgpu.OperatorGraphNodeDesc(xor_op, name="xor"), dmlgpu.OperatorGraphNodeDesc(not_op)]
+    chain = dmlgpu.GraphDesc(1, 1, nodes, [dmlgpu.InputGraphEdgeDesc(0, 1, 0)], [dmlgpu.OutputGraphEdgeDesc(2, 0, 0)],
+                             [dmlgpu.IntermediateGraphEdgeDesc(0, 0, 1, 1), dmlgpu.IntermediateGraphEdgeDesc(1, 0, 2, 0)])
+    inverted = gpu.allocate(nbytes)
+    gpu.compile_graph(chain).execute([dmlgpu.Binding(buffer)], [dmlgpu.Binding(inverted)])
+    assert (inverted.read().view(np.uint32) == ~x.ravel()).all()  # NOT(x ^ 0)
     graph = dmlgpu.GraphDesc(1, 1, [not_op], [dmlgpu.InputGraphEdgeDesc(0, 0, 0)], [dmlgpu.OutputGraphEdgeDesc(0, 0, 0)])
     fused: dmlgpu.CompiledGraph = gpu.compile_graph(graph)
     fused.execute([dmlgpu.Binding(buffer)], [dmlgpu.Binding(gpu.allocate(nbytes))])
@@ -200,6 +223,16 @@ def _mypy(tmp_path, name: str, text: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
                            "--cache-dir", str(tmp_path / "cache"), str(script)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def test_the_user_script_calls_every_public_function():
+    """Each function in `dmlgpu.__all__` is called in the script mypy checks (a new one fails here
+    until the script calls it)."""
+    text = user_script()
+    public = [name for name in dmlgpu.__all__ if callable(getattr(dmlgpu, name))
+              and not inspect.isclass(getattr(dmlgpu, name))]
+    assert {"mean", "logsumexp", "norm", "reduce", "validate", "hamming_knn"} <= set(public)
+    assert [name for name in public if f"dmlgpu.{name}(" not in text] == []
 
 
 def test_mypy_strict_passes_a_script_calling_every_function(tmp_path):
@@ -298,11 +331,23 @@ reveal_type(dmlgpu.Tensor.from_numpy(x))
 reveal_type(dmlgpu.full((2, 2), 7))
 reveal_type(fused(t, s=3))
 fused(x, 3)
+from dmlgpu.table.operators import ReduceFunction
+reveal_type(dmlgpu.mean(x))
+reveal_type(dmlgpu.logsumexp(x, axis=0))
+reveal_type(dmlgpu.norm(x, ord=1))
+reveal_type(dmlgpu.norm(x, ord=2, axis=0))
+reveal_type(dmlgpu.reduce(x, ReduceFunction.SUM_SQUARE))
+reveal_type(dmlgpu.mean(t))
+reveal_type(dmlgpu.logsumexp(t, axis=0))
+reveal_type(dmlgpu.norm(t, ord=1))
+reveal_type(dmlgpu.norm(t, ord=2, axis=0))
+reveal_type(dmlgpu.reduce(t, ReduceFunction.SUM_SQUARE, keepdims=True))
 """
 NDARRAY, TENSOR = "numpy.ndarray[", "dmlgpu.front.tensor.Tensor"
 EXPECTED_REVEALS = {9: NDARRAY, 10: NDARRAY, 11: NDARRAY, 12: NDARRAY, 13: NDARRAY, 14: NDARRAY, 15: NDARRAY,
                     16: TENSOR, 17: TENSOR, 18: TENSOR, 19: TENSOR, 20: TENSOR, 21: TENSOR, 22: TENSOR, 23: TENSOR,
-                    24: TENSOR}
+                    24: TENSOR, 27: NDARRAY, 28: NDARRAY, 29: NDARRAY, 30: NDARRAY, 31: NDARRAY, 32: TENSOR, 33: TENSOR,
+                    34: TENSOR, 35: TENSOR, 36: TENSOR}
 
 
 def test_mypy_sees_numpy_in_numpy_out_and_tensor_in_tensor_out(tmp_path):

@@ -202,6 +202,14 @@ def _newer_level(op, level, function, takes):
     return None
 
 
+def _allowed(level: FeatureLevel) -> str:
+    """How a rejection that depends on the level starts: "allowed at <level>" where `level` is
+    below the newest, which only a caller who chose it gets (None, the default, means the
+    newest); at the newest, "allowed", as no other level takes more and a level the user never
+    chose is no help to name."""
+    return f"allowed at {level.dml_name}" if level < FeatureLevel.newest() else "allowed"
+
+
 def _level_hint(newer: FeatureLevel, what: str) -> str:
     return (f"; {newer.dml_name} and newer take {what}: pass "
             f"feature_level=dmlgpu.FeatureLevel.{newer.name} (or newer)")
@@ -242,7 +250,7 @@ def _check_tensor(op, level, name, desc, dims, allowed_types, is_output, functio
     if not isinstance(data_type, DataType) or data_type not in allowed_types:
         hint = _type_hint(op, level, function, name, data_type, allowed_types, is_output) \
             if isinstance(data_type, DataType) and data_type is not DataType.UNKNOWN else ""
-        fail("DataType", data_type, f"allowed at {level.dml_name}: {_names(allowed_types)}{hint}")
+        fail("DataType", data_type, f"{_allowed(level)}: {_names(allowed_types)}{hint}")
     sizes = desc.sizes
     if not isinstance(sizes, tuple):
         fail("Sizes", sizes, "allowed: a sequence of integers")
@@ -250,7 +258,7 @@ def _check_tensor(op, level, name, desc, dims, allowed_types, is_output, functio
         newer = _newer_level(op, level, function, lambda row: len(sizes) in row.dims)
         hint = _level_hint(newer, f"{len(sizes)} dimensions") if newer is not None else ""
         fail("DimensionCount", len(sizes),
-             f"allowed at {level.dml_name}: {_range_text(dims)}{hint}")
+             f"{_allowed(level)}: {_range_text(dims)}{hint}")
     for size in sizes:
         if not is_int(size) or not 1 <= size <= UINT32_MAX:
             fail("Sizes", sizes, "each size must be an integer from 1 to 2^32-1")

@@ -110,6 +110,12 @@ def _download(t: View) -> np.ndarray:
     return t.buffer.read(t.offset, t.size * t.itemsize).view(t.dtype).reshape(t.shape)
 
 
+@overload
+def reduce(x: _V, function: ReduceFunction, axis: Axis = None, keepdims: bool = False,
+           feature_level: Level = None) -> _V: ...
+@overload
+def reduce(x: HostData, function: ReduceFunction, axis: Axis = None, keepdims: bool = False,
+           feature_level: Level = None) -> npt.NDArray[Any]: ...
 def reduce(x: Any, function: ReduceFunction, axis: Axis = None, keepdims: bool = False,
            feature_level: Level = None) -> Any:
     """DML_OPERATOR_REDUCE with `function` over `axis` (None: all), numpy's keepdims.
@@ -192,6 +198,12 @@ logsumexp = _named(ReduceFunction.LOG_SUM_EXP, "logsumexp")
 NAMED: dict[str, Reduction] = {name: globals()[name] for name in REDUCE_NAMES.values()}
 
 
+@overload
+def norm(x: _V, ord: int | None = None, axis: Axis = None, keepdims: bool = False,  # noqa: A002
+         feature_level: Level = None) -> _V: ...
+@overload
+def norm(x: HostData, ord: int | None = None, axis: Axis = None, keepdims: bool = False,  # noqa: A002
+         feature_level: Level = None) -> npt.NDArray[Any]: ...
 def norm(x: Any, ord: int | None = None, axis: Axis = None, keepdims: bool = False,  # noqa: A002 -- numpy's name
          feature_level: Level = None) -> Any:
     """numpy.linalg.norm's vector norms on the device: DML_OPERATOR_REDUCE with

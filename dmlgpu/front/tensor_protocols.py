@@ -26,12 +26,14 @@ __all__ = ["ARRAY_FUNCTIONS", "NUMPY_COUNTERPARTS", "TensorProtocols", "UFUNC_OP
 
 #: numpy ufunc name -> operator, from the table's `numpy_ufunc` column.
 UFUNC_OPERATORS = {op.numpy_ufunc: op for op in OPERATORS if op.numpy_ufunc}
-#: numpy function name -> what computes it on a Tensor: `np.sum(t)` raises TypeError naming it.
+#: numpy function name (below `numpy.`: "sum", "linalg.norm") -> what computes it on a Tensor:
+#: `np.sum(t)` raises TypeError naming it.
 NUMPY_COUNTERPARTS = {
     "sum": "dmlgpu.sum(t) (or t.sum())", "prod": "dmlgpu.prod(t) (or t.prod())",
     "min": "dmlgpu.min(t) (or t.min())", "amin": "dmlgpu.min(t) (or t.min())",
     "max": "dmlgpu.max(t) (or t.max())", "amax": "dmlgpu.max(t) (or t.max())",
     "argmin": "dmlgpu.argmin(t) (or t.argmin())", "argmax": "dmlgpu.argmax(t) (or t.argmax())",
+    "mean": "dmlgpu.mean(t)", "linalg.norm": "dmlgpu.norm(t) (vector norms: ord None, 1 or 2)",
     "partition": "dmlgpu.top_k(t, k)", "argpartition": "dmlgpu.top_k(t, k)",
 }
 #: numpy function -> its implementation on Tensors (`__array_function__`, NEP 18): the layout
@@ -89,13 +91,13 @@ class TensorProtocols:
         implementation = ARRAY_FUNCTIONS.get(func)
         if implementation is not None:
             return implementation(*args, **kwargs)
-        name = func.__name__
-        counterpart = NUMPY_COUNTERPARTS.get(name)
+        name = f"{getattr(func, '__module__', None) or 'numpy'}.{func.__name__}"  # numpy.sum, numpy.linalg.norm
+        counterpart = NUMPY_COUNTERPARTS.get(name.removeprefix("numpy."))
         if counterpart is not None:
-            raise TypeError(f"numpy.{name} does not run on a dmlgpu.Tensor: call {counterpart}, which computes "
+            raise TypeError(f"{name} does not run on a dmlgpu.Tensor: call {counterpart}, which computes "
                             "on the device with DirectML's rules (see its docstring for where they differ from "
                             "numpy's), or t.numpy() to use numpy on the host")
-        raise TypeError(f"numpy.{name} has no dmlgpu counterpart for a dmlgpu.Tensor: call t.numpy() to "
+        raise TypeError(f"{name} has no dmlgpu counterpart for a dmlgpu.Tensor: call t.numpy() to "
                         "download it first (dmlgpu makes no hidden device-to-host copies)")
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> NoReturn:

@@ -124,7 +124,9 @@ def test_print_options_apply_and_a_closed_device_prints(private):
     (np.sum, "dmlgpu.sum(t) (or t.sum())"), (np.max, "dmlgpu.max(t) (or t.max())"),
     (np.argmax, "dmlgpu.argmax(t)"), (lambda t: np.partition(t, 1), "dmlgpu.top_k(t, k)"),
     (np.add.reduce, "dmlgpu.sum(t) (or t.sum())"), (np.minimum.reduce, "dmlgpu.min(t)"),
-    (np.mean, "call t.numpy() to download it first"), (np.concatenate, "call t.numpy()"),
+    (np.mean, "numpy.mean does not run on a dmlgpu.Tensor: call dmlgpu.mean(t)"),
+    (np.linalg.norm, "numpy.linalg.norm does not run on a dmlgpu.Tensor: call dmlgpu.norm(t)"),
+    (np.median, "numpy.median has no dmlgpu counterpart"), (np.concatenate, "call t.numpy()"),
 ])
 def test_numpy_functions_name_what_computes_them(call, names):
     t = dmlgpu.asarray(np.arange(6, dtype=np.uint32))
@@ -206,6 +208,36 @@ def test_a_type_no_level_takes_names_the_cast_and_it_gives_directmls_answer():
         dmlgpu.sign(np.array([-2.0, 0.5]))
     with pytest.raises(dmlgpu.DataTypeError, match=r"no feature level takes INT8 here: cast with \.astype\(numpy\.int32\)"):
         dmlgpu.sum(np.array([1, 2], np.int8))
+
+
+def test_a_level_is_named_only_where_the_user_chose_it_or_passing_one_is_the_remedy():
+    """With no feature_level (the newest), a rejection says what is allowed and the cast, naming no
+    level (no level takes more than the newest); a level the user chose is named, and where a newer
+    one takes the type, the message says which to pass. Every message still names operator,
+    tensor, field, value given and what is allowed."""
+    with pytest.raises(dmlgpu.DataTypeError) as error:
+        dmlgpu.sum(np.array([1, 2], np.int8))
+    assert str(error.value) == ("DML_OPERATOR_REDUCE: InputTensor.DataType is INT8; allowed: FLOAT32, FLOAT16, "
+                                "INT64, INT32, UINT64, UINT32; no feature level takes INT8 here: cast with "
+                                ".astype(numpy.int32)")
+    assert (error.value.operator, error.value.tensor, error.value.field, error.value.value) == \
+        ("DML_OPERATOR_REDUCE", "InputTensor", "DataType", DataType.INT8)
+    defaults = [lambda: dmlgpu.sign(np.array([0.5])), lambda: dmlgpu.mean(np.arange(3)),
+                lambda: dmlgpu.bit_shift_left(np.arange(3, dtype=np.int32), 1),
+                lambda: dmlgpu.bit_count(np.arange(3, dtype=np.uint8), dtype=np.uint16),
+                lambda: dmlgpu.validate(dmlgpu.ElementWiseBitNotOperatorDesc(
+                    *[dmlgpu.TensorDesc(DataType.UINT8, [1] * 9)] * 2))]
+    for call in defaults:
+        with pytest.raises(ValidationError) as error:
+            call()
+        assert "DML_FEATURE_LEVEL" not in str(error.value) and "; allowed: " in str(error.value), str(error.value)
+    with pytest.raises(dmlgpu.DataTypeError) as error:  # chosen, and a newer level is the remedy
+        dmlgpu.sign(np.array([1], np.int8), feature_level=FeatureLevel.LEVEL_2_0)
+    assert "allowed at DML_FEATURE_LEVEL_2_0: FLOAT32, FLOAT16; DML_FEATURE_LEVEL_2_1 and newer take INT8: pass " \
+        "feature_level=dmlgpu.FeatureLevel.LEVEL_2_1 (or newer)" in str(error.value)
+    with pytest.raises(dmlgpu.DataTypeError) as error:  # chosen, no level helps: the level is still the user's
+        dmlgpu.sign(np.array([0.5]), feature_level=FeatureLevel.LEVEL_2_0)
+    assert "allowed at DML_FEATURE_LEVEL_2_0: FLOAT32, FLOAT16; no feature level takes FLOAT64" in str(error.value)
 
 
 def test_an_output_type_no_level_takes_names_the_types_to_ask_for():

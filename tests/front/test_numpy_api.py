@@ -69,7 +69,7 @@ def test_out_rules():
     assert (big == before).all(), "a rejected call wrote"
     with pytest.raises(ValidationError, match="does not support in-place"):
         dmlgpu.bit_count(x, out=x)
-    with pytest.raises(ValidationError, match="OutputTensor.DataType is UINT16; allowed at .*: UINT32, UINT8"):
+    with pytest.raises(ValidationError, match="OutputTensor.DataType is UINT16; allowed: UINT32, UINT8"):
         dmlgpu.bit_count(x, out=np.empty((2, 3), np.uint16))
     with pytest.raises(ValidationError, match="out.dtype is dtype\\('uint32'\\); allowed: uint8"):
         dmlgpu.bit_count(x, out=np.empty((2, 3), np.uint32), dtype=np.dtype(np.uint8))

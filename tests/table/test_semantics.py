@@ -138,5 +138,5 @@ def test_shift_at_the_width_differs_from_numpy_on_purpose():
 
 
 def test_shifts_take_no_signed_types():
-    with pytest.raises(dmlgpu.ValidationError, match="ATensor.DataType is INT32; allowed at .*: UINT64, UINT32"):
+    with pytest.raises(dmlgpu.ValidationError, match="ATensor.DataType is INT32; allowed: UINT64, UINT32"):
         dmlgpu.bit_shift_right(np.array([-8], np.int32), np.array([1], np.int32))
