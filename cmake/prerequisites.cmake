@@ -28,7 +28,7 @@ if(NOT SPIRV_OPT)
 endif()
 
 if(DMLGPU_BUILD_EXTENSIONS)
-  # dmlgpu._kompute: a C++ compiler, patch for our Kompute patches, the Vulkan headers, fmt, the
+  # dmlgpu.runtime._kompute: a C++ compiler, patch for our Kompute patches, the Vulkan headers, fmt, the
   # Python headers and pybind11.
   if(CMAKE_CXX_COMPILER)
     set(cxx ${CMAKE_CXX_COMPILER})
@@ -52,7 +52,7 @@ if(DMLGPU_BUILD_EXTENSIONS)
   if(NOT DMLGPU_VULKAN_HPP)
     dmlgpu_missing("the Vulkan headers" libvulkan-dev)
   endif()
-  # dmlgpu._glsl: glslang's headers, static libraries and CMake package
+  # dmlgpu.runtime._glsl: glslang's headers, static libraries and CMake package
   find_path(DMLGPU_GLSLANG_H glslang/SPIRV/GlslangToSpv.h)
   if(NOT DMLGPU_GLSLANG_H)
     dmlgpu_missing("glslang's library" glslang-dev)

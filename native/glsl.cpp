@@ -1,4 +1,4 @@
-// dmlgpu._glsl: GLSL compute shaders to SPIR-V in-process, with glslang's library linked in
+// dmlgpu.runtime._glsl: GLSL compute shaders to SPIR-V in-process, with glslang's library linked in
 // statically (so the wheel still needs only libvulkan.so.1 at run time). The fused graphs'
 // generated code (dmlgpu/graph_source.py) is compiled here; dmlgpu.runtime.shader_compiler
 // keeps the results in memory and on disk.

@@ -1,4 +1,4 @@
-// dmlgpu._host_copy: host memcpys split over cores by threads that spin briefly for work.
+// dmlgpu.runtime._host_copy: host memcpys split over cores by threads that spin briefly for work.
 //
 // A front-end call on 1 MiB of host data makes four host copies of 512 KiB (into and out of
 // staging, in halves). Right after the GPU's DMA has touched that memory they run at DRAM speed

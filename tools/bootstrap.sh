@@ -182,7 +182,7 @@ private_dir "$build_cache" || build_cache=$root/.cache
 export DMLGPU_BUILD_CACHE=$build_cache
 export ZIG_GLOBAL_CACHE_DIR=${ZIG_GLOBAL_CACHE_DIR:-$build_cache/zig}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-deps=$(tools/manylinux_deps.sh "$py")
+deps=$(PATH="$root/.venv/bin:$PATH" tools/manylinux_deps.sh "$py")  # its cmake -G Ninja: .venv's ninja
 # Builds without isolation, in a build tree that persists (the editable install rebuilds there,
 # and the wheel is packed from it): the manylinux preset, zig's compilers, glslang and fmt above.
 pip_build=(--no-build-isolation --no-deps "-Cbuild-dir=build/manylinux-{wheel_tag}"

@@ -6,9 +6,12 @@
 #   tools/manylinux_deps.sh PYTHON     # PYTHON: the interpreter whose environment has ziglang
 #
 # The sources are Debian's source packages' upstream tarballs (tools/versions.sh pins each with its
-# sha256), fetched with `apt-get source` through a private apt configuration (the system's apt
-# sources are left alone; without apt, downloaded from the same place in Debian's archive), or taken
-# from DMLGPU_GLSLANG_TARBALL / DMLGPU_FMTLIB_TARBALL. The prefix
+# sha256): on Debian fetched with `apt-get source` through a private apt configuration (the
+# system's apt sources are left alone); elsewhere, Ubuntu included (its apt lacks Debian's archive
+# keys), downloaded from the same place in Debian's archive (deb.debian.org's pool); or taken from
+# DMLGPU_GLSLANG_TARBALL / DMLGPU_FMTLIB_TARBALL. Debian is os-release's ID=debian
+# (DMLGPU_OS_RELEASE names another os-release file, as for tools/bootstrap.sh). ninja must be on
+# PATH (tools/bootstrap.sh puts .venv/bin first). The prefix
 # is named by everything it is made from (zig, the target, the pins, the headers, this script), so a second run prints it within a second.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,18 +48,24 @@ fi
 # 1. The sources: a verified tarball in .cache/manylinux/sources, else fetched.
 sources=$cache/sources
 mkdir -p "$sources"
+os_id=$(sed -n 's/^ID=//p' "${DMLGPU_OS_RELEASE:-/etc/os-release}" 2>/dev/null | tr -d '"')
+# fetch runs in $( ), where errexit does not apply: each step that fails stops it with fetch_failed.
+fetch_failed() { echo "tools/manylinux_deps.sh: $* (see above)" >&2; exit 1; }
 fetch() {  # fetch NAME VERSION SUITE TARBALL SHA256: the tarball's path once verified
   local name=$1 version=$2 suite=$3 tarball=$4 sha=$5 override apt
   override=DMLGPU_$(tr '[:lower:]' '[:upper:]' <<<"$name")_TARBALL
   if [ -n "${!override:-}" ]; then
-    cp "${!override}" "$sources/$tarball.part" && mv "$sources/$tarball.part" "$sources/$tarball"
+    cp "${!override}" "$sources/$tarball.part" && mv "$sources/$tarball.part" "$sources/$tarball" \
+      || fetch_failed "could not copy $override (${!override})"
   elif ! echo "$sha  $sources/$tarball" | sha256sum -c --status 2>/dev/null; then
-    if ! command -v apt-get >/dev/null; then
-      # No apt (Fedora, Arch, openSUSE): the same file from Debian's archive, where apt would fetch it.
+    if [ "$os_id" != debian ] || ! command -v apt-get >/dev/null; then
+      # Not Debian (Ubuntu's apt lacks Debian's archive keys; Fedora, Arch and openSUSE have no
+      # apt): the same file from Debian's archive, where apt would fetch it.
       local url="https://deb.debian.org/debian/pool/main/${name:0:1}/$name/${tarball//+/%2b}"
       say "downloading $url"
       "$python" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
-        "$url" "$sources/$tarball.part" && mv "$sources/$tarball.part" "$sources/$tarball"
+        "$url" "$sources/$tarball.part" && mv "$sources/$tarball.part" "$sources/$tarball" \
+        || fetch_failed "could not download $url"
     else
       say "fetching Debian's $name $version source package ($suite)"
       apt=$cache/apt
@@ -65,8 +74,10 @@ fetch() {  # fetch NAME VERSION SUITE TARBALL SHA256: the tarball's path once ve
       local options=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/parts"
                      -o "Dir::State::Lists=$apt/lists" -o "APT::Sandbox::User=root" -qq)
       apt-cache "${options[@]}" showsrc "$name" 2>/dev/null | grep -qx "Version: $version" \
-        || apt-get "${options[@]}" update >/dev/null
-      (cd "$sources" && apt-get "${options[@]}" source --download-only "$name=$version" >/dev/null)
+        || apt-get "${options[@]}" update >/dev/null \
+        || fetch_failed "apt-get update of Debian's deb-src lists ($apt/sources.list) failed"
+      (cd "$sources" && apt-get "${options[@]}" source --download-only "$name=$version" >/dev/null) \
+        || fetch_failed "apt-get source --download-only $name=$version failed"
     fi
   fi
   echo "$sha  $sources/$tarball" | sha256sum -c --status || {
@@ -96,7 +107,7 @@ build() {  # build SOURCE_DIR CMAKE_ARGS...: configure, compile and install into
   || { tail -40 "$work/$(basename "$src").log" >&2; exit 1; }
 }
 build "$work/src/fmtlib-"* -DFMT_DOC=OFF -DFMT_TEST=OFF -DFMT_INSTALL=ON
-# No optimizer (dmlgpu._glsl leaves optimisation to the driver), so no SPIRV-Tools; no HLSL, no tools.
+# No optimizer (dmlgpu.runtime._glsl leaves optimisation to the driver), so no SPIRV-Tools; no HLSL, no tools.
 build "$work/src/glslang-"* -DENABLE_OPT=OFF -DENABLE_HLSL=OFF -DENABLE_GLSLANG_BINARIES=OFF \
   -DENABLE_SPVREMAPPER=OFF -DGLSLANG_TESTS=OFF -DGLSLANG_ENABLE_INSTALL=ON
 cp -r /usr/include/vulkan "$prefix.part/include/"

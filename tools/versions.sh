@@ -2,7 +2,7 @@
 # shellcheck disable=SC2034
 
 # Debian 12 packages: Vulkan loader + headers, the Khronos validation layer, glslang and
-# SPIRV-Tools for the shaders (glslang's library is also built into dmlgpu._glsl), and what the
+# SPIRV-Tools for the shaders (glslang's library is also built into dmlgpu.runtime._glsl), and what the
 # Kompute build needs (cmake/prerequisites.cmake names the same packages when one is missing).
 APT_PACKAGES=(
   libvulkan1 libvulkan-dev vulkan-validationlayers
@@ -19,7 +19,7 @@ LAVAPIPE_PACKAGE=mesa-vulkan-drivers
 LAVAPIPE_SUITE=bookworm-backports
 LAVAPIPE_MIN_VERSION=25
 
-# The kp sdist that dmlgpu._kompute is built from (third_party/kompute/CMakeLists.txt pins it
+# The kp sdist that dmlgpu.runtime._kompute is built from (third_party/kompute/CMakeLists.txt pins it
 # with its sha256); the offline bundle carries a copy.
 KP_VERSION=0.9.0
 # Python packages for building dmlgpu without build isolation: pyproject.toml's

@@ -360,7 +360,8 @@ REDUCE = _declare(Operator(
         "order floats by their encoding's total order (-NaN < -inf < -0.0 < +0.0 < +inf < +NaN), where "
         "numpy propagates NaN. Float sums, means, norms, logarithms and products are accumulated "
         "with compensation in a fixed order (the same bits on every run) and rounded once: the "
-        "correctly rounded result but for sums that cancel beyond about 2^-70 of their terms; "
+        "correctly rounded result but for sums that cancel beyond about 2^-70 of their terms (and "
+        "for LOG_SUM and LOG_SUM_EXP, values within about 2^-47 of a midpoint between two floats); "
         "FLOAT16 accumulates in float32; NaN and infinities follow IEEE 754.",
     family=REDUCE_FAMILY,
     attributes=(Attribute("Function", "enum", ReduceFunction), Attribute("Axes", "axes")),
