@@ -361,7 +361,7 @@ REDUCE = _declare(Operator(
         "numpy propagates NaN. Float sums, means, norms, logarithms and products are accumulated "
         "with compensation in a fixed order (the same bits on every run) and rounded once: the "
         "correctly rounded result but for sums that cancel beyond about 2^-70 of their terms (and "
-        "for LOG_SUM and LOG_SUM_EXP, values within about 2^-47 of a midpoint between two floats); "
+        "for LOG_SUM and LOG_SUM_EXP, values within about 2^-46 of a midpoint between two floats); "
         "FLOAT16 accumulates in float32; NaN and infinities follow IEEE 754.",
     family=REDUCE_FAMILY,
     attributes=(Attribute("Function", "enum", ReduceFunction), Attribute("Axes", "axes")),

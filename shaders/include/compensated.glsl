@@ -14,12 +14,9 @@
 #define LN2_LO uintBitsToFloat(0x29779ABDu)
 #define THIRD vec2(uintBitsToFloat(0x3EAAAAABu), uintBitsToFloat(0xB22AAAABu))
 #define SIXTH vec2(uintBitsToFloat(0x3E2AAAABu), uintBitsToFloat(0xB1AAAAABu))
-// 1/5, 1/7 (pair_log), 1/24, 1/120, 1/720 (pair_exp) in two floats each.
+// 1/5 and 1/7 (pair_log) in two floats each.
 #define FIFTH vec2(uintBitsToFloat(0x3E4CCCCDu), uintBitsToFloat(0xB14CCCCDu))
 #define SEVENTH vec2(uintBitsToFloat(0x3E124925u), uintBitsToFloat(0xB1DB6DB7u))
-#define INV_24 vec2(uintBitsToFloat(0x3D2AAAABu), uintBitsToFloat(0xB0AAAAABu))
-#define INV_120 vec2(uintBitsToFloat(0x3C088889u), uintBitsToFloat(0xAFEEEEEFu))
-#define INV_720 vec2(uintBitsToFloat(0x3AB60B61u), uintBitsToFloat(0xAE13E93Fu))
 
 // a + b = s + e exactly (any order of magnitudes).
 vec2 two_sum(float a, float b) {
@@ -143,32 +140,45 @@ vec2 pair_scale(vec2 a, int k) {
     return a * pow2(k1) * pow2(k2);
 }
 
+// ln 2 / 32 in three floats (9 + 24 + 24 bits: k * LN2_32_HI is exact for |k| < 2^15), and
+// 2^(j/32), j = 0 .. 31, as pairs (the float nearest, then the float nearest the rest).
+#define LN2_32_HI uintBitsToFloat(0x3CB18000u)
+#define LN2_32_MID uintBitsToFloat(0xB6DE8083u)
+#define LN2_32_LO uintBitsToFloat(0x2967BCD6u)
+const uvec2 EXP2_THIRTYSECONDS[32] = uvec2[32](
+    uvec2(0x3F800000u, 0x00000000u), uvec2(0x3F82CD87u, 0xB34EA7A9u), uvec2(0x3F85AAC3u, 0x334F9891u), uvec2(0x3F88980Fu, 0xB37EDA4Bu),
+    uvec2(0x3F8B95C2u, 0xB260ABA1u), uvec2(0x3F8EA43Au, 0xB3697465u), uvec2(0x3F91C3D3u, 0x33675624u), uvec2(0x3F94F4F0u, 0xB32E0212u),
+    uvec2(0x3F9837F0u, 0x33231B71u), uvec2(0x3F9B8D3Au, 0xB30C5563u), uvec2(0x3F9EF532u, 0x33412342u), uvec2(0x3FA27043u, 0x30C3125Au),
+    uvec2(0x3FA5FED7u, 0xB32C9D5Eu), uvec2(0x3FA9A15Bu, 0xB3162B08u), uvec2(0x3FAD583Fu, 0xB22DEAF6u), uvec2(0x3FB123F6u, 0xB37C5AA8u),
+    uvec2(0x3FB504F3u, 0x32CFE77Au), uvec2(0x3FB8FBAFu, 0x330EC5F7u), uvec2(0x3FBD08A4u, 0xB3414FE8u), uvec2(0x3FC12C4Du, 0xB2D6663Eu),
+    uvec2(0x3FC5672Au, 0x320AA837u), uvec2(0x3FC9B9BEu, 0xB37323A2u), uvec2(0x3FCE248Cu, 0x3228FC24u), uvec2(0x3FD2A81Eu, 0xB35C1DAAu),
+    uvec2(0x3FD744FDu, 0xB2D4A58Au), uvec2(0x3FDBFBB8u, 0xB3504A1Cu), uvec2(0x3FE0CCDFu, 0xB21EAB59u), uvec2(0x3FE5B907u, 0xB2441BE6u),
+    uvec2(0x3FEAC0C7u, 0xB24116DEu), uvec2(0x3FEFE4BAu, 0xB348464Au), uvec2(0x3FF5257Du, 0x32292436u), uvec2(0x3FFA83B3u, 0xB2923758u));
+
 // exp(d) for d = d.x + d.y <= 0 (0 below -104, where it is under the smallest float):
-// d = k ln 2 + r (|r| <= ln2 / 2, r a pair), exp(r) = 1 + r (1 + r (1/2 + r (1/6 + r (1/24 +
-// r (1/120 + r (1/720 + r T(r))))))) by Horner's rule in pairs, T (from 1/5040) in floats,
-// scaled by 2^k. T's rounding reaches the result times r^7 (under 2^-47 of it): the terms of a
-// LOG_SUM_EXP stay good where its result cancels its largest element. (With the pairs stopping
-// at r^3 / 6 and r^4 T in floats, the error was about 2^-35: LOG_SUM_EXP of [-0.586, -4.17,
+// d = (32 m + j) ln 2 / 32 + r (|r| <= ln2 / 64, r a pair), exp(d) = 2^m 2^(j/32) exp(r) with
+// exp(r) = 1 + r (1 + r (1/2 + r T(r))) by Horner's rule in pairs and T (from 1/6) in floats:
+// T's rounding reaches the result times r^3 (at most about 2^-46 of it), so the terms of a
+// LOG_SUM_EXP hold about 2^-46 of their values, as its result needs where it cancels its
+// largest element.
+// (With r up to ln2 / 2 and floats from r^4 / 24, about 2^-35: LOG_SUM_EXP of [-0.586, -4.17,
 // -0.849], -3.6e-5, came out 3 units in the last place off.)
 vec2 pair_exp(vec2 d) {
     if (d.x < -104.0) return vec2(0.0);
-    precise float k = roundEven(d.x * 1.44269502);
-    precise float r1 = d.x - k * LN2_HI;  // exact: both within a factor 2 of each other (or k = 0)
-    vec2 m = two_prod(k, LN2_MID);
+    precise float k = roundEven(d.x * 46.1662407);  // 32 / ln 2
+    precise float r1 = d.x - k * LN2_32_HI;  // exact: both within a factor 2 of each other (or k = 0)
+    vec2 m = two_prod(k, LN2_32_MID);
     vec2 r = two_sum(r1, -m.x);
-    precise float r_lo = r.y + ((d.y - m.y) - k * LN2_LO);
+    precise float r_lo = r.y + ((d.y - m.y) - k * LN2_32_LO);
     r = two_sum(r.x, r_lo);
     float x = r.x;
-    precise float t = 1.0 / 5040.0 + x * (1.0 / 40320.0 + x * (1.0 / 362880.0 + x * (1.0 / 3628800.0
-        + x * (1.0 / 39916800.0 + x * (1.0 / 479001600.0)))));
-    vec2 s = pair_add(INV_720, pair_mul(r, vec2(t, 0.0)));
-    s = pair_add(INV_120, pair_mul(r, s));
-    s = pair_add(INV_24, pair_mul(r, s));
-    s = pair_add(SIXTH, pair_mul(r, s));
-    s = pair_add(vec2(0.5, 0.0), pair_mul(r, s));
+    precise float t = 1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x * (1.0 / 720.0)));
+    vec2 s = pair_add(vec2(0.5, 0.0), pair_mul(r, vec2(t, 0.0)));
     s = pair_add(vec2(1.0, 0.0), pair_mul(r, s));
     s = pair_add(vec2(1.0, 0.0), pair_mul(r, s));
-    return pair_scale(s, int(k));
+    int n = int(k), j = n & 31;
+    s = pair_mul(s, uintBitsToFloat(EXP2_THIRTYSECONDS[j]));
+    return pair_scale(s, (n - j) / 32);
 }
 
 // k ln 2 as a pair.
