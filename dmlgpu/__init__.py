@@ -30,6 +30,7 @@ from .api.device import Buffer, Device, default_device, devices, set_cache_limit
 from .table.dtypes import DataType
 from .errors import DataTypeError, DeviceError, DeviceMemoryError, ValidationError
 from .table.feature_levels import FeatureLevel
+from .table.operators import AxisDirection, ReduceFunction  # REDUCE's and TOP_K1's attributes
 from .describe.graph_descs import *  # noqa: F401,F403 -- DML_GRAPH_DESC and its node and edge descriptors
 from .compiler.compiled_graph import CompiledGraph
 from .front.creation import asarray, empty, full, ones, zeros
@@ -42,8 +43,9 @@ from .describe.tensor_desc import TensorDesc, calc_buffer_tensor_size
 from .describe.validation import validate
 
 __all__ = [
-    "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType", "DataTypeError", "Device",
-    "DeviceError", "DeviceMemoryError", "FeatureLevel", "Tensor", "TensorDesc", "ValidationError",
+    "AxisDirection", "Binding", "Buffer", "CommandList", "CompiledGraph", "CompiledOperator", "DataType",
+    "DataTypeError", "Device", "DeviceError", "DeviceMemoryError", "FeatureLevel", "ReduceFunction", "Tensor",
+    "TensorDesc", "ValidationError",
     "calc_buffer_tensor_size", "default_device", "devices", "fuse", "set_cache_limits", "validate",
     *_descriptor_names, *_function_names, *_graph_names, "argmax", "argmin", "logsumexp", "max", "mean", "min",
     "norm", "prod", "reduce", "sum", "top_k", "HammingIndex", "hamming_knn", "asarray", "empty", "full", "ones",

@@ -80,6 +80,16 @@ def test_the_readme_is_a_short_front_door():
         assert feature in text, f"README has no first example of {feature}"
 
 
+def test_the_readme_lists_every_page_of_the_guide_and_the_internals():
+    """README's user guide section is the table of contents: every page under docs/guide and
+    docs/internals is linked from it."""
+    text = README.read_text()
+    contents = text[text.index("## User guide"):]
+    linked = set(re.findall(r"\]\((docs/[\w/.-]+\.md)(?:#[^)]*)?\)", contents))
+    pages_there = {str(p.relative_to(ROOT)) for folder in ("guide", "internals") for p in (DOCS / folder).glob("*.md")}
+    assert pages_there - linked == set()
+
+
 def test_every_link_between_pages_resolves():
     """Relative links of README and the pages name files that are there (the site's nav too)."""
     missing = []

@@ -80,7 +80,7 @@ def _call(op, operand: str, dtype: str) -> str:
 def user_script() -> str:
     """Every front-end function, on numpy data and on Tensors, with and without `out`."""
     lines = ["from __future__ import annotations", "", "from typing import Any", "", "import numpy as np",
-             "import numpy.typing as npt", "", "import dmlgpu", "from dmlgpu.table.operators import ReduceFunction",
+             "import numpy.typing as npt", "", "import dmlgpu", "from dmlgpu import ReduceFunction",
              "", "",
              "def main() -> None:"]
     for op in OPERATORS:
@@ -331,7 +331,7 @@ reveal_type(dmlgpu.Tensor.from_numpy(x))
 reveal_type(dmlgpu.full((2, 2), 7))
 reveal_type(fused(t, s=3))
 fused(x, 3)
-from dmlgpu.table.operators import ReduceFunction
+from dmlgpu import ReduceFunction
 reveal_type(dmlgpu.mean(x))
 reveal_type(dmlgpu.logsumexp(x, axis=0))
 reveal_type(dmlgpu.norm(x, ord=1))
