@@ -251,23 +251,21 @@ Acc lane_states(uint item, uint lane, uint lanes) {
 // pipeline of its own (the registers of reduce_units' loads in flight would halve its
 // occupancy, and short_units' those of every other cut's).
 layout(constant_id = 2) const uint SHORT_WALK = 0u;
-// Loads a short_units invocation keeps in flight: SHORT_LOADS / SHORT_WALK output elements' walks.
-#define SHORT_LOADS 32u
 
 // Every output element of a short walk (SHORT_WALK) that falls to workgroup `group` of
-// `groups`: an invocation loads SHORT_LOADS / SHORT_WALK output elements' walks first, then adds
-// each in lane_elements' order with one lane (element r to component r % 4, the components
-// merged as (0 + 1) + (2 + 3)), so one output element's latency is not waited for before the
-// next one's loads start. (Many output elements of a few elements each: 4 x 16M FLOAT32 over
+// `groups`: an invocation loads REDUCE_SHORT_LOADS elements (abi.glsl), the walks of
+// REDUCE_SHORT_LOADS / SHORT_WALK output elements, first, then adds each in lane_elements' order
+// with one lane (element r to component r % 4, the components merged as (0 + 1) + (2 + 3)), so
+// one output element's latency is not waited for before the next one's loads start. (Many output elements of a few elements each: 4 x 16M FLOAT32 over
 // axis 0 took 0.2x torch.sum's time, an output element at a time: benchmarks/NOTES.md.)
 void short_units(uint group, uint groups) {
     const uint w = SHORT_WALK;
     uint items = param(SP_ITEMS), walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
     uint count = param(SP_COUNT), stride = param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u);
-    uint per = groups * gl_WorkGroupSize.x, units = SHORT_LOADS / max(w, 4u);
+    uint per = groups * gl_WorkGroupSize.x, units = REDUCE_SHORT_LOADS / max(w, 4u);
     for (uint first = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x; first < items; first += units * per) {
-        uvec2 v[SHORT_LOADS];
-        uint out_at[SHORT_LOADS / 4u];
+        uvec2 v[REDUCE_SHORT_LOADS];
+        uint out_at[REDUCE_SHORT_LOADS / 4u];
         for (uint k = 0u; k < units; ++k) {
             uint item = first + k * per, in_base = 0u;
             out_at[k] = 0u;

@@ -25,7 +25,7 @@ from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
 from ..errors import ValidationError
-from ..table.operators import REDUCE, REDUCE_FAMILY, ReduceFunction
+from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
@@ -57,8 +57,8 @@ _LANE_ELEMENTS = 64
 #: 65,536 rows 110 us with 16 lanes each, 91 with 4; 16,384 rows 34 and 28.5 us.
 _MIN_LANES = 4
 #: Walks short enough for REDUCE's short-walk pipeline (shaders/reduce.comp short_units: spec
-#: constant 2, the walk's length rounded up to one of these; 32 elements' loads in flight an
-#: invocation); float arithmetic (every float function but MIN, MAX, ARGMIN, ARGMAX) up to 8.
+#: constant 2, the walk's length rounded up to one of these; REDUCE_SHORT_LOADS elements' loads
+#: in flight an invocation); float arithmetic (every float function but MIN, MAX, ARGMIN, ARGMAX) up to 8.
 #: On an H200 (benchmarks/NOTES.md, session 13), over axis 0: FLOAT32 MAX of 4 x 16M took 954 us
 #: an output element at a time and 284 in it, INT32 SUM of 2 x 32M 2,331 and 415, FLOAT32 SUM
 #: of 3 x 16M 616 and 384; FLOAT32 SUM of 16 x 4M 242 and 258 (so floats keep it to 8).
@@ -283,16 +283,12 @@ class CompiledSelection:
             source = tensors[0]
             across = walks_across(source.sizes, source.effective_strides, self.attributes["Axes"])
             self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
-            self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True))
-            selects = self.attributes["Function"] in (ReduceFunction.MIN, ReduceFunction.MAX) + REDUCE.index_functions
-            self.short_walk = short = short_walk(self.shape, self.walked, across, cpu,
-                                                 in_type.is_float and not selects)
+            arithmetic = in_type.is_float and self.attributes["Function"] not in PICKING_FUNCTIONS
+            self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
                 self._own_program = Program(self.variant.name, self._program.spirv,
                                             np.array(spec + [short], dtype=np.uint32), self._program.push_words)
-                grid = (min(_MAX_GROUPS, max(1, math.ceil(items * short / (32 * self._group)))), 1, 1)
-                self._passes = self._passes._replace(passes=tuple(
-                    (offset, grid, *rest) for offset, _, *rest in self._passes.passes))
+            self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True, short_walk=short))
         else:
             self.shape, self.short_walk = None, 0
             self._passes = self.upload(self.top_k_passes())
@@ -302,7 +298,7 @@ class CompiledSelection:
 
     def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
                       count: int | None = None, to_states: bool = False, in_base: int = 0,
-                      out_base: int = 0, merge_last: bool = False) -> list:
+                      out_base: int = 0, merge_last: bool = False, short_walk: int = 0) -> list:
         """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
         writing states and a second merging them; `merge_last`: where the merge is one
         workgroup's, the first's last workgroup merges (one dispatch: its state buffer needs
@@ -310,7 +306,8 @@ class CompiledSelection:
         (dmlgpu/api/selection_spans.py): `descs`/`attributes` describe the piece, `to_states`
         writes its chunks' states and stops, `index_base` is its first walked element's index,
         `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
-        offsets of the input and output."""
+        offsets of the input and output. `short_walk`: the dispatch runs the short-walk
+        pipeline (one pass; an invocation takes REDUCE_SHORT_LOADS / short_walk output elements)."""
         modes = kernels.SELECT_MODES
         descs = self._descs if descs is None else descs
         attributes = self.attributes if attributes is None else attributes
@@ -320,7 +317,8 @@ class CompiledSelection:
         mode = modes["REDUCE_TO_STATES"] if shape.chunks > 1 or to_states else 0
         first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
                                     chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
-        passes = [Pass(first, _groups(items * shape.chunks, shape.lanes, self._group), mode)]
+        units = math.ceil(items * short_walk / kernels.REDUCE_SHORT_LOADS) if short_walk else items * shape.chunks
+        passes = [Pass(first, _groups(units, shape.lanes, self._group), mode)]
         if shape.chunks > 1 and not to_states:
             combine = self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
                                         **bases)

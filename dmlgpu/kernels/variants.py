@@ -62,6 +62,10 @@ TOP_K_SORT_STEPS = {"TOP_K_FIRST": 0, "TOP_K_FOLD": 1, "TOP_K_EXCHANGE": 2, "TOP
 #: (shaders/top_k.comp). Shorter sequences, or a larger K, get one invocation each.
 TOP_K_GROUP_SLOTS = 1024
 TOP_K_GROUP_WALK = 4096
+#: Elements a REDUCE short-walk invocation loads before it adds them (shaders/reduce.comp
+#: short_units: REDUCE_SHORT_LOADS / SHORT_WALK output elements' walks; the grid:
+#: dmlgpu/kernels/compiled_selection.py).
+REDUCE_SHORT_LOADS = 32
 MAX_DIMS = 8
 WORKGROUP_SIZE = 256
 #: Grids are a power of two of workgroups, at most this many; invocations stride over the rest.
@@ -193,6 +197,7 @@ def abi_glsl() -> str:
         "MAX_DIMS": MAX_DIMS,
         "SELECTION_WORKGROUP_SIZE": SELECTION_WORKGROUP_SIZE,
         "TOP_K_GROUP_SLOTS": f"{TOP_K_GROUP_SLOTS}u",
+        "REDUCE_SHORT_LOADS": f"{REDUCE_SHORT_LOADS}u",
         "SEARCH_HIST_BINS": SEARCH_HIST_BINS,
         "SEARCH_HIST_QUERIES": SEARCH_HIST_QUERIES,
         "SEARCH_DIGIT_BITS": SEARCH_DIGIT_BITS,

@@ -327,6 +327,8 @@ _WIDE = FLOATS_UP_TO_32 + (DataType.INT64, DataType.INT32, DataType.UINT64, Data
 _NARROW = FLOATS_UP_TO_32 + (DataType.INT32, DataType.UINT32)
 _INDICES = (DataType.INT64, DataType.INT32, DataType.UINT64, DataType.UINT32)
 _ARG = (F.ARGMAX, F.ARGMIN)
+#: REDUCE's functions that pick an element by the order of encodings (no arithmetic on values).
+PICKING_FUNCTIONS = _ARG + (F.MAX, F.MIN)
 REDUCE = _declare(Operator(
     "REDUCE", 55, "reduce", ("InputTensor",),
     # The page's "Tensor support according to function": each group has levels of its own.
@@ -400,7 +402,8 @@ SELECTIONS: tuple[Operator, ...] = tuple(op for op in TABLE if op.family != ELEM
 BY_SHORT = {op.short: op for op in TABLE}
 #: The rows are exported under their names (`BIT_XOR`, ...) with the table's helpers; a new row
 #: needs no edit here.
-__all__ = ["BY_SHORT", "DIMS_1_TO_8", "DIMS_4", "LevelSupport", "NORM_ORDERS", "OPERATORS", "REDUCE_NAMES",
+__all__ = ["BY_SHORT", "DIMS_1_TO_8", "DIMS_4", "LevelSupport", "NORM_ORDERS", "OPERATORS", "PICKING_FUNCTIONS",
+           "REDUCE_NAMES",
            "SELECTIONS", "TABLE", "Operator",
            "Attribute", "AxisDirection", "ReduceFunction", "Peer", "field_name", "level_texts", "support_table",
            *sorted(name for name, value in globals().items() if isinstance(value, Operator))]
