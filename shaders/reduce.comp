@@ -59,8 +59,15 @@ void load_four(uint e, out uvec2 v[4]) {
 #endif
 }
 
+// Set where the device flushes float32 subnormals to zero (compiled_selection.flushes_subnormals:
+// NVIDIA's drivers): a float sum's fast loops, which scale their terms by a float multiply,
+// then also look for subnormal terms, and a lane that meets one adds its terms one by one
+// (sums_add scales a subnormal from its bits).
+layout(constant_id = 3) const bool FLUSHES = false;
+
 #if IN_KIND == KIND_FLOAT && IN_BITS == 32
-// One block's four terms added to the four components' triples (s, c1, c2); their magnitudes.
+// One block's four terms added to the four components' triples (s, c1, c2), scaled as the first
+// triple holds them (reduce_acc.glsl: sums_shift); their magnitudes.
 vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
     vec4 m = ACC_FUNCTION == RED_L1 ? abs(x) : x;
     if (acc_squares()) {
@@ -69,9 +76,14 @@ vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
         triple_add4(s, c1, c2, p);
         triple_add4(s, c1, c2, e);
     } else {
-        triple_add4(s, c1, c2, m);
+        triple_add4(s, c1, c2, m * 4294967296.0);  // 2^sums_shift(): exact but where flushed
     }
     return abs(m);
+}
+
+// Whether a block holds a subnormal term the fast loops would have flushed (FLUSHES).
+bool flushed_block(vec4 x) {
+    return FLUSHES && !acc_squares() && any(lessThan((floatBitsToUint(x) & 0x7FFFFFFFu) - 1u, uvec4(0x007FFFFFu)));
 }
 
 // One block of a single-dimension walk, from walked element b: four terms (uint words of 32-bit
@@ -91,21 +103,29 @@ vec4 float_block(uint at, uint in_base, uint b, uint stride, bool vector) {
 // sites pass `vector` as a constant: each inlined copy keeps one kind of load.)
 Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, uint stride, bool vector) {
     vec4 s = vec4(-0.0), c1 = vec4(-0.0), c2 = vec4(-0.0);
-    float limit = acc_squares() ? TWO_POW_48 : TWO_POW_64;
+    float limit = sums_limit();
     uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
     if (WIDE_LOADS) {
         // The largest term magnitude is kept as it goes and judged once; where a term is huge
         // or not finite (a NaN reaches s), the lane starts again with the loops below, so the
         // bits are the generic path's either way.
         vec4 largest = vec4(0.0);
+        uvec4 least = uvec4(0xFFFFFFFFu);  // (FLUSHES) the least nonzero magnitude's bits, less 1
         for (; b + 7u * step + 4u <= end; b += 8u * step) {
             vec4 x[8];
             for (uint k = 0u; k < 8u; ++k) x[k] = float_block(at, in_base, b + k * step, stride, vector);
-            for (uint k = 0u; k < 8u; ++k) largest = max(largest, sums_block(s, c1, c2, x[k]));
+            for (uint k = 0u; k < 8u; ++k) {
+                largest = max(largest, sums_block(s, c1, c2, x[k]));
+                if (FLUSHES) least = min(least, (floatBitsToUint(x[k]) & 0x7FFFFFFFu) - 1u);
+            }
         }
-        for (; b + 4u <= end; b += step)
-            largest = max(largest, sums_block(s, c1, c2, float_block(at, in_base, b, stride, vector)));
-        if (!all(lessThan(largest, vec4(limit))) || any(isnan(s))) {
+        for (; b + 4u <= end; b += step) {
+            vec4 x = float_block(at, in_base, b, stride, vector);
+            largest = max(largest, sums_block(s, c1, c2, x));
+            if (FLUSHES) least = min(least, (floatBitsToUint(x) & 0x7FFFFFFFu) - 1u);
+        }
+        bool subnormal = FLUSHES && !acc_squares() && any(lessThan(least, uvec4(0x007FFFFFu)));
+        if (!all(lessThan(largest, vec4(limit))) || any(isnan(s)) || subnormal) {
             s = vec4(-0.0); c1 = vec4(-0.0); c2 = vec4(-0.0);
             b = start + 4u * lane;
         }
@@ -113,7 +133,7 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
     Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());  // (live from here on)
     for (; b + 4u <= end; b += step) {
         vec4 x = float_block(at, in_base, b, stride, vector);
-        if (!all(lessThan(abs(x), vec4(limit)))) break;  // (a NaN too): element by element below
+        if (!all(lessThan(abs(x), vec4(limit))) || flushed_block(x)) break;  // (a NaN too): element by element below
         sums_block(s, c1, c2, x);
     }
     for (; b + 4u <= end; b += step) {  // from the first block with a huge or non-finite term

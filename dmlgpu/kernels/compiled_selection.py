@@ -29,7 +29,7 @@ from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "Pass", "Passes",
+__all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "flushes_subnormals", "Pass", "Passes",
            "ReduceShape", "reduce_shape", "selection_params", "short_walk", "walks_across"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
@@ -109,6 +109,14 @@ def reduce_shape(items: int, walked: int, is_cpu: bool, across: bool = False) ->
     chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
     chunks = math.ceil(walked / chunk)
     return ReduceShape(lanes, chunk, chunks, min(group, _floor_pow2(chunks // 4)))
+
+
+def flushes_subnormals(device) -> bool:
+    """Whether `device` flushes float32 subnormals to zero in its kernels: a GPU whose driver
+    cannot be asked to keep them (NVIDIA's 580 drivers offer DenormPreserve for 16-bit floats
+    only; CPU drivers keep them). REDUCE's float sums then look for subnormal terms in their fast
+    loops (shaders/reduce.comp FLUSHES) and add them from their bits."""
+    return not device.is_cpu and 32 not in device.properties["denorm_preserve"]
 
 
 def short_walk(shape: ReduceShape, walked: int, across: bool, is_cpu: bool, float_arithmetic: bool = False) -> int:
@@ -274,7 +282,10 @@ class CompiledSelection:
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
         cpu = bool(device.is_cpu)
         self._group = REDUCE_GROUP[cpu]  # REDUCE's workgroup size: the pipeline's and its grids'
-        spec = [int(WIDE_LOADS[cpu]), self._group] if op.family == REDUCE_FAMILY else []
+        # REDUCE's specialization constants by constant_id: WIDE_LOADS, the workgroup size,
+        # SHORT_WALK (0 here: the general pipeline), FLUSHES.
+        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device))] \
+            if op.family == REDUCE_FAMILY else []
         self._program = self._own_program = Program(self.variant.name, spirv.load(self.variant.name),
                                                     np.array(spec, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
@@ -286,8 +297,9 @@ class CompiledSelection:
             arithmetic = in_type.is_float and self.attributes["Function"] not in PICKING_FUNCTIONS
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
+                spec[2] = short
                 self._own_program = Program(self.variant.name, self._program.spirv,
-                                            np.array(spec + [short], dtype=np.uint32), self._program.push_words)
+                                            np.array(spec, dtype=np.uint32), self._program.push_words)
             self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True, short_walk=short))
         else:
             self.shape, self.short_walk = None, 0

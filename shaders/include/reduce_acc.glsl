@@ -14,10 +14,16 @@
 //     element replaces it when its order key is better, or equal with a lower index;
 //   floats SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM: the sum of the terms (x, |x|, x^2) as a
 //     float triple (compensated.glsl; squares exact by Dekker's product), and a second triple
-//     for the terms of magnitude 2^64 (squares of 2^48) and more, scaled by 2^-64 (2^-160), so
+//     for the terms of magnitude 2^62 (squares of 2^48) and more, scaled by 2^-64 (2^-160), so
 //     that no partial sum overflows; an infinite or NaN term is added to the second's first float
 //     plainly and makes it non-finite, the result then being that float (IEEE's rules: NaN, or
-//     inf - inf = NaN);
+//     inf - inf = NaN). The first triple holds x and |x| scaled by 2^32 (SUMS_SHIFT), taken
+//     from their bits where x is subnormal: every term, partial sum and rounding error is then a
+//     multiple of 2^-117, a normal float, so a GPU that flushes float32 subnormals to zero
+//     (NVIDIA's, which offer no DenormPreserve for 32 bits) adds them exactly too, and the
+//     scaling changes no bit where subnormals are kept (a power of two; nothing crosses the
+//     subnormal range either way); a result in the subnormal range is rounded from its bits
+//     (acc_out_pair). Terms under 2^62 times 2^32, fewer than 2^32 of them, stay under 2^126;
 //   LOG_SUM_EXP: the largest finite element m, the sum of exp(x - m) as a pair, flags (NaN, +inf);
 //   float MULTIPLY: the product's mantissa as a pair in [0.5, 1), its exponent, flags (the sign,
 //     a zero, an infinity, a NaN): no partial product overflows or underflows.
@@ -38,6 +44,7 @@
 #define ACC_INF uintBitsToFloat(0x7F800000u)
 #define ACC_NAN uintBitsToFloat(0x7FC00000u)
 #define TWO_POW_48 2.8147498e14
+#define TWO_POW_62 4.6116860e18
 
 bool acc_selects() {
     return ACC_FUNCTION == RED_ARGMAX || ACC_FUNCTION == RED_ARGMIN || ACC_FUNCTION == RED_MAX
@@ -82,9 +89,23 @@ Acc acc_empty() {
 }
 
 // -- the float sums ---------------------------------------------------------------------------
-// x: the triple of the terms under 2^64 (squares: of elements under 2^48); y: of the others,
-// scaled by 2^-64 (squares: elements scaled by 2^-80), or the plain sum of the non-finite terms.
+// x: the triple of the terms under 2^62, scaled by 2^SUMS_SHIFT (squares: of elements under 2^48,
+// not scaled); y: of the others, scaled by 2^-64 (squares: elements scaled by 2^-80), or the
+// plain sum of the non-finite terms.
 float sums_term(float x) { return acc_squares() ? x * x : ACC_FUNCTION == RED_L1 ? abs(x) : x; }
+// The first triple's scale, as a power of two (see the states above).
+int sums_shift() { return acc_squares() ? 0 : 32; }
+// The magnitude from which a term goes to the second triple.
+float sums_limit() { return acc_squares() ? TWO_POW_48 : TWO_POW_62; }
+// A term of the first triple (|x| < 2^62) times 2^sums_shift(), exactly: a subnormal from its
+// bits (a float multiply would see zero where the GPU flushes subnormals).
+float sums_scaled(float x) {
+    if (acc_squares()) return x;
+    uint b = floatBitsToUint(x);
+    if ((b & 0x7F800000u) != 0u) return x * 4294967296.0;
+    precise float m = float(b & 0x007FFFFFu) * pow2(-117);  // (a zero keeps its sign below)
+    return uintBitsToFloat(floatBitsToUint(m) | (b & 0x80000000u));
+}
 
 Acc sums_add_big(Acc a, float x) {
     float bs = acc_f(a.y.x);
@@ -113,8 +134,8 @@ Acc sums_add(Acc a, float x) {
         }
     } else {
         float term = ACC_FUNCTION == RED_L1 ? abs(x) : x;
-        if (abs(term) < TWO_POW_64) {  // (false for NaN)
-            small = triple_add(small, term);
+        if (abs(term) < TWO_POW_62) {  // (false for NaN; true for a flushed subnormal)
+            small = triple_add(small, sums_scaled(term));
             return Acc(uvec4(acc_u(small.x), acc_u(small.y), acc_u(small.z), 0u), a.y);
         }
     }
@@ -134,14 +155,28 @@ Acc sums_merge(Acc a, Acc b) {
     return Acc(small, acc_words(triple_merge(acc_triple(a.y), acc_triple(b.y))));
 }
 
-// The output bits of the real number a * 2^scale (scale >= 0), rounded once.
+// The output bits of the real number a * 2^scale, rounded once (a normalised pair: |a.y| at
+// most half an ulp of a.x; scale in [-252, 254]). A FLOAT32 result under 2^-126 is rounded to
+// a multiple of 2^-149 from a's bits (ties to even; a.y decides where a.x lies on a tie), with
+// no float subnormal made, so a GPU that flushes them rounds it as IEEE says too.
 uvec2 acc_out_pair(vec2 a, int scale) {
     if (ACC_OUT_BITS == 16u) {
         if (scale > 0 && a.x != 0.0) return uvec2((acc_u(a.x) >> 16) & 0x8000u | 0x7C00u, 0u);
+        if (scale < 0) a = pair_scale(a, scale);  // (exact, or far under FLOAT16's least subnormal)
         return uvec2(pair_to_half(a), 0u);
+    }
+    uint bits = acc_u(a.x), magnitude = bits & 0x7FFFFFFFu;
+    if (scale < 0 && magnitude != 0u && magnitude < 0x7F800000u && int(magnitude >> 23) - 127 < -126 - scale) {
+        vec2 q = pair_scale(a, 149 + scale);  // in units of 2^-149: under 2^23, exactly
+        precise float r = roundEven(q.x);
+        precise float t = q.x - r;
+        if (t == 0.5 && q.y > 0.0) r += 1.0;
+        else if (t == -0.5 && q.y < 0.0) r -= 1.0;
+        return uvec2((bits & 0x80000000u) | uint(abs(r)), 0u);  // (2^23 units: the least normal float)
     }
     float r = pair_round(a);
     if (scale > 0) r = r * pow2(min(scale, 127)) * pow2(max(scale - 127, 0));
+    if (scale < 0) r = r * pow2(max(scale, -126)) * pow2(min(scale + 126, 0));
     return uvec2(acc_u(r), 0u);
 }
 
@@ -162,16 +197,19 @@ uvec2 sums_result(Acc a, uint count) {
         return acc_out_float(nan_result ? ACC_NAN : bs);
     }
     vec2 small = triple_pair(acc_triple(a.x)), big = triple_pair(acc_triple(a.y));
-    int scale = 0;
+    int shift = sums_shift(), scale = -shift;  // the result is w * 2^scale
     vec2 w = small;
     if (big.x != 0.0) {
         int big_scale = acc_squares() ? 160 : 64;
         // Beyond this the total passes the float range: it is kept scaled.
         if (abs(big.x) >= (acc_squares() ? pow2(-32) : TWO_POW_64)) {
-            w = pair_add(big, pair_scale(small, -big_scale));
+            w = pair_add(big, pair_scale(small, -big_scale - shift));
             scale = big_scale;
+        } else if (shift > 0 && abs(big.x) >= pow2(30)) {  // (in the first triple's units past 2^126)
+            w = pair_add(pair_scale(big, big_scale), pair_scale(small, -shift));
+            scale = 0;
         } else {
-            w = pair_add(pair_scale(big, big_scale), small);
+            w = pair_add(pair_scale(big, big_scale + shift), small);
         }
     }
     if (w.y != 0.0) w = two_sum(w.x, w.y);
@@ -182,9 +220,12 @@ uvec2 sums_result(Acc a, uint count) {
     }
     if (w.x == 0.0) return acc_out_pair(w, 0);  // a zero keeps its sign (the sum of -0.0s is -0.0)
     if (ACC_FUNCTION == RED_AVERAGE) {
-        if (scale == 0 && abs(w.x) >= pow2(100)) {  // (the quotient's split must not overflow)
+        if (scale <= 0 && abs(w.x) >= pow2(100)) {  // (the quotient's split must not overflow)
             w = pair_scale(w, -64);
-            scale = 64;
+            scale += 64;
+        } else if (abs(w.x) < 1.0) {  // (nor its rounding errors go under 2^-126: at least 2^-117 * 2^96)
+            w = pair_scale(w, 96);
+            scale -= 96;
         }
         return acc_out_pair(pair_div(w, acc_count(count)), scale);
     }
@@ -277,9 +318,8 @@ uvec2 product_result(uvec4 a) {
         if (e > 17) return acc_out_float(sign * ACC_INF);
         return uvec2(pair_to_half(pair_scale(m, e)), 0u);
     }
-    float r = pair_round(m);  // in [0.5, 1]: scaled exactly unless the product is subnormal
-    float scaled = e >= -125 ? r * pow2(min(e, 127)) * pow2(max(e - 127, 0)) : r * pow2(e + 64) * pow2(-64);
-    return uvec2(acc_u(scaled), 0u);
+    if (m.y != 0.0) m = two_sum(m.x, m.y);
+    return acc_out_pair(m, e);  // (a subnormal product rounded from its bits)
 }
 
 // -- every function --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import flushes_float32_subnormals, POISON
+from conftest import POISON
 
 import dmlgpu
 from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
@@ -212,6 +212,45 @@ def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
             assert testing.same_bits(got, reference_reduce(data, function, axes)), (wide, axes)
 
 
+@pytest.mark.parametrize("function", [F.SUM, F.AVERAGE, F.L1, F.LOG_SUM, F.SUM_SQUARE], ids=lambda f: f.name)
+def test_subnormal_terms_where_the_device_flushes_them(device, rng, monkeypatch, function):
+    """Float sums whose terms are subnormal, a few among normal ones that cancel, or all of them,
+    with the fast loops told that the device flushes subnormals (shaders/reduce.comp FLUSHES, set
+    on NVIDIA's GPUs): a lane that meets one adds its terms from their bits, and the result, in
+    the subnormal range too, is the reference's bits. Along rows (contiguous walks, lanes sharing
+    a chunk) and down columns (strided walks, a lane per chunk); with the device's own loads and
+    with eight blocks in flight."""
+    from dmlgpu.kernels import compiled_selection
+    tiny = np.finfo(np.float32).tiny
+    n = 40_003
+    x = np.empty((4, n), np.float32)
+    x[0] = rng.integers(1, 1 << 23, n).astype(np.uint32).view(np.float32) * rng.choice([-1, 1], n)  # all subnormal
+    half = rng.normal(0, 1, n // 2).astype(np.float32)
+    x[1] = np.concatenate([half, [3 * tiny / 8], -half[::-1]])  # normal terms that cancel, and one subnormal
+    x[2] = rng.normal(0, 1, n).astype(np.float32)  # normal terms only: the fast loops' bits
+    x[3] = (rng.integers(1, 16, n) * rng.choice([-1, 1], n)).astype(np.float32) * np.float32(2.0 ** -149)
+    if function in (F.L1, F.LOG_SUM):
+        x = np.abs(x)
+    monkeypatch.setattr(compiled_selection, "flushes_subnormals", lambda device: True)
+    cases = [(x, (1,)), (np.ascontiguousarray(x.T), (0,))]
+    for wide, group in ((compiled_selection.WIDE_LOADS[device.is_cpu], compiled_selection.REDUCE_GROUP[device.is_cpu]),
+                        (not compiled_selection.WIDE_LOADS[device.is_cpu], 64)):
+        monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
+        monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
+        for data, axes in cases:
+            out_shape = tuple(1 if d in axes else k for d, k in enumerate(data.shape))
+            desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, data.shape), TensorDesc(DataType.FLOAT32, out_shape),
+                                      function, axes)
+            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+            source, out = device.upload(data), device.upload(np.full(16, POISON, np.uint8))
+            compiled.execute([Binding(source)], [Binding(out)])
+            got = out.read()[:16].view(np.float32).reshape(out_shape)
+            want = reference_reduce(data, function, axes)
+            assert testing.same_bits(got, want), (wide, axes, got, want)
+    if function in (F.SUM, F.AVERAGE, F.L1):  # the data reach the subnormal range's results
+        assert np.any((want != 0) & (np.abs(want) < tiny))
+
+
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.float32), (F.L2, np.float32), (F.AVERAGE, np.float16),
                                              (F.MAX, np.float32), (F.ARGMIN, np.int8), (F.SUM, np.int64),
                                              (F.MULTIPLY, np.float32), (F.LOG_SUM_EXP, np.float32)],
@@ -362,6 +401,13 @@ NAN, INF = np.nan, np.inf
     (F.SUM, [-0.0, -0.0], F32, -0.0),
     (F.SUM, [-0.0, 0.0], F32, 0.0),
     (F.SUM, [1e-45, 1e-45, 3e-45], F32, 5.6e-45),  # subnormals add exactly
+    (F.SUM, [1.0, 1e-45, -1.0], F32, 1e-45),  # and are kept beside normal terms that cancel
+    (F.SUM, [-3e-39, 1e-39, -1e-45], F32, -2e-39),
+    (F.AVERAGE, [3e-45, 0.0], F32, 1.4e-45),  # 1.5 units of 2^-149: a tie, to even (2^-148)
+    (F.AVERAGE, [1e-38, 2e-38, 3e-38, 1e-45], F32, 1.5e-38),
+    (F.L1, [-1e-45, 1e-45], F32, 2.8e-45),
+    (F.MULTIPLY, [1e-20, 1e-20, 1e-5], F32, 1e-45),  # a product in the subnormal range
+    (F.MULTIPLY, [3e-39, 0.5], F32, 1.5e-39),
     (F.SUM, [60000.0, 60000.0, -60000.0], F16, 60000.0),  # FLOAT16 accumulates in float32
     (F.SUM, [60000.0, 6000.0], F16, INF),  # and rounds once: to inf
     (F.AVERAGE, [3e38, 3e38], F32, 3e38),
@@ -380,8 +426,6 @@ NAN, INF = np.nan, np.inf
 ], ids=lambda v: str(v) if not isinstance(v, list) else None)
 def test_special_values(device, function, values, dtype, expected):
     x = np.array(values, dtype)
-    if dtype == F32 and np.any((x != 0) & (abs(x) < np.finfo(np.float32).tiny)) and flushes_float32_subnormals(device):
-        pytest.xfail(f"{device.name} flushes FLOAT32 subnormals (no DenormPreserve for 32-bit floats)")
     got = _run(device, x, function, (0,), DataType.from_numpy(x.dtype)).reshape(())
     want = np.array(expected, dtype)
     if np.isnan(want) or np.isinf(want) or want == 0:

@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-from conftest import flushes_float32_subnormals
 
 import dmlgpu
 from dmlgpu.table.operators import ReduceFunction
@@ -84,8 +83,6 @@ def _id(case):
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_no_less_accurate_than_numpy(case, rng, device):
     function, kind, n, dtype = case
-    if kind == "subnormal" and flushes_float32_subnormals(device):
-        pytest.xfail(f"{device.name} flushes FLOAT32 subnormals (no DenormPreserve for 32-bit floats)")
     peer, exact = PEERS[function]
     rows = 3 if n <= 4097 else 1  # several output elements, each its own walk
     x = np.stack([_data(kind, n, dtype, rng) for _ in range(rows)])
