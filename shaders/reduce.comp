@@ -81,10 +81,15 @@ vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
     return abs(m);
 }
 
-// Whether a block holds a subnormal term the fast loops would have flushed (FLUSHES).
-bool flushed_block(vec4 x) {
-    return FLUSHES && !acc_squares() && any(lessThan((floatBitsToUint(x) & 0x7FFFFFFFu) - 1u, uvec4(0x007FFFFFu)));
+// Where the fast loops look for subnormal terms (FLUSHES; squares are not scaled).
+bool sums_look() { return FLUSHES && !acc_squares(); }
+// The least of a block's keys (2 |x|'s bits - 2, wrapping: zeros are the largest keys), and
+// whether a key is a subnormal's (below 2^24 - 2, a normal float's least).
+uint subnormal_key(vec4 x) {
+    uvec4 k = (floatBitsToUint(x) << 1) - 2u;
+    return min(min(k.x, k.y), min(k.z, k.w));
 }
+bool subnormal_in(uint least_key) { return least_key < 0x00FFFFFEu; }
 
 // One block of a single-dimension walk, from walked element b: four terms (uint words of 32-bit
 // floats). `vector`: the walk is contiguous and aligned (one 16-byte load at `at` + b / 4); else
@@ -110,22 +115,21 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
         // or not finite (a NaN reaches s), the lane starts again with the loops below, so the
         // bits are the generic path's either way.
         vec4 largest = vec4(0.0);
-        uvec4 least = uvec4(0xFFFFFFFFu);  // (FLUSHES) the least nonzero magnitude's bits, less 1
+        uint least = 0xFFFFFFFFu;  // (sums_look) the least subnormal_key
         for (; b + 7u * step + 4u <= end; b += 8u * step) {
             vec4 x[8];
             for (uint k = 0u; k < 8u; ++k) x[k] = float_block(at, in_base, b + k * step, stride, vector);
             for (uint k = 0u; k < 8u; ++k) {
                 largest = max(largest, sums_block(s, c1, c2, x[k]));
-                if (FLUSHES) least = min(least, (floatBitsToUint(x[k]) & 0x7FFFFFFFu) - 1u);
+                if (sums_look()) least = min(least, subnormal_key(x[k]));
             }
         }
         for (; b + 4u <= end; b += step) {
             vec4 x = float_block(at, in_base, b, stride, vector);
             largest = max(largest, sums_block(s, c1, c2, x));
-            if (FLUSHES) least = min(least, (floatBitsToUint(x) & 0x7FFFFFFFu) - 1u);
+            if (sums_look()) least = min(least, subnormal_key(x));
         }
-        bool subnormal = FLUSHES && !acc_squares() && any(lessThan(least, uvec4(0x007FFFFFu)));
-        if (!all(lessThan(largest, vec4(limit))) || any(isnan(s)) || subnormal) {
+        if (!all(lessThan(largest, vec4(limit))) || any(isnan(s)) || (sums_look() && subnormal_in(least))) {
             s = vec4(-0.0); c1 = vec4(-0.0); c2 = vec4(-0.0);
             b = start + 4u * lane;
         }
@@ -133,12 +137,12 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
     Acc big[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());  // (live from here on)
     for (; b + 4u <= end; b += step) {
         vec4 x = float_block(at, in_base, b, stride, vector);
-        if (!all(lessThan(abs(x), vec4(limit))) || flushed_block(x)) break;  // (a NaN too): element by element below
+        if (!all(lessThan(abs(x), vec4(limit))) || (sums_look() && subnormal_in(subnormal_key(x)))) break;  // (a NaN too): element by element below
         sums_block(s, c1, c2, x);
     }
     for (; b + 4u <= end; b += step) {  // from the first block with a huge or non-finite term
         vec4 x = float_block(at, in_base, b, stride, vector);
-        if (ACC_FUNCTION == RED_L1) x = abs(x);
+        if (ACC_FUNCTION == RED_L1) x = uintBitsToFloat(floatBitsToUint(x) & 0x7FFFFFFFu);  // (abs() may flush)
         for (uint q = 0u; q < 4u; ++q) {
             Acc a = sums_add(Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y), x[q]);
             s[q] = acc_f(a.x.x);

@@ -93,6 +93,8 @@ Acc acc_empty() {
 // not scaled); y: of the others, scaled by 2^-64 (squares: elements scaled by 2^-80), or the
 // plain sum of the non-finite terms.
 float sums_term(float x) { return acc_squares() ? x * x : ACC_FUNCTION == RED_L1 ? abs(x) : x; }
+// |x| from its bits (abs() may flush a subnormal to zero first).
+float bits_abs(float x) { return uintBitsToFloat(floatBitsToUint(x) & 0x7FFFFFFFu); }
 // The first triple's scale, as a power of two (see the states above).
 int sums_shift() { return acc_squares() ? 0 : 32; }
 // The magnitude from which a term goes to the second triple.
@@ -133,7 +135,7 @@ Acc sums_add(Acc a, float x) {
             return Acc(uvec4(acc_u(small.x), acc_u(small.y), acc_u(small.z), 0u), a.y);
         }
     } else {
-        float term = ACC_FUNCTION == RED_L1 ? abs(x) : x;
+        float term = ACC_FUNCTION == RED_L1 ? bits_abs(x) : x;
         if (abs(term) < TWO_POW_62) {  // (false for NaN; true for a flushed subnormal)
             small = triple_add(small, sums_scaled(term));
             return Acc(uvec4(acc_u(small.x), acc_u(small.y), acc_u(small.z), 0u), a.y);
