@@ -167,8 +167,10 @@ uvec2 acc_out_pair(vec2 a, int scale) {
         if (scale < 0) a = pair_scale(a, scale);  // (exact, or far under FLOAT16's least subnormal)
         return uvec2(pair_to_half(a), 0u);
     }
+    // (Squares never come with a negative scale: their code, which every lane's registers pay
+    // for, keeps none of this.)
     uint bits = acc_u(a.x), magnitude = bits & 0x7FFFFFFFu;
-    if (scale < 0 && magnitude != 0u && magnitude < 0x7F800000u && int(magnitude >> 23) - 127 < -126 - scale) {
+    if (!acc_squares() && scale < 0 && magnitude != 0u && magnitude < 0x7F800000u && int(magnitude >> 23) - 127 < -126 - scale) {
         vec2 q = pair_scale(a, 149 + scale);  // in units of 2^-149: under 2^23, exactly
         precise float r = roundEven(q.x);
         precise float t = q.x - r;
@@ -178,7 +180,7 @@ uvec2 acc_out_pair(vec2 a, int scale) {
     }
     float r = pair_round(a);
     if (scale > 0) r = r * pow2(min(scale, 127)) * pow2(max(scale - 127, 0));
-    if (scale < 0) r = r * pow2(max(scale, -126)) * pow2(min(scale + 126, 0));
+    if (!acc_squares() && scale < 0) r = r * pow2(max(scale, -126)) * pow2(min(scale + 126, 0));
     return uvec2(acc_u(r), 0u);
 }
 
