@@ -234,8 +234,10 @@ def function_rows(device, nbytes) -> list:
 
 
 #: (rows, columns) of the short-walks sweep: 256 MiB of 32-bit elements reduced over axis 0,
-#: each output element from 2 to 16 of them (GPUs: compiled_selection.short_walk).
-SHORT_SHAPES = [(2, 1 << 25), (4, 1 << 24), (8, 1 << 23), (16, 1 << 22)]
+#: each output element from 2 to 16 of them (GPUs: compiled_selection.short_walk), and the step
+#: past each limit of the short pipeline: 9 rows (float sums leave it) and 17 (every function
+#: does), 144 and 272 MiB.
+SHORT_SHAPES = [(2, 1 << 25), (4, 1 << 24), (8, 1 << 23), (9, 1 << 22), (16, 1 << 22), (17, 1 << 22)]
 #: (function, input type, torch's) of the short-walks sweep.
 SHORT_FUNCTIONS = [("SUM", np.float32, "sum"), ("MAX", np.float32, "amax"), ("SUM", np.int32, "sum")]
 
