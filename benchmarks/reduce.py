@@ -12,7 +12,7 @@ Rows:
   where the data fits one buffer (a GPU: 4 GiB); against
   - the read floor: the fastest plain read of the same bytes measured in this run: a raw Vulkan
     kernel (below: eight `vec4` loads in flight in a grid-stride loop, an uncompensated sum per
-    invocation, the grid swept) and, with CuPy on an NVIDIA GPU, the same as a raw CUDA kernel (grid swept);
+    invocation, the grid swept; on a CPU device also one contiguous run per invocation) and, with CuPy on an NVIDIA GPU, the same as a raw CUDA kernel (grid swept);
     torch's device-to-device copy is reported beside it (it moves 2 x the bytes);
   - `torch.sum` of the same float32 data on the GPU (CUDA events, median), same run;
 - `call`: `dmlgpu.sum(t)` on a resident Tensor (+ synchronize), wall clock, against `np.sum` of the
@@ -80,6 +80,24 @@ void main() {
 }
 """
 
+#: The same read with each invocation taking one contiguous run of the data (the remainder by the
+#: first invocations' grid-stride tail): on lavapipe, whose invocations are SIMD lanes of one CPU
+#: thread, this was the fastest raw read (benchmarks/NOTES.md, session 14); on a GPU it is slow.
+READ_RUNS_KERNEL = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer In { vec4 x[]; };
+layout(std430, binding = 1) writeonly buffer Out { float o[]; };
+layout(push_constant) uniform P { uint n4, in_at, out_at; } p;
+void main() {
+    uint lanes = gl_NumWorkGroups.x * 64u, per = p.n4 / lanes;
+    uint i = gl_GlobalInvocationID.x * per, end = i + per;
+    vec4 s = vec4(0.0);
+    for (; i < end; ++i) s += x[p.in_at + i];
+    for (i = lanes * per + gl_GlobalInvocationID.x; i < p.n4; i += lanes) s += x[p.in_at + i];
+    o[p.out_at + gl_GlobalInvocationID.x] = s.x + s.y + s.z + s.w;
+}
+"""
+
 CUDA_READ = r"""extern "C" __global__ void read_sum(const float4* x, unsigned long long n4, float* out) {
     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
     #pragma unroll 4
@@ -91,11 +109,16 @@ CUDA_READ = r"""extern "C" __global__ void read_sum(const float4* x, unsigned lo
 
 
 def vulkan_read_seconds(device, source_buffer, nbytes) -> tuple[float, int]:
-    """GPU seconds of the raw Vulkan read of `nbytes` (READ_KERNEL), the best grid of a sweep."""
+    """GPU seconds of the raw Vulkan read of `nbytes`, the best of READ_KERNEL and (on a CPU
+    device) READ_RUNS_KERNEL over a sweep of grids: (seconds, workgroups; negative for the runs)."""
     from dmlgpu.runtime import Program, shader_compiler
-    program = Program("read_floor", shader_compiler.spirv(READ_KERNEL), np.zeros(0, np.uint32), 3)
+    programs = [(1, Program("read_floor", shader_compiler.spirv(READ_KERNEL), np.zeros(0, np.uint32), 3))]
+    if device.is_cpu:
+        programs.append((-1, Program("read_floor_runs", shader_compiler.spirv(READ_RUNS_KERNEL),
+                                     np.zeros(0, np.uint32), 3)))
     assert source_buffer.arena_offset % 16 == 0
     best = (math.inf, 0)
+    program = programs[0][1]
     def read(groups):
         out = device.allocate(groups * 64 * 4)
         return out, device.launch(program, (groups, 1, 1), [source_buffer, out],
@@ -105,9 +128,10 @@ def vulkan_read_seconds(device, source_buffer, nbytes) -> tuple[float, int]:
     end = time.perf_counter() + 2.0  # the clocks up from idle (an H200 idles at 345 MHz) before timing
     while time.perf_counter() < end:
         device.time_dispatches(warm, 20)
-    for groups in (64, 256, 1024, 2112, 4224, 8448, 16384, 65536):
-        out, launch = read(groups)
-        best = min(best, (float(np.median(device.time_dispatches(launch, 10))), groups))
+    for sign, program in programs:
+        for groups in (64, 256, 1024, 2112, 4224, 8448, 16384, 65536):
+            out, launch = read(groups)
+            best = min(best, (float(np.median(device.time_dispatches(launch, 10))), sign * groups))
     return best
 
 

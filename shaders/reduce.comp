@@ -269,8 +269,9 @@ Acc lane_states(uint item, uint lane, uint lanes) {
     return acc;
 }
 
-// Set on GPUs where the walk is one strided dimension of at most SHORT_WALK elements (4, 8 or
-// 16) that goes across, with one lane and one chunk an output element
+// Set on GPUs where the walk is one strided dimension that goes across, with one lane and one
+// chunk an output element, of at most 4 elements (SHORT_WALK 4) or longer (SHORT_WALK 32, in
+// rounds of 32 loads)
 // (dmlgpu/kernels/compiled_selection.py short_walk): main then runs short_units only, in a
 // pipeline of its own (the registers of reduce_units' loads in flight would halve its
 // occupancy, and short_units' those of every other cut's).
@@ -280,7 +281,9 @@ layout(constant_id = 2) const uint SHORT_WALK = 0u;
 // `groups`: an invocation loads REDUCE_SHORT_LOADS elements (abi.glsl), the walks of
 // REDUCE_SHORT_LOADS / SHORT_WALK output elements, first, then adds each in lane_elements' order
 // with one lane (element r to component r % 4, the components merged as (0 + 1) + (2 + 3)), so
-// one output element's latency is not waited for before the next one's loads start. (Many output elements of a few elements each: 4 x 16M FLOAT32 over
+// one output element's latency is not waited for before the next one's loads start. With
+// SHORT_WALK = REDUCE_SHORT_LOADS an invocation takes one output element, whose walk may be
+// longer: in rounds of that many loads, added in the same order. (Many output elements of a few elements each: 4 x 16M FLOAT32 over
 // axis 0 took 0.2x torch.sum's time, an output element at a time: benchmarks/NOTES.md.)
 void short_units(uint group, uint groups) {
     const uint w = SHORT_WALK;
@@ -290,6 +293,20 @@ void short_units(uint group, uint groups) {
     for (uint first = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x; first < items; first += units * per) {
         uvec2 v[REDUCE_SHORT_LOADS];
         uint out_at[REDUCE_SHORT_LOADS / 4u];
+        if (w >= REDUCE_SHORT_LOADS) {  // one output element an invocation, its walk in rounds of w loads
+            uint in_base = 0u;
+            outer_offsets(first, in_base, out_at[0]);
+            Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
+            for (uint base = 0u; base < walked; base += w) {
+                for (uint r = 0u; r < w; ++r)
+                    v[r] = base + r < walked ? load_value(in_base + (base + r) * stride) : uvec2(0u);
+                for (uint r = 0u; r < w; ++r)
+                    if (base + r < walked) acc[r % 4u] = acc_add(acc[r % 4u], v[r], index_base + base + r);
+            }
+            uvec2 result = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
+            STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at[0], result);
+            continue;
+        }
         for (uint k = 0u; k < units; ++k) {
             uint item = first + k * per, in_base = 0u;
             out_at[k] = 0u;

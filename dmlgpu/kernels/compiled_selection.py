@@ -56,14 +56,18 @@ _LANE_ELEMENTS = 64
 #: (reduce_shape). On an H200, FLOAT32 sums of rows of 1,024 (benchmarks/NOTES.md, session 12):
 #: 65,536 rows 110 us with 16 lanes each, 91 with 4; 16,384 rows 34 and 28.5 us.
 _MIN_LANES = 4
-#: Walks short enough for REDUCE's short-walk pipeline (shaders/reduce.comp short_units: spec
-#: constant 2, the walk's length rounded up to one of these; REDUCE_SHORT_LOADS elements' loads
-#: in flight an invocation); float arithmetic (every float function but MIN, MAX, ARGMIN, ARGMAX) up to 8.
-#: On an H200 (benchmarks/NOTES.md, session 13), over axis 0: FLOAT32 MAX of 4 x 16M took 954 us
-#: an output element at a time and 284 in it, INT32 SUM of 2 x 32M 2,331 and 415, FLOAT32 SUM
-#: of 3 x 16M 616 and 384; FLOAT32 SUM of 16 x 4M 242 and 258 (so floats keep it to 8).
-SHORT_WALKS = (4, 8, 16)
-_SHORT_FLOAT_WALK = 8
+#: REDUCE's short-walk pipeline (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
+#: at most 4 elements (an invocation loads the walks of REDUCE_SHORT_LOADS / 4 output elements
+#: first), REDUCE_SHORT_LOADS for longer ones, of any length: one output element an invocation,
+#: its walk in rounds of that many loads. Float arithmetic (every float function but MIN, MAX,
+#: ARGMIN, ARGMAX) takes only the first. On an H200 (benchmarks/NOTES.md, session 14), over axis
+#: 0: FLOAT32 MAX of 16 x 4M took 297 us in the general pipeline, 204 with two output elements
+#: of 16 an invocation, 114 with one in rounds; INT32 SUM 286, 231 and 70; the rounds won at
+#: every length from 5 to 1,024 rows (1,024 x 64K: MAX 115 and 80 us, INT32 SUM 88 and 71). Float
+#: sums lost in rounds (FLOAT32 SUM of 8 x 8M: 304 us general, 361 in rounds) and gain with the
+#: walks of 4 (4 x 16M: 509 and 448 us).
+SHORT_WALKS = (4, kernels.REDUCE_SHORT_LOADS)
+_SHORT_FLOAT_WALK = 4
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each: 2 MiB): a
 #: walk `across` output elements of 1,024 wants 64 chunks each on a GPU.
 MAX_STATES = 1 << 16
@@ -121,15 +125,15 @@ def flushes_subnormals(device) -> bool:
 
 def short_walk(shape: ReduceShape, walked: int, across: bool, is_cpu: bool, float_arithmetic: bool = False) -> int:
     """REDUCE's SHORT_WALK specialization for this cut (0: the general pipeline): on a GPU, a
-    walk `across` of at most 16 elements (`float_arithmetic`, a float function other than
-    MIN/MAX/ARGMIN/ARGMAX: 8), one lane and one chunk an output element (many output elements
-    of a few elements each), gets the short-walk pipeline for the smallest of SHORT_WALKS it
-    fits."""
+    walk `across` with one lane and one chunk an output element (many output elements) gets the
+    short-walk pipeline: SHORT_WALKS[0] for walks that short, else SHORT_WALKS[1] (walks in
+    rounds); `float_arithmetic` (a float function other than MIN/MAX/ARGMIN/ARGMAX): only walks
+    of at most _SHORT_FLOAT_WALK elements."""
     if is_cpu or not across or shape.lanes != 1 or shape.chunks != 1:
         return 0
     if float_arithmetic and walked > _SHORT_FLOAT_WALK:
         return 0
-    return next((w for w in SHORT_WALKS if walked <= w), 0)
+    return SHORT_WALKS[0] if walked <= SHORT_WALKS[0] else SHORT_WALKS[1]
 
 
 def walks_across(sizes, strides, walked) -> bool:

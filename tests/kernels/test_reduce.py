@@ -304,7 +304,7 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
     general = compiled_selection.short_walk
     monkeypatch.setattr(compiled_selection, "short_walk",
                         lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False))
-    for walk in (1, 3, 4, 5, 8, 9, 16, 17):
+    for walk in (1, 3, 4, 5, 8, 9, 16, 17, 32, 33, 70):
         shape = (walk, 1_001)
         if function is F.LOG_SUM_EXP:  # (results far from 0: see the note on LOG_SUM_EXP in benchmarks/NOTES.md)
             x = rng.normal(5, 3, size=shape).astype(dtype)
@@ -321,7 +321,7 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
             in_desc = TensorDesc(DataType.from_numpy(x.dtype), shape, (shape[1] + pad, 1))
             desc = ReduceOperatorDesc(in_desc, TensorDesc(out_type, (1, shape[1])), function, (0,))
             compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
-            assert compiled.short_walk == next((w for w in compiled_selection.SHORT_WALKS if walk <= w), 0)
+            assert compiled.short_walk == (4 if walk <= 4 else 32)
             source = device.upload(padded)
             out = device.upload(np.full(max(16, out_type.size * shape[1]), POISON, np.uint8))
             compiled.execute([Binding(source)], [Binding(out)])
@@ -330,18 +330,19 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
 
 
 def test_which_cuts_take_the_short_walk_pipeline():
-    """short_walk: on a GPU, a walk across of at most 16 elements (float arithmetic: 8), one
-    lane and one chunk an output element, rounded up to 4, 8 or 16; CPU drivers, contiguous
-    walks and longer walks keep the general pipeline."""
+    """short_walk: on a GPU, a walk across with one lane and one chunk an output element: walks
+    of at most 4 elements take the pipeline of 4, longer ones (any length) the one in rounds of
+    32 loads; float arithmetic only the first. CPU drivers, contiguous walks and cuts of several
+    lanes or chunks an output element keep the general pipeline."""
     from dmlgpu.kernels.compiled_selection import reduce_shape, short_walk
     many = 1 << 22
-    assert [short_walk(reduce_shape(many, w, False, True), w, True, False) for w in (2, 4, 5, 8, 9, 16)] == \
-        [4, 4, 8, 8, 16, 16]
-    assert short_walk(reduce_shape(many, 17, False, True), 17, True, False) == 0
+    assert [short_walk(reduce_shape(many, w, False, True), w, True, False) for w in (2, 4, 5, 16, 17, 33, 1000)] == \
+        [4, 4, 32, 32, 32, 32, 32]
     assert short_walk(reduce_shape(many, 16, True, True), 16, True, True) == 0  # a CPU driver
     assert short_walk(reduce_shape(many, 16, False, False), 16, False, False) == 0  # contiguous rows
-    assert short_walk(reduce_shape(1, 16, False, True), 16, True, False) == 16
-    assert [short_walk(reduce_shape(many, w, False, True), w, True, False, True) for w in (4, 8, 9)] == [4, 8, 0]
+    assert short_walk(reduce_shape(1, 16, False, True), 16, True, False) == 32
+    assert short_walk(reduce_shape(16, 1 << 20, False, True), 1 << 20, True, False) == 0  # several chunks each
+    assert [short_walk(reduce_shape(many, w, False, True), w, True, False, True) for w in (3, 4, 5)] == [4, 4, 0]
 
 
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.int32), (F.LOG_SUM_EXP, np.float16), (F.MAX, np.float32),
