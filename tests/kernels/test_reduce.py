@@ -201,15 +201,23 @@ def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
         monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
         monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
         for data, axes in cases:
-            out_shape = tuple(1 if d in axes else n for d, n in enumerate(data.shape))
-            desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, data.shape), TensorDesc(DataType.FLOAT32, out_shape),
-                                      function, axes)
-            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+            compiled, got = _compiled_float_run(device, data, function, axes)
             assert compiled.shape.lanes == (1 if axes == (0,) else group)
-            source, out = device.upload(data), device.upload(np.full(16, POISON, np.uint8))
-            compiled.execute([Binding(source)], [Binding(out)])
-            got = out.read()[:8].view(np.float32).reshape(out_shape)
             assert testing.same_bits(got, reference_reduce(data, function, axes)), (wide, axes)
+
+
+def _compiled_float_run(device, data, function, axes):
+    """REDUCE of FLOAT32 `data` over `axes`, compiled anew (not the memo's operator: the tables a
+    test patched apply) and run once into a poisoned output: (the compiled operator, the result)."""
+    from dmlgpu.kernels import compiled_selection
+    out_shape = tuple(1 if d in axes else n for d, n in enumerate(data.shape))
+    desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, data.shape), TensorDesc(DataType.FLOAT32, out_shape),
+                              function, axes)
+    compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+    nbytes = 4 * math.prod(out_shape)
+    source, out = device.upload(data), device.upload(np.full(max(16, nbytes), POISON, np.uint8))
+    compiled.execute([Binding(source)], [Binding(out)])
+    return compiled, out.read()[:nbytes].view(np.float32).reshape(out_shape)
 
 
 @pytest.mark.parametrize("function", [F.SUM, F.AVERAGE, F.L1, F.LOG_SUM, F.SUM_SQUARE], ids=lambda f: f.name)
@@ -238,13 +246,7 @@ def test_subnormal_terms_where_the_device_flushes_them(device, rng, monkeypatch,
         monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
         monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
         for data, axes in cases:
-            out_shape = tuple(1 if d in axes else k for d, k in enumerate(data.shape))
-            desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, data.shape), TensorDesc(DataType.FLOAT32, out_shape),
-                                      function, axes)
-            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
-            source, out = device.upload(data), device.upload(np.full(16, POISON, np.uint8))
-            compiled.execute([Binding(source)], [Binding(out)])
-            got = out.read()[:16].view(np.float32).reshape(out_shape)
+            _, got = _compiled_float_run(device, data, function, axes)
             want = reference_reduce(data, function, axes)
             assert testing.same_bits(got, want), (wide, axes, got, want)
     if function in (F.SUM, F.AVERAGE, F.L1):  # the data reach the subnormal range's results
