@@ -17,6 +17,7 @@ run.
 from __future__ import annotations
 
 import math
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -36,36 +37,26 @@ __all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOA
 _MAX_GROUPS = 1 << 15
 _GROUP = kernels.SELECTION_WORKGROUP_SIZE
 #: Lanes in flight a REDUCE dispatch aims at: on a GPU a quarter of an H100's resident threads
-#: (each float-sum lane keeps four 16-byte loads in flight; fewer chunks keep the second dispatch
-#: short: 1,024 states of one output element, 16 per lane), on a CPU driver a few workgroups per
-#: core (lavapipe, 64 MiB: 2^12 as fast as any of 2^10 to 2^16, within its noise).
+#: (fewer chunks keep the merge short), on a CPU driver a few workgroups per core (lavapipe,
+#: 64 MiB: 2^12 as fast as any of 2^10 to 2^16, within its noise).
 _TARGET_LANES = {False: 1 << 16, True: 1 << 12}
-#: REDUCE's specialization constants, by whether the device is a CPU. WIDE_LOADS: a lane keeps
-#: eight blocks' loads in flight (64-bit inputs: four), and float sums judge the terms once, at
-#: the end (shaders/reduce.comp); on lavapipe the plain loop ran 1.2-1.4x faster. On an H200
-#: (benchmarks/NOTES.md, session 12) MAX, ARGMAX and integer SUM over 256 MiB took 600 us one
-#: block at a time and 83-200 us with it. REDUCE_GROUP: the workgroup size, the most lanes
-#: of one chunk. On an H200, 256 MiB FLOAT32 SUM (benchmarks/NOTES.md, session 11): 64 lanes
-#: with four loads in flight checked as they came 85.8 us; eight, judged at the end, 82.3 us; 128
-#: lanes a chunk 77.7 us (half the chunk states to merge); 256 78.4 us.
+#: REDUCE's specialization constants by whether the device is a CPU (figures: benchmarks/NOTES.md,
+#: sessions 11-12). WIDE_LOADS: a lane keeps eight blocks' loads in flight (64-bit: four), float
+#: sums judging their terms once, at the end (H200, 256 MiB: MAX 600 -> 83-200 us; lavapipe: 1.2-1.4x
+#: slower). REDUCE_GROUP: the workgroup size, a chunk's lanes at most (H200 FLOAT32 SUM: 64 lanes
+#: 82.3 us, 128 77.7, 256 78.4).
 WIDE_LOADS = {False: True, True: False}
 REDUCE_GROUP = {False: 128, True: 64}
 #: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
 _LANE_ELEMENTS = 64
-#: Lanes an output element's walk gets at least where there are more outputs than lanes to fill
-#: (reduce_shape). On an H200, FLOAT32 sums of rows of 1,024 (benchmarks/NOTES.md, session 12):
-#: 65,536 rows 110 us with 16 lanes each, 91 with 4; 16,384 rows 34 and 28.5 us.
+#: Lanes an output element's walk gets at least where outputs outnumber the lanes (reduce_shape;
+#: H200, FLOAT32 sums of 65,536 rows of 1,024: 110 us at 16 lanes, 91 at 4: NOTES, session 12).
 _MIN_LANES = 4
-#: REDUCE's short-walk pipeline (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
-#: at most 4 elements (an invocation loads the walks of REDUCE_SHORT_LOADS / 4 output elements
-#: first), REDUCE_SHORT_LOADS for longer ones, of any length: one output element an invocation,
-#: its walk in rounds of that many loads. Float arithmetic (every float function but MIN, MAX,
-#: ARGMIN, ARGMAX) takes only the first. On an H200 (benchmarks/NOTES.md, session 14), over axis
-#: 0: FLOAT32 MAX of 16 x 4M took 297 us in the general pipeline, 204 with two output elements
-#: of 16 an invocation, 114 with one in rounds; INT32 SUM 286, 231 and 70; the rounds won at
-#: every length from 5 to 1,024 rows (1,024 x 64K: MAX 115 and 80 us, INT32 SUM 88 and 71). Float
-#: sums lost in rounds (FLOAT32 SUM of 8 x 8M: 304 us general, 361 in rounds) and gain with the
-#: walks of 4 (4 x 16M: 509 and 448 us).
+#: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
+#: at most 4 (an invocation loads 8 output elements' walks first), 32 for longer ones, of any length
+#: (one output element an invocation, in rounds of 32 loads); float arithmetic (every float function
+#: but MIN/MAX/ARGMIN/ARGMAX) only the first: it lost in rounds. H200 figures: benchmarks/NOTES.md,
+#: session 14 (MAX of 16 x 4M over axis 0: 297 us general, 204 two outputs an invocation, 114 in rounds).
 SHORT_WALKS = (4, kernels.REDUCE_SHORT_LOADS)
 _SHORT_FLOAT_WALK = 4
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each: 2 MiB): a
@@ -116,19 +107,15 @@ def reduce_shape(items: int, walked: int, is_cpu: bool, across: bool = False) ->
 
 
 def flushes_subnormals(device) -> bool:
-    """Whether `device` flushes float32 subnormals to zero in its kernels: a GPU whose driver
-    cannot be asked to keep them (NVIDIA's 580 drivers offer DenormPreserve for 16-bit floats
-    only; CPU drivers keep them). REDUCE's float sums then look for subnormal terms in their fast
-    loops (shaders/reduce.comp FLUSHES) and add them from their bits."""
+    """Whether `device` flushes float32 subnormals (NVIDIA's 580 drivers: DenormPreserve for 16 bits
+    only; CPU drivers keep them): REDUCE's fast loops then look for them (reduce.comp FLUSHES)."""
     return not device.is_cpu and 32 not in device.properties["denorm_preserve"]
 
 
 def short_walk(shape: ReduceShape, walked: int, across: bool, is_cpu: bool, float_arithmetic: bool = False) -> int:
-    """REDUCE's SHORT_WALK specialization for this cut (0: the general pipeline): on a GPU, a
-    walk `across` with one lane and one chunk an output element (many output elements) gets the
-    short-walk pipeline: SHORT_WALKS[0] for walks that short, else SHORT_WALKS[1] (walks in
-    rounds); `float_arithmetic` (a float function other than MIN/MAX/ARGMIN/ARGMAX): only walks
-    of at most _SHORT_FLOAT_WALK elements."""
+    """REDUCE's SHORT_WALK for this cut (0: the general pipeline): on a GPU, a walk `across` with one
+    lane and one chunk an output element gets SHORT_WALKS[0] for walks that short, else
+    SHORT_WALKS[1] (in rounds); `float_arithmetic` (not MIN/MAX/ARG*): only up to _SHORT_FLOAT_WALK."""
     if is_cpu or not across or shape.lanes != 1 or shape.chunks != 1:
         return 0
     if float_arithmetic and walked > _SHORT_FLOAT_WALK:
@@ -286,10 +273,8 @@ class CompiledSelection:
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
         cpu = bool(device.is_cpu)
         self._group = REDUCE_GROUP[cpu]  # REDUCE's workgroup size: the pipeline's and its grids'
-        # REDUCE's specialization constants by constant_id: WIDE_LOADS, the workgroup size,
-        # SHORT_WALK (0 here: the general pipeline), FLUSHES.
-        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device))] \
-            if op.family == REDUCE_FAMILY else []
+        # REDUCE's specialization constants by id: WIDE_LOADS, group size, SHORT_WALK (0: general), FLUSHES.
+        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device))] if op.family == REDUCE_FAMILY else []
         self._program = self._own_program = Program(self.variant.name, spirv.load(self.variant.name),
                                                     np.array(spec, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
@@ -310,6 +295,8 @@ class CompiledSelection:
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise
+        # (Two threads' first executions would each make one; launches hold the replaced one weakly.)
+        self._made_lock = threading.Lock()
         self._launches = LaunchMemo()  # binding key -> prepared dispatches
 
     def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
@@ -475,15 +462,17 @@ class CompiledSelection:
 
     def _scratch_buffer(self, nbytes: int):
         """TOP_K_SORT's entries: one buffer per compiled operator, the largest its passes asked."""
-        if self._scratch is None or self._scratch.released or self._scratch.size_in_bytes < nbytes:
-            self._scratch = self.device.allocate(nbytes, zero_fill=False)
-        return self._scratch
+        with self._made_lock:
+            if self._scratch is None or self._scratch.released or self._scratch.size_in_bytes < nbytes:
+                self._scratch = self.device.allocate(nbytes, zero_fill=False)
+            return self._scratch
 
     def _state_buffer(self):
-        if self._states is None or self._states.released:
-            # (zeroed: the count of REDUCE_MERGE_LAST starts at 0, and its last workgroup resets it)
-            self._states = self.device.allocate(max(STATE_BYTES, self.state_bytes), zero_fill=True)
-        return self._states
+        with self._made_lock:
+            if self._states is None or self._states.released:
+                # (zeroed: the count of REDUCE_MERGE_LAST starts at 0, and its last workgroup resets it)
+                self._states = self.device.allocate(max(STATE_BYTES, self.state_bytes), zero_fill=True)
+            return self._states
 
     def execute(self, inputs, outputs) -> None:
         """Queue one execution: `inputs` and `outputs` are lists of `Binding`, in the
