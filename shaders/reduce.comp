@@ -76,7 +76,7 @@ vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
         triple_add4(s, c1, c2, p);
         triple_add4(s, c1, c2, e);
     } else {
-        triple_add4(s, c1, c2, m * 4294967296.0);  // 2^sums_shift(): exact but where flushed
+        triple_add4(s, c1, c2, m * SUMS_SCALE);  // exact but where flushed
     }
     return abs(m);
 }
@@ -142,7 +142,7 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
     }
     for (; b + 4u <= end; b += step) {  // from the first block with a huge or non-finite term
         vec4 x = float_block(at, in_base, b, stride, vector);
-        if (ACC_FUNCTION == RED_L1) x = uintBitsToFloat(floatBitsToUint(x) & 0x7FFFFFFFu);  // (abs() may flush)
+        if (ACC_FUNCTION == RED_L1) x = uintBitsToFloat(floatBitsToUint(x) & 0x7FFFFFFFu);  // (bits_abs: abs() may flush)
         for (uint q = 0u; q < 4u; ++q) {
             Acc a = sums_add(Acc(acc_words(vec3(s[q], c1[q], c2[q])), big[q].y), x[q]);
             s[q] = acc_f(a.x.x);

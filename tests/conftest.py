@@ -121,10 +121,3 @@ def assert_clean_exit(code: str, tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done" and result.stderr == ""
     assert not log.exists() or log.read_text() == "", log.read_text()
-
-
-def flushes_float32_subnormals(device) -> bool:
-    """Whether `device` flushes FLOAT32 subnormals to zero in its kernels: a GPU whose driver
-    cannot be asked to keep them (Device.properties["denorm_preserve"]; NVIDIA's 580 drivers
-    offer it for 16-bit floats only). CPU drivers keep them. docs/guide/reductions.md says so."""
-    return not device.is_cpu and 32 not in device.properties["denorm_preserve"]

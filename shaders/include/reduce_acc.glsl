@@ -17,7 +17,7 @@
 //     for the terms of magnitude 2^62 (squares of 2^48) and more, scaled by 2^-64 (2^-160), so
 //     that no partial sum overflows; an infinite or NaN term is added to the second's first float
 //     plainly and makes it non-finite, the result then being that float (IEEE's rules: NaN, or
-//     inf - inf = NaN). The first triple holds x and |x| scaled by 2^32 (SUMS_SHIFT), taken
+//     inf - inf = NaN). The first triple holds x and |x| scaled by 2^32 (SUMS_SCALE), taken
 //     from their bits where x is subnormal: every term, partial sum and rounding error is then a
 //     multiple of 2^-117, a normal float, so a GPU that flushes float32 subnormals to zero
 //     (NVIDIA's, which offer no DenormPreserve for 32 bits) adds them exactly too, and the
@@ -45,6 +45,8 @@
 #define ACC_NAN uintBitsToFloat(0x7FC00000u)
 #define TWO_POW_48 2.8147498e14
 #define TWO_POW_62 4.6116860e18
+// The first triple's scale for x and |x| (2^sums_shift()).
+#define SUMS_SCALE 4294967296.0
 
 bool acc_selects() {
     return ACC_FUNCTION == RED_ARGMAX || ACC_FUNCTION == RED_ARGMIN || ACC_FUNCTION == RED_MAX
@@ -104,7 +106,7 @@ float sums_limit() { return acc_squares() ? TWO_POW_48 : TWO_POW_62; }
 float sums_scaled(float x) {
     if (acc_squares()) return x;
     uint b = floatBitsToUint(x);
-    if ((b & 0x7F800000u) != 0u) return x * 4294967296.0;
+    if ((b & 0x7F800000u) != 0u) return x * SUMS_SCALE;
     precise float m = float(b & 0x007FFFFFu) * pow2(-117);  // (a zero keeps its sign below)
     return uintBitsToFloat(floatBitsToUint(m) | (b & 0x80000000u));
 }
