@@ -128,6 +128,7 @@ def run(client, workers, name, args):
         x, y = (v.map_blocks(same, dtype=v.dtype, meta=v._meta, name=f"{v.name}-{rep}") for v in (a, b))
         moved = client.run(received_bytes, workers=workers)
         with distributed.get_task_stream(client) as stream:
+            wall = time.time()  # the task stream's clock
             start = time.perf_counter()
             graph = pipeline(x, y)
             built = time.perf_counter()
@@ -139,7 +140,7 @@ def run(client, workers, name, args):
                 client.run(synchronize, workers=workers)
             times.append(time.perf_counter() - start)
         parts.append(breakdown(stream.data, start, built, submitted, done, start + times[-1],
-                               client.run(received_bytes, workers=workers), moved))
+                               client.run(received_bytes, workers=workers), moved, wall))
     nblocks = result.numblocks[0]
     sample = sorted({0, nblocks // 2, nblocks - 1})
     checks = [dask.delayed(mismatches)(reference, result.blocks[i], a.blocks[i], b.blocks[i]) for i in sample]
@@ -159,18 +160,27 @@ def received_bytes(dask_worker) -> int:
     return sum(t["total"] for t in dask_worker.transfer_incoming_log)
 
 
-def breakdown(tasks, start, built, submitted, done, end, received, before) -> dict:
+def breakdown(tasks, start, built, submitted, done, end, received, before, wall) -> dict:
     """Where one timed run went: the client building the graph, `persist` (optimising and
     sending it), waiting for the blocks, the workers' synchronize; the tasks' own time on
-    each worker (their dmlgpu calls: submits, not device time), and blocks moved between
-    workers (none is expected)."""
+    each worker (their dmlgpu calls: submits, not device time), when the first task started
+    and the last one ended (from the start, by the workers' clocks: the scheduler's latency),
+    and blocks moved between workers (none is expected)."""
     busy: dict = {}
+    starts, stops = [], []
     for task in tasks:
-        busy[task["worker"]] = busy.get(task["worker"], 0.0) + sum(
-            s["stop"] - s["start"] for s in task["startstops"] if s["action"] == "compute")
+        computed = [s for s in task["startstops"] if s["action"] == "compute"]
+        busy[task["worker"]] = busy.get(task["worker"], 0.0) + sum(s["stop"] - s["start"] for s in computed)
+        starts += [s["start"] - wall for s in computed]
+        stops += [s["stop"] - wall for s in computed]
     return {"graph_s": built - start, "persist_s": submitted - built, "wait_s": done - submitted,
             "synchronize_s": end - done, "tasks": len(tasks), "task_compute_s": busy,
+            "first_task_start_s": min(starts, default=None), "last_task_stop_s": max(stops, default=None),
             "moved_bytes": sum(received[w] - before[w] for w in received)}
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
 
 def main(argv=None) -> int:
@@ -223,7 +233,8 @@ def main(argv=None) -> int:
                 b = record["best_breakdown"]
                 print(f"    graph {b['graph_s'] * 1e3:.1f} ms, persist {b['persist_s'] * 1e3:.1f} ms, wait "
                       f"{b['wait_s'] * 1e3:.1f} ms, synchronize {b['synchronize_s'] * 1e3:.1f} ms; {b['tasks']} tasks, "
-                      f"their compute per worker {[round(v * 1e3, 1) for v in b['task_compute_s'].values()]} ms; "
+                      f"their compute per worker {[round(v * 1e3, 1) for v in b['task_compute_s'].values()]} ms, "
+                      f"from {_ms(b['first_task_start_s'])} to {_ms(b['last_task_stop_s'])} ms; "
                       f"moved {b['moved_bytes']} bytes", flush=True)
     finally:
         client.close()

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import fork, threads
 from .buffers import Buffer
-from .stream import replay_key
+from .stream import replay_key, traffic
 
 
 class Program:
@@ -39,7 +39,7 @@ class Launch:
     """
 
     __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key", "replay_key",
-                 "program")
+                 "program", "traffic")
 
     def __init__(self, device, name, pipeline, push, reads, writes, buffers, key, program):
         self.device = device
@@ -52,6 +52,7 @@ class Launch:
         self.buffers = tuple(weakref.ref(b) for b in buffers)
         self.key = key  # (program key, grid, arena ids): what the pipeline was made for
         self.replay_key = replay_key(pipeline, push)  # the stream's kept command buffer for it
+        self.traffic = traffic(reads, writes)  # the bytes it moves, at most (when the stream submits)
 
     def derived(self, pipeline, push, reads, writes, buffer_refs, key) -> "Launch":
         """A launch of the same device and name from parts already made (no checks, no copies):
@@ -60,6 +61,7 @@ class Launch:
         launch.device, launch.name, launch.pipeline, launch.push = self.device, self.name, pipeline, push
         launch.reads, launch.writes, launch.buffers, launch.key = reads, writes, buffer_refs, key
         launch.replay_key = replay_key(pipeline, push)
+        launch.traffic = traffic(reads, writes)
         launch.program = self.program
         return launch
 
@@ -111,7 +113,7 @@ def enqueue(resources, launch: Launch) -> bool:
         stream = resources.stream
         position = stream.position
         stream.dispatch(launch.pipeline, launch.push, launch.reads, launch.writes, launch.name,
-                        launch.replay_key)
+                        launch.replay_key, launch.traffic)
         for buffer in buffers:
             buffer.last_use = position
         return True
@@ -163,7 +165,7 @@ class Results:
         self._inputs = tuple(inputs)
         self._writes = tuple(tuple(w) for w in writes)
         # Per template: (its index, the fresh outputs it writes, block keys -> (pipeline, push,
-        # written spans, replay key)).
+        # written spans, replay key, traffic)).
         self._steps = tuple((t, tuple(k for k, _, _ in w), {}) for t, w in enumerate(self._writes))
 
     def __call__(self) -> list | None:
@@ -190,7 +192,7 @@ class Results:
                     entry = self._remember(t, key, buffers)
                 template = templates[t]
                 position = stream.position
-                stream.dispatch(entry[0], entry[1], template.reads, entry[2], template.name, entry[3])
+                stream.dispatch(entry[0], entry[1], template.reads, entry[2], template.name, entry[3], entry[4])
             for ref in self._inputs:
                 ref().last_use = position
             for buffer in buffers:
@@ -213,7 +215,7 @@ class Results:
         remembered = self._steps[t][2]
         if len(remembered) >= self.BLOCKS:
             remembered.clear()
-        entry = remembered[key] = (pipeline, push, spans, replay_key(pipeline, push))
+        entry = remembered[key] = (pipeline, push, spans, replay_key(pipeline, push), traffic(template.reads, spans))
         return entry
 
 
@@ -254,7 +256,7 @@ class Rebound:
         self._fresh = fresh
         self._pipelines: dict = {}
         # (the blocks, each binding's start, the shift) -> (pipeline, push constants, read spans,
-        # written spans, replay key). A Block keeps its arena and offset for life, so the same
+        # written spans, replay key, traffic). A Block keeps its arena and offset for life, so the same
         # Block objects (held here, which keeps their ids unique) give the same push constants
         # and spans; a retired pipeline (its handle None) is looked up again.
         self._made: dict = {}
@@ -287,7 +289,7 @@ class Rebound:
                 made = self._prepare(key, blocks, starts, shift)
             stream = resources.stream
             position = stream.position
-            stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4])
+            stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4], made[5])
             for buffer in buffers:
                 buffer.last_use = position
             return buffers[-1]
@@ -312,7 +314,7 @@ class Rebound:
             spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
         if shift:
             push[self._words[-1]] += shift
-        made = (pipeline, push, spans[:-1], spans[-1:], replay_key(pipeline, push))
+        made = (pipeline, push, spans[:-1], spans[-1:], replay_key(pipeline, push), traffic(spans, ()))
         if len(self._made) >= self.BLOCK_SETS:
             self._made.clear()
         self._made[key] = made

@@ -3,9 +3,13 @@ in batches, with barriers only between dependent work.
 
 One submit costs the GPU 13-17 us while a dispatch behind a barrier costs 1.7 us (see
 `docs/internals/performance.md` §1, "Floors"), so queued operations are recorded straight into an open
-command buffer and submitted together: when someone must wait (a read, `synchronize`), or every
-`BATCH_OPS` operations so that the GPU starts early. Several command buffers rotate, so the host
-records the next batch while the GPU runs the last.
+command buffer and submitted together: when someone must wait (a read, `synchronize`), every
+`BATCH_OPS` operations, and as soon as a batch holds more work than its submit costs: at
+`EARLY_BYTES` of traffic (bytes its dispatches read and write) where the device has nothing left
+to run, at `BATCH_BYTES` whatever it runs. So a device is not left idle while the host records
+large operations (a Dask task's chain over 1 GiB blocks queues 7 dispatches and no one waits for
+them until the end), and small ones still share a submit. Several command buffers rotate, so the
+host records the next batch while the GPU runs the last.
 
 Dependencies are tracked on byte ranges of arenas: an operation that reads or writes bytes
 written since the last barrier, or writes bytes read since then, gets one global barrier before
@@ -42,6 +46,13 @@ from .spans import overlap
 
 #: Operations recorded before a batch is submitted without being asked.
 BATCH_OPS = 64
+#: A batch whose dispatches read and write this many bytes is submitted at once where nothing
+#: else runs on the device (about 16 us of an H200's bandwidth, where a submit costs it 15-21 us
+#: of latency) ...
+EARLY_BYTES = 64 << 20
+#: ... and at this many whatever runs (about 0.25 ms of an H200's bandwidth: a submit's cost is
+#: lost in it).
+BATCH_BYTES = 1 << 30
 #: Command buffers a stream rotates through; with all of them in flight it waits for the oldest.
 MAX_COMMAND_BUFFERS = 4
 #: Past this many tracked ranges a barrier is cheaper than checking them all in Python.
@@ -58,6 +69,7 @@ class Stream:
         self._open = None
         self._names: list = []  # what the open batch runs, for error messages
         self._count = 0
+        self._bytes = 0  # traffic of the open batch (and of a held-back dispatch)
         self.position = 1  # the batch being recorded (or the next one)
         self.completed = 0
         # Ranges touched since the last barrier, as (arena id, start, end): the very lists a
@@ -93,10 +105,11 @@ class Stream:
                 self._count = 1
         return self._open
 
-    def dispatch(self, pipeline, push, reads, writes, name: str, key=None) -> None:
+    def dispatch(self, pipeline, push, reads, writes, name: str, key=None, nbytes: int = 0) -> None:
         """Queue a dispatch of `pipeline` (a vulkan.Pipeline) that reads and writes these spans.
 
-        `key` is `replay_key(pipeline, push)`, made once by callers that repeat a dispatch."""
+        `key` is `replay_key(pipeline, push)`, `nbytes` its `traffic(reads, writes)`, both made
+        once by callers that repeat a dispatch."""
         if self._open is None and self._solo is None and not self._inflight and not self._force_barrier \
                 and not self._reads and not self._writes:  # idle: nothing to order it after
             kept = self._kept(key or replay_key(pipeline, push), pipeline)
@@ -105,14 +118,25 @@ class Stream:
             else:  # the bookkeeping below runs while the device works
                 self._names.append(name)
                 self._solo = (pipeline, push, name)
+                self._bytes = nbytes
             self._reads, self._writes, self._shared = reads, writes, True
             self._transfers = False
+            if nbytes >= EARLY_BYTES and self._solo is not None:
+                self.flush()  # the device is idle: it starts now
             return
         self.order(reads, writes).dispatch(pipeline.handle, push)
         self._names.append(name)  # `queued`, inline on this hot path
         self._count += 1
         if self._count >= BATCH_OPS:
             self.flush()
+        elif nbytes:
+            self._bytes += nbytes
+            if self._bytes >= EARLY_BYTES and (self._bytes >= BATCH_BYTES or self._idle()):
+                self.flush()
+
+    def _idle(self) -> bool:
+        """Whether every submitted batch has finished (asks the device of the newest)."""
+        return not self._inflight or self._inflight[-1][1].done()
 
     def order(self, reads, writes, transfer: bool = False):
         """Record a barrier first if these (arena id, start, end) accesses depend on earlier ones;
@@ -173,7 +197,7 @@ class Stream:
             self._free.append(commands)
             raise DeviceError(f"submitting {_describe(self._names)} failed: {exc}") from exc
         self._inflight.append((self.position, commands, True, self._names))
-        self._open, self._names = None, []
+        self._open, self._names, self._bytes = None, [], 0
         self.position += 1
         self.submits += 1
 
@@ -219,6 +243,7 @@ class Stream:
         """Submit the held-back dispatch (named `names`, else the open batch's names) from its
         kept command buffer."""
         self._solo = None
+        self._bytes = 0
         if names is None:
             names, self._names = self._names, []
         try:
@@ -326,6 +351,11 @@ class Stream:
         self._inflight.clear()
         self._free.clear()
         self._open = None
+
+
+def traffic(reads, writes) -> int:
+    """The bytes a dispatch over these (arena id, start, end) spans reads and writes, at most."""
+    return sum([end - start for _, start, end in reads]) + sum([end - start for _, start, end in writes])
 
 
 def replay_key(pipeline, push) -> tuple:

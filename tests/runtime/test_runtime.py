@@ -356,3 +356,52 @@ def test_repeated_new_results_across_blocks_arenas_and_released_arenas(monkeypat
             assert testing.same_bits((~t).numpy(), reference.bit_not(want))
     finally:
         device.close()
+
+
+def test_large_work_is_submitted_without_waiting_for_a_full_batch(fresh, rng, monkeypatch):
+    """A batch is submitted once it holds more work than a submit costs: at EARLY_BYTES of
+    traffic where the device has nothing left to run, at BATCH_BYTES whatever it runs; small
+    operations still share one submit. (A Dask task's chain over large blocks: no one waits for
+    it, and the device must not idle until 64 operations are queued.) The thresholds are scaled
+    down to blocks of 64 KiB here."""
+    from dmlgpu.runtime import stream
+    n = 1 << 14  # 64 KiB of uint32: each NOT reads and writes 128 KiB
+    x = testing.sample(DataType.UINT32, (n,), rng)
+    with fresh:
+        t, u = Tensor.from_numpy(x), Tensor.empty((n,), np.uint32)
+        small = Tensor.empty((16,), np.uint32)
+    for i in range(4):  # warm: every call kept as a replay or planned
+        dmlgpu.bit_not(t, out=u)
+        dmlgpu.bit_not(u, out=t)
+        dmlgpu.bit_not(small, out=small)
+    fresh.synchronize()
+
+    def submits_of(call, times):
+        fresh.synchronize()
+        before = fresh.memory_stats()["submits"]
+        for _ in range(times):
+            call()
+        queued = fresh.memory_stats()["submits"] - before
+        fresh.synchronize()
+        return queued
+
+    def pair():
+        dmlgpu.bit_not(t, out=u)
+        dmlgpu.bit_not(u, out=t)
+
+    # Default thresholds (64 MiB, 1 GiB): twenty pairs of 128 KiB NOTs are one batch, submitted
+    # at the wait (the first is held back, then joined).
+    assert submits_of(pair, 20) == 0
+    # Early at 256 KiB, batched at 1 MiB: every dispatch's traffic is 128 KiB.
+    monkeypatch.setattr(stream, "EARLY_BYTES", 256 << 10)
+    monkeypatch.setattr(stream, "BATCH_BYTES", 1 << 20)
+    queued = submits_of(pair, 20)  # 40 dependent dispatches, 5 MiB: submitted at least every 8
+    assert 5 <= queued <= 40, queued
+    assert submits_of(lambda: dmlgpu.bit_not(small, out=small), 40) == 0  # small ones still wait
+    # Alone on an idle device, one dispatch of at least EARLY_BYTES starts at the call.
+    monkeypatch.setattr(stream, "EARLY_BYTES", 128 << 10)
+    with fresh:
+        w = Tensor.empty((n,), np.uint32)
+    fresh.synchronize()
+    assert submits_of(lambda: dmlgpu.bit_not(t, out=w), 1) == 1
+    assert testing.same_bits(t.numpy(), x) and testing.same_bits(w.numpy(), reference.bit_not(x))
