@@ -7,7 +7,14 @@ front end (each block up and down per call) beside Tensor-backed blocks kept on 
 Pipelines over a and b (uint32 random bits, `--gib` of them in all):
 - host: `dd.bit_count(dd.bit_xor(a, b))` on numpy-backed blocks (the only way before Tensor chunks);
 - device-readme: `dd.bit_count(~a ^ b)` (the README's pipeline) on Tensor-backed blocks;
-- device-chain: `bit_count(((~a ^ b) & (a | b)) ^ (a >> b))`, 7 steps, on Tensor-backed blocks.
+- device-chain: `bit_count(((~a ^ b) & (a | b)) ^ (a >> b))`, 7 steps, on Tensor-backed blocks;
+- dask-floor: one task per pair of Tensor-backed blocks that returns its first block, no device
+  work: what Dask itself costs a run of as many tasks on the same workers (building the graph,
+  sending it, the scheduler's latency to the first task, each task's turn, the results' keys
+  coming back, the synchronize's round trip). Against it, each device pipeline's speed-up has a
+  ceiling, `(F1 + D1) / (FN + D1 / N)` with F the floor's time at 1 and N workers and
+  D1 = T1 - F1 the one-worker run's time beyond the floor, and its device part scales by
+  `(T1 - F1) / (TN - FN)`; both are written beside the speed-up.
 
 One `LocalVulkanCluster` (one worker process per device, pinned by DMLGPU_DEVICE), or the
 cluster at `--scheduler` (workers started with `python -m dmlgpu worker`). Each run is restricted
@@ -34,6 +41,7 @@ import sys
 import time
 
 import dask
+import dask.array
 import distributed
 import numpy as np
 
@@ -69,11 +77,24 @@ def _reference_chain(a, b):
                                        R["bit_shift_right"](a, b)))
 
 
+def _first(a, b):
+    return a
+
+
+def _floor(a, b):
+    return dask.array.map_blocks(_first, a, b, dtype=a.dtype, meta=a._meta)
+
+
+def _reference_floor(a, b):
+    return a
+
+
 #: name -> (blocks on the device?, pipeline over dask arrays, reference over numpy blocks)
 PIPELINES = {
     "host": (False, _host, _reference_host),  # bit_count(bit_xor(a, b)), numpy-backed
     "device-readme": (True, _readme, _reference_readme),  # bit_count(~a ^ b), Tensor-backed
     "device-chain": (True, _chain, _reference_chain),  # the 7-step chain, Tensor-backed
+    "dask-floor": (True, _floor, _reference_floor),  # as many tasks, no device work
 }
 
 
@@ -247,9 +268,17 @@ def main(argv=None) -> int:
         host = [r for r in runs if r["pipeline"] == names[0] and not PIPELINES[names[0]][0]]
         if host and PIPELINES[name][0]:  # device rows against the host row of the same run, same workers
             summary[name]["over_host_at_n_workers"] = host[-1]["best_s"] / mine[-1]["best_s"]
+        floor = [r for r in runs if r["pipeline"] == "dask-floor"]
+        if floor and PIPELINES[name][0] and name != "dask-floor" and len(mine) > 1:
+            (f1, fn), (t1, tn), n = (floor[0]["best_s"], floor[-1]["best_s"]), (mine[0]["best_s"], mine[-1]["best_s"]), \
+                mine[-1]["workers"]
+            summary[name]["ceiling"] = t1 / (fn + (t1 - f1) / n)
+            summary[name]["device_part_speedup"] = (t1 - f1) / (tn - fn)
         print(f"{name}: speed-up {summary[name]['speedup']:.2f}x with {mine[-1]['workers']} workers"
               + (f", {summary[name]['over_host_at_n_workers']:.2f}x the host row"
-                 if "over_host_at_n_workers" in summary[name] else ""))
+                 if "over_host_at_n_workers" in summary[name] else "")
+              + (f"; ceiling over Dask's floor {summary[name]['ceiling']:.2f}x, device part "
+                 f"{summary[name]['device_part_speedup']:.2f}x" if "ceiling" in summary[name] else ""))
     report = {
         "gib": args.gib, "chunk_mib": args.chunk_mib, "threads_per_worker": args.threads, "quick": args.quick,
         "runs": runs, "summary": summary,
