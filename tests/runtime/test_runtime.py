@@ -405,3 +405,38 @@ def test_large_work_is_submitted_without_waiting_for_a_full_batch(fresh, rng, mo
     fresh.synchronize()
     assert submits_of(lambda: dmlgpu.bit_not(t, out=w), 1) == 1
     assert testing.same_bits(t.numpy(), x) and testing.same_bits(w.numpy(), reference.bit_not(x))
+
+
+def test_recorded_dispatches_bind_what_they_run(fresh, rng):
+    """Dispatches are recorded straight into the command buffer, each pipeline bound only where
+    another was bound last: operators interleaved in one batch (each pipeline again after
+    another, and after a fill recorded between them) compute what each asks, bit for bit."""
+    x = testing.sample(DataType.UINT32, (4096,), rng)
+    y = testing.sample(DataType.UINT32, (4096,), rng)
+    with fresh:
+        a, b = Tensor.from_numpy(x), Tensor.from_numpy(y)
+        fresh.synchronize()
+        u = ~a
+        v = a ^ b
+        w = ~b
+        zeros = dmlgpu.zeros((4096,), np.uint32)  # a fill recorded between dispatches
+        c = u ^ zeros
+        z = ~v ^ w
+        t = ~c
+    want_u, want_v, want_w = reference.bit_not(x), reference.bit_xor(x, y), reference.bit_not(y)
+    assert testing.same_bits(u.numpy(), want_u) and testing.same_bits(v.numpy(), want_v)
+    assert testing.same_bits(w.numpy(), want_w) and testing.same_bits(c.numpy(), want_u)
+    assert testing.same_bits(z.numpy(), reference.bit_xor(reference.bit_not(want_v), want_w))
+    assert testing.same_bits(t.numpy(), x)
+
+
+def test_timed_dispatches_are_numbered_operations(fresh):
+    """A command buffer with timestamps records each dispatch as a numbered operation (the
+    direct recording is for the stream's), so `profiling.kernel_seconds` brackets each one."""
+    from dmlgpu import profiling
+    desc = TensorDesc(DataType.UINT32, [1 << 16])
+    compiled = fresh.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    source, target = fresh.upload(np.arange(1 << 16, dtype=np.uint32)), fresh.allocate(1 << 18)
+    seconds = profiling.kernel_seconds(compiled, [Binding(source)], [Binding(target)], repeats=5)
+    assert seconds.shape == (5,) and np.all(seconds > 0) and np.all(seconds < 10), seconds
+    assert testing.same_bits(target.read().view(np.uint32), ~np.arange(1 << 16, dtype=np.uint32))
