@@ -59,6 +59,8 @@ MAX_COMMAND_BUFFERS = 4
 MAX_TRACKED = 16
 #: Command buffers holding one dispatch each, kept for replay (least recently used dropped).
 REPLAYS = 16
+#: The barriers `Stream._depends` asks for: between dispatches, or with a copy or fill on a side.
+_COMPUTE_BARRIER, _FULL_BARRIER = 1, 2
 
 
 class Stream:
@@ -124,7 +126,16 @@ class Stream:
             if nbytes >= EARLY_BYTES and self._solo is not None:
                 self.flush()  # the device is idle: it starts now
             return
-        self.order(reads, writes).dispatch(pipeline.handle, push)
+        commands = self._open
+        if commands is None:
+            commands = self._commands()
+        barrier = self._depends(reads, writes, False)
+        if barrier == _COMPUTE_BARRIER:  # (a chain's every step: one call into C++ for both)
+            commands.compute_barrier_dispatch(pipeline.handle, push)
+        else:
+            if barrier:
+                commands.barrier()
+            commands.dispatch(pipeline.handle, push)
         self._names.append(name)  # `queued`, inline on this hot path
         self._count += 1
         if self._count >= BATCH_OPS:
@@ -142,33 +153,41 @@ class Stream:
         """Record a barrier first if these (arena id, start, end) accesses depend on earlier ones;
         returns the open command buffer. `transfer`: the coming command is a copy or fill, not
         a dispatch (barriers between dispatches alone need not wait for transfers)."""
+        commands = self._open
+        if commands is None:
+            commands = self._commands()
+        barrier = self._depends(reads, writes, transfer)
+        if barrier == _COMPUTE_BARRIER:
+            commands.compute_barrier()
+        elif barrier:
+            commands.barrier()
+        return commands
+
+    def _depends(self, reads, writes, transfer: bool) -> int:
+        """Track these accesses; the barrier the coming command needs first: 0 (none),
+        _COMPUTE_BARRIER (dispatches after dispatches) or _FULL_BARRIER (a copy or fill on either
+        side). The caller records it, in the open command buffer."""
         pending_w, pending_r = self._writes, self._reads
         # (read-after-write first: a chain's next operation reads what the last one wrote)
         dependent = self._force_barrier or len(pending_w) + len(pending_r) > MAX_TRACKED or \
             overlap(reads, pending_w) or overlap(writes, pending_w) or overlap(writes, pending_r)
-        commands = self._open
-        if commands is None:
-            commands = self._commands()
         if dependent:
-            if transfer or self._transfers:
-                commands.barrier()
-            else:
-                commands.compute_barrier()
+            barrier = _FULL_BARRIER if transfer or self._transfers else _COMPUTE_BARRIER
             self.barriers += 1
             self._force_barrier = False
             self._transfers = transfer
             self._reads, self._writes, self._shared = reads, writes, True
-        else:
-            self._transfers = self._transfers or transfer
-            if self._shared:  # the caller's lists: appended to as copies
-                self._reads = pending_r = list(pending_r)
-                self._writes = pending_w = list(pending_w)
-                self._shared = False
-            for span in reads:
-                if span not in pending_r:  # loops read the same ranges again and again
-                    pending_r.append(span)
-            pending_w.extend(writes)
-        return commands
+            return barrier
+        self._transfers = self._transfers or transfer
+        if self._shared:  # the caller's lists: appended to as copies
+            self._reads = pending_r = list(pending_r)
+            self._writes = pending_w = list(pending_w)
+            self._shared = False
+        for span in reads:
+            if span not in pending_r:  # loops read the same ranges again and again
+                pending_r.append(span)
+        pending_w.extend(writes)
+        return 0
 
     def queued(self, name: str) -> None:
         """Count one recorded operation; submits the batch when it is full."""

@@ -177,8 +177,8 @@ class Commands:
     The recording methods are kp's own bound methods, so recording costs one call into C++.
     """
 
-    __slots__ = ("_sequence", "dispatch", "copy", "fill", "_barrier", "compute_barrier", "submit", "done",
-                 "_wait_for", "reset", "timestamps")
+    __slots__ = ("_sequence", "dispatch", "copy", "fill", "_barrier", "compute_barrier", "compute_barrier_dispatch",
+                 "submit", "done", "_wait_for", "reset", "timestamps")
 
     def __init__(self, sequence):
         self._sequence = sequence
@@ -190,6 +190,10 @@ class Commands:
         # cheaper on GPUs than a barrier that also waits for transfers (one call into C++).
         self.compute_barrier = functools.partial(sequence.record_barrier, SHADER_WRITE, SHADER_READ | SHADER_WRITE,
                                                  COMPUTE_SHADER, COMPUTE_SHADER)
+        # That barrier, then a dispatch (pipeline.handle, push words): a dependent operation's two
+        # commands in one call.
+        self.compute_barrier_dispatch = functools.partial(sequence.record_barrier_dispatch, SHADER_WRITE,
+                                                          SHADER_READ | SHADER_WRITE, COMPUTE_SHADER, COMPUTE_SHADER)
         self.submit = sequence.eval_async
         self.done = sequence.is_done
         self._wait_for = sequence.wait_for  # (timeout ns) -> whether it ended; GIL released
