@@ -14,7 +14,7 @@ import numpy as np
 
 from . import fork, threads
 from .buffers import Buffer
-from .stream import replay_key, traffic
+from .stream import replay_key
 
 
 class Program:
@@ -41,7 +41,7 @@ class Launch:
     __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key", "replay_key",
                  "program", "traffic")
 
-    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key, program):
+    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key, program, traffic: int = 0):
         self.device = device
         self.program = program
         self.name = name
@@ -52,7 +52,9 @@ class Launch:
         self.buffers = tuple(weakref.ref(b) for b in buffers)
         self.key = key  # (program key, grid, arena ids): what the pipeline was made for
         self.replay_key = replay_key(pipeline, push)  # the stream's kept command buffer for it
-        self.traffic = traffic(reads, writes)  # the bytes it moves, at most (when the stream submits)
+        # The bytes its ranges span, read and written (when the stream submits; the spans above may
+        # be whole arenas, as under the validation layer).
+        self.traffic = traffic
 
     def derived(self, pipeline, push, reads, writes, buffer_refs, key) -> "Launch":
         """A launch of the same device and name from parts already made (no checks, no copies):
@@ -61,7 +63,7 @@ class Launch:
         launch.device, launch.name, launch.pipeline, launch.push = self.device, self.name, pipeline, push
         launch.reads, launch.writes, launch.buffers, launch.key = reads, writes, buffer_refs, key
         launch.replay_key = replay_key(pipeline, push)
-        launch.traffic = traffic(reads, writes)
+        launch.traffic = self.traffic  # (the same blocks: the same ranges)
         launch.program = self.program
         return launch
 
@@ -89,7 +91,8 @@ def prepare(device, resources, program: Program, grid, bindings, push, reads, wr
         return Launch(device, name, pipeline, np.ascontiguousarray(push, np.uint32),
                       [resources.span(b.block, s, e) for b, s, e in reads],
                       [resources.span(b.block, s, e) for b, s, e in writes],
-                      tuple({id(b): b for b in bindings}.values()), key, program)
+                      tuple({id(b): b for b in bindings}.values()), key, program,
+                      sum([e - s for _, s, e in reads]) + sum([e - s for _, s, e in writes]))
 
 
 def enqueue(resources, launch: Launch) -> bool:
@@ -215,7 +218,7 @@ class Results:
         remembered = self._steps[t][2]
         if len(remembered) >= self.BLOCKS:
             remembered.clear()
-        entry = remembered[key] = (pipeline, push, spans, replay_key(pipeline, push), traffic(template.reads, spans))
+        entry = remembered[key] = (pipeline, push, spans, replay_key(pipeline, push), template.traffic)
         return entry
 
 
@@ -314,7 +317,7 @@ class Rebound:
             spans.append((arena.id, 0, arena.nbytes) if whole else (arena.id, offset, offset + size))
         if shift:
             push[self._words[-1]] += shift
-        made = (pipeline, push, spans[:-1], spans[-1:], replay_key(pipeline, push), traffic(spans, ()))
+        made = (pipeline, push, spans[:-1], spans[-1:], replay_key(pipeline, push), sum(self._sizes))
         if len(self._made) >= self.BLOCK_SETS:
             self._made.clear()
         self._made[key] = made

@@ -110,8 +110,9 @@ class Stream:
     def dispatch(self, pipeline, push, reads, writes, name: str, key=None, nbytes: int = 0) -> None:
         """Queue a dispatch of `pipeline` (a vulkan.Pipeline) that reads and writes these spans.
 
-        `key` is `replay_key(pipeline, push)`, `nbytes` its `traffic(reads, writes)`, both made
-        once by callers that repeat a dispatch."""
+        `key` is `replay_key(pipeline, push)`, `nbytes` the bytes its ranges span (what it reads
+        and writes: not the spans tracked, which may be whole arenas), both made once by callers
+        that repeat a dispatch."""
         if self._open is None and self._solo is None and not self._inflight and not self._force_barrier \
                 and not self._reads and not self._writes:  # idle: nothing to order it after
             kept = self._kept(key or replay_key(pipeline, push), pipeline)
@@ -370,11 +371,6 @@ class Stream:
         self._inflight.clear()
         self._free.clear()
         self._open = None
-
-
-def traffic(reads, writes) -> int:
-    """The bytes a dispatch over these (arena id, start, end) spans reads and writes, at most."""
-    return sum([end - start for _, start, end in reads]) + sum([end - start for _, start, end in writes])
 
 
 def replay_key(pipeline, push) -> tuple:
