@@ -41,7 +41,7 @@ class Launch:
     __slots__ = ("device", "name", "pipeline", "push", "reads", "writes", "buffers", "key", "replay_key",
                  "program", "traffic")
 
-    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key, program, traffic: int = 0):
+    def __init__(self, device, name, pipeline, push, reads, writes, buffers, key, program, traffic: int):
         self.device = device
         self.program = program
         self.name = name
