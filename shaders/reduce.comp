@@ -116,12 +116,25 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
         // bits are the generic path's either way.
         vec4 largest = vec4(0.0);
         uint least = 0xFFFFFFFFu;  // (sums_look) the least subnormal_key
-        for (; b + 7u * step + 4u <= end; b += 8u * step) {
+        // Software-pipelined: the next eight blocks' loads are issued before this eight's
+        // arithmetic, so a lane's loads stay in flight while it adds (the order of additions is
+        // unchanged).
+        if (b + 7u * step + 4u <= end) {
             vec4 x[8];
             for (uint k = 0u; k < 8u; ++k) x[k] = float_block(at, in_base, b + k * step, stride, vector);
-            for (uint k = 0u; k < 8u; ++k) {
-                largest = max(largest, sums_block(s, c1, c2, x[k]));
-                if (sums_look()) least = min(least, subnormal_key(x[k]));
+            while (true) {
+                uint next = b + 8u * step;
+                bool more = next + 7u * step + 4u <= end;
+                vec4 y[8];
+                if (more)
+                    for (uint k = 0u; k < 8u; ++k) y[k] = float_block(at, in_base, next + k * step, stride, vector);
+                for (uint k = 0u; k < 8u; ++k) {
+                    largest = max(largest, sums_block(s, c1, c2, x[k]));
+                    if (sums_look()) least = min(least, subnormal_key(x[k]));
+                }
+                b = next;
+                if (!more) break;
+                x = y;
             }
         }
         for (; b + 4u <= end; b += step) {
@@ -204,16 +217,29 @@ uint lane_blocks(uint in_base, uint b, uint end, uint step, uint index_base, uin
         }
     }
 #endif
-    if (WIDE_LOADS) {
-        for (; b + (WIDE_BLOCKS - 1u) * step + 4u <= end; b += WIDE_BLOCKS * step) {
-            uvec2 v[4u * WIDE_BLOCKS];
-            for (uint k = 0u; k < WIDE_BLOCKS; ++k) {
-                uvec2 w[4];
-                load_block(in_base, b + k * step, stride, vector, w);
-                for (uint q = 0u; q < 4u; ++q) v[4u * k + q] = w[q];
-            }
+    if (WIDE_LOADS && b + (WIDE_BLOCKS - 1u) * step + 4u <= end) {
+        // Software-pipelined as lane_float_sums: the next blocks' loads before these blocks' adds.
+        uvec2 v[4u * WIDE_BLOCKS];
+        for (uint k = 0u; k < WIDE_BLOCKS; ++k) {
+            uvec2 w[4];
+            load_block(in_base, b + k * step, stride, vector, w);
+            for (uint q = 0u; q < 4u; ++q) v[4u * k + q] = w[q];
+        }
+        while (true) {
+            uint next = b + WIDE_BLOCKS * step;
+            bool more = next + (WIDE_BLOCKS - 1u) * step + 4u <= end;
+            uvec2 n[4u * WIDE_BLOCKS];
+            if (more)
+                for (uint k = 0u; k < WIDE_BLOCKS; ++k) {
+                    uvec2 w[4];
+                    load_block(in_base, next + k * step, stride, vector, w);
+                    for (uint q = 0u; q < 4u; ++q) n[4u * k + q] = w[q];
+                }
             for (uint k = 0u; k < WIDE_BLOCKS; ++k)
                 for (uint q = 0u; q < 4u; ++q) acc[q] = acc_add(acc[q], v[4u * k + q], index_base + b + k * step + q);
+            b = next;
+            if (!more) break;
+            v = n;
         }
     }
     for (; b + 4u <= end; b += step) {
