@@ -29,7 +29,7 @@ Rows:
   the call against numpy's): the functions that take no float triples.
 
 - `short walks`: (on a GPU) FLOAT32 SUM, FLOAT32 MAX and INT32 SUM over axis 0 of 256 MiB cut
-  into 2 to 16 rows (many output elements of a few elements each: compiled_selection.short_walk),
+  into 2 to 64 rows (many output elements of a few elements each: compiled_selection.short_walk),
   GPU time against torch's with dim=0.
 
 Targets (docs/guide/reductions.md): H100/H200 kernel >= 0.9 x the read floor and >= 1.0 x
@@ -258,10 +258,12 @@ def function_rows(device, nbytes) -> list:
 
 
 #: (rows, columns) of the short-walks sweep: 256 MiB of 32-bit elements reduced over axis 0,
-#: each output element from 2 to 16 of them (GPUs: compiled_selection.short_walk), and the step
-#: past each limit of the short pipeline: 9 rows (float sums leave it) and 17 (every function
-#: does), 144 and 272 MiB.
-SHORT_SHAPES = [(2, 1 << 25), (4, 1 << 24), (8, 1 << 23), (9, 1 << 22), (16, 1 << 22), (17, 1 << 22)]
+#: each output element from 2 to 64 of them (GPUs: compiled_selection.short_walk; these columns
+#: come in quads: short_quads), and the steps past the short pipeline's limits: 3 and 5 rows
+#: (192 and 160 MiB: other functions than float sums leave the quads past 4), 9 and 17 rows (144
+#: and 272 MiB), 33 (132 MiB).
+SHORT_SHAPES = [(2, 1 << 25), (3, 1 << 24), (4, 1 << 24), (5, 1 << 23), (8, 1 << 23), (9, 1 << 22), (16, 1 << 22),
+                (17, 1 << 22), (32, 1 << 21), (33, 1 << 20), (64, 1 << 20)]
 #: (function, input type, torch's) of the short-walks sweep.
 SHORT_FUNCTIONS = [("SUM", np.float32, "sum"), ("MAX", np.float32, "amax"), ("SUM", np.int32, "sum")]
 
@@ -287,7 +289,8 @@ def short_walk_rows(device) -> list:
                 assert np.array_equal(got, want), (name, shape)
             row = {"case": f"REDUCE({name}) over axis 0 of {shape[0]} x {shape[1]} {x.dtype.name}", "shape": list(shape),
                    "bytes": x.nbytes, "seconds": sum(times), "dispatch_seconds": times,
-                   "cut": compiled.shape._asdict(), "short_walk": compiled.short_walk}
+                   "cut": compiled.shape._asdict(), "short_walk": compiled.short_walk,
+                   "short_quads": compiled.short_quads}
             if torch:
                 tx = torch.from_numpy(x).cuda()
                 peer = getattr(torch, torch_name)

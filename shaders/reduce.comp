@@ -351,6 +351,69 @@ void short_units(uint group, uint groups) {
     }
 }
 
+#if IN_BITS == 32
+// Set where a short walk's output elements come in quads (dmlgpu/kernels/compiled_selection.py
+// short_quads: 32-bit elements; the innermost kept dimension of more than one element has input
+// and output stride 1 and a multiple of 4 elements): four adjacent output elements' walks are
+// then four adjacent input elements at every walked row, read with one 16-byte load where
+// aligned. Each output element keeps lane_elements' order (element r to component r % 4, the
+// components merged as (0 + 1) + (2 + 3)). Not the float sums: their arithmetic, not their loads,
+// bounds them there (benchmarks/NOTES.md, session 16).
+layout(constant_id = 4) const bool SHORT_QUADS = false;
+layout(std430, binding = 1) buffer OutVecs { uvec4 out_v[]; };
+
+// Walked row r's four elements of the quad from input element in_base.
+uvec4 quad_row(uint in_base, uint r, uint stride, bool aligned) {
+    uint e = sp.in_offset + in_base + r * stride;
+    if (aligned) return in_v[e / 4u];
+    return uvec4(in_w[e], in_w[e + 1u], in_w[e + 2u], in_w[e + 3u]);
+}
+
+// Output elements out_at .. out_at + 3's results.
+void store_quad(uint out_at, uvec2 result[4]) {
+    if (OUT_BITS == 32 && (sp.out_offset + out_at) % 4u == 0u) {
+        out_v[(sp.out_offset + out_at) / 4u] = uvec4(result[0].x, result[1].x, result[2].x, result[3].x);
+        return;
+    }
+    for (uint j = 0u; j < 4u; ++j) STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at + j, result[j]);
+}
+
+// Every quad of output elements that falls to workgroup `group` of `groups` (SHORT_QUADS, walks of
+// at most 4): REDUCE_SHORT_LOADS / 16 quads an invocation, every load first, then each output
+// element added in lane_elements' order.
+void short_quads(uint group, uint groups) {
+    const uint per_quads = REDUCE_SHORT_LOADS / 16u;
+    uint quads = param(SP_ITEMS) / 4u, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
+    uint count = param(SP_COUNT), stride = param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u);
+    uint per = groups * gl_WorkGroupSize.x;
+    for (uint first = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x; first < quads; first += per_quads * per) {
+        uint in_base[REDUCE_SHORT_LOADS / 16u], out_at[REDUCE_SHORT_LOADS / 16u];
+        for (uint k = 0u; k < per_quads; ++k) {
+            in_base[k] = 0u;
+            out_at[k] = 0u;
+            if (first + k * per < quads) outer_offsets(4u * (first + k * per), in_base[k], out_at[k]);
+        }
+        uvec4 v[REDUCE_SHORT_LOADS / 4u];
+        for (uint k = 0u; k < per_quads; ++k) {
+            bool aligned = (sp.in_offset + in_base[k]) % 4u == 0u && stride % 4u == 0u;
+            for (uint r = 0u; r < 4u; ++r)
+                v[4u * k + r] = first + k * per < quads && r < walked ? quad_row(in_base[k], r, stride, aligned) : uvec4(0u);
+        }
+        for (uint k = 0u; k < per_quads; ++k) {
+            if (first + k * per >= quads) break;
+            uvec2 result[4];
+            for (uint j = 0u; j < 4u; ++j) {
+                Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
+                for (uint r = 0u; r < 4u; ++r)
+                    if (r < walked) acc[r] = acc_add(acc[r], lane_value(v[4u * k + r][j]), index_base + r);
+                result[j] = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
+            }
+            store_quad(out_at[k], result);
+        }
+    }
+}
+#endif
+
 // Every unit of the parameter words' that falls to workgroup `group` of `groups`.
 void reduce_units(uint group, uint groups) {
     uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), mode = param(SP_MODE);
@@ -391,6 +454,12 @@ void main() {
     uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y, dispatched = groups, count_at = 0u;
     if (SHORT_WALK != 0u) {
+#if IN_BITS == 32
+        if (SHORT_QUADS) {
+            short_quads(group, groups);
+            return;
+        }
+#endif
         short_units(group, groups);
         return;
     }

@@ -26,12 +26,12 @@ from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
 from ..errors import ValidationError
-from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
+from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY, ReduceFunction
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
 __all__ = ["MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "flushes_subnormals", "Pass", "Passes",
-           "ReduceShape", "reduce_shape", "selection_params", "short_walk", "walks_across"]
+           "ReduceShape", "quad_layout", "reduce_shape", "selection_params", "short_quads", "short_walk", "walks_across"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
@@ -121,6 +121,36 @@ def short_walk(shape: ReduceShape, walked: int, across: bool, is_cpu: bool, floa
     if float_arithmetic and walked > _SHORT_FLOAT_WALK:
         return 0
     return SHORT_WALKS[0] if walked <= SHORT_WALKS[0] else SHORT_WALKS[1]
+
+
+#: The float functions whose state is a sum of terms (reduce_acc.glsl acc_sums): their short walks
+#: never take quads (their arithmetic, not their loads, bounds them: benchmarks/NOTES.md, session 16).
+_SUMMED = (ReduceFunction.SUM, ReduceFunction.AVERAGE, ReduceFunction.L1, ReduceFunction.SUM_SQUARE,
+           ReduceFunction.L2, ReduceFunction.LOG_SUM)
+
+
+def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
+    """Whether a REDUCE's output elements come in quads (shaders/reduce.comp SHORT_QUADS): 32-bit
+    elements, and the innermost kept dimension of more than one element (`words`: the parameter
+    words, outer dimensions innermost first) has input and output stride 1 and a multiple of 4
+    elements, so that four adjacent output elements read four adjacent input elements at every
+    walked row."""
+    if element_bytes != 4:
+        return False
+    first = len(kernels.SELECT_HEADER)
+    for d in range(int(words[_HEADER["outer_dims"]])):
+        size, in_stride, out_stride = (int(w) for w in words[first + 3 * d:first + 3 * d + 3])
+        if size > 1:
+            return size % 4 == 0 and in_stride == 1 and out_stride == 1
+    return False
+
+
+def short_quads(short: int, quads: bool, float_sums: bool) -> bool:
+    """Whether a short walk (`short`: its SHORT_WALK) runs in quads (two an invocation): walks of
+    at most SHORT_WALKS[0] where the layout allows (`quads`: quad_layout), but not the float sums
+    (`float_sums`). H200, 256 MiB over axis 0 of 2 to 4 rows: FLOAT32 MAX 414 -> 117 us at 2 rows,
+    INT32 SUM 410 -> 97; float sums lost (SUM of 2 rows 654 -> 756 us)."""
+    return short == SHORT_WALKS[0] and quads and not float_sums
 
 
 def walks_across(sizes, strides, walked) -> bool:
@@ -259,7 +289,7 @@ class CompiledSelection:
     """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor.
     The device's `SpanningSelection` (dmlgpu/api/spanning_operators.py) also takes bindings of
     memory that spans several buffers. `short_walk`: the SHORT_WALK its own dispatch runs
-    with (0: the general pipeline; see short_walk)."""
+    with (0: the general pipeline; see short_walk); `short_quads`: whether in quads."""
 
     def __init__(self, device, operator_desc, feature_level):
         self.op = op = operator_desc.OPERATOR
@@ -273,8 +303,9 @@ class CompiledSelection:
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
         cpu = bool(device.is_cpu)
         self._group = REDUCE_GROUP[cpu]  # REDUCE's workgroup size: the pipeline's and its grids'
-        # REDUCE's specialization constants by id: WIDE_LOADS, group size, SHORT_WALK (0: general), FLUSHES.
-        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device))] if op.family == REDUCE_FAMILY else []
+        # REDUCE's specialization constants by id: WIDE_LOADS, group size, SHORT_WALK (0: general), FLUSHES,
+        # SHORT_QUADS.
+        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device)), 0] if op.family == REDUCE_FAMILY else []
         self._program = self._own_program = Program(self.variant.name, spirv.load(self.variant.name),
                                                     np.array(spec, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
@@ -283,15 +314,19 @@ class CompiledSelection:
             source = tensors[0]
             across = walks_across(source.sizes, source.effective_strides, self.attributes["Axes"])
             self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
-            arithmetic = in_type.is_float and self.attributes["Function"] not in PICKING_FUNCTIONS
+            function = self.attributes["Function"]
+            arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS
+            float_sums = in_type.is_float and function in _SUMMED
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
+            self.short_quads = short_quads(short, quad_layout(params, in_type.size), float_sums)
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
-                spec[2] = short
+                spec[2], spec[4] = short, int(self.short_quads)
                 self._own_program = Program(self.variant.name, self._program.spirv,
                                             np.array(spec, dtype=np.uint32), self._program.push_words)
-            self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True, short_walk=short))
+            self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True, short_walk=short,
+                                                          quads=self.short_quads))
         else:
-            self.shape, self.short_walk = None, 0
+            self.shape, self.short_walk, self.short_quads = None, 0, False
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise
@@ -301,7 +336,7 @@ class CompiledSelection:
 
     def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
                       count: int | None = None, to_states: bool = False, in_base: int = 0,
-                      out_base: int = 0, merge_last: bool = False, short_walk: int = 0) -> list:
+                      out_base: int = 0, merge_last: bool = False, short_walk: int = 0, quads: bool = False) -> list:
         """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
         writing states and a second merging them; `merge_last`: where the merge is one
         workgroup's, the first's last workgroup merges (one dispatch: its state buffer needs
@@ -310,7 +345,8 @@ class CompiledSelection:
         writes its chunks' states and stops, `index_base` is its first walked element's index,
         `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
         offsets of the input and output. `short_walk`: the dispatch runs the short-walk
-        pipeline (one pass; an invocation takes REDUCE_SHORT_LOADS / short_walk output elements)."""
+        pipeline (one pass; an invocation takes REDUCE_SHORT_LOADS / short_walk output elements, or
+        with `quads` (short_quads) REDUCE_SHORT_LOADS / 16 quads of them)."""
         modes = kernels.SELECT_MODES
         descs = self._descs if descs is None else descs
         attributes = self.attributes if attributes is None else attributes
@@ -320,7 +356,12 @@ class CompiledSelection:
         mode = modes["REDUCE_TO_STATES"] if shape.chunks > 1 or to_states else 0
         first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
                                     chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
-        units = math.ceil(items * short_walk / kernels.REDUCE_SHORT_LOADS) if short_walk else items * shape.chunks
+        if quads:
+            units = math.ceil(items / (4 * (kernels.REDUCE_SHORT_LOADS // 16)))
+        elif short_walk:
+            units = math.ceil(items * short_walk / kernels.REDUCE_SHORT_LOADS)
+        else:
+            units = items * shape.chunks
         passes = [Pass(first, _groups(units, shape.lanes, self._group), mode)]
         if shape.chunks > 1 and not to_states:
             combine = self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,

@@ -93,12 +93,26 @@ vec3 triple_merge(vec3 a, vec3 b) {
     return vec3(s.x, d.x, c2);
 }
 
-// A triple as a pair (hi the float nearest to its value, barring a tie); a zero keeps its sign.
+// The float nearest a.x + a.y on the side of it whose last bit is odd where the sum is not a
+// float (rounding to odd), else the sum: it keeps, in its last bit, that something lay below.
+float sum_to_odd(float a, float b) {
+    vec2 u = two_sum(a, b);
+    uint bits = floatBitsToUint(u.x);
+    if (u.y == 0.0 || (bits & 1u) != 0u) return u.x;
+    // (the neighbour towards u.y: a larger magnitude where the signs agree; never a zero, as
+    // |u.y| is at most half an ulp of u.x)
+    return uintBitsToFloat((u.y > 0.0) == (u.x > 0.0) ? bits + 1u : bits - 1u);
+}
+
+// A triple as a pair whose hi is the float nearest to the triple's value (ties to even), and lo
+// the rest rounded to odd (a zero keeps its sign). Rounding the rest to nearest could make a tie
+// of a value just beside one: 1 + 2^-24 + 2^-60 gave 1, not 1 + 2^-23; rounded to odd, the rest
+// is never a tie point of hi's precision (those have even last bits so far below), so the sum's
+// one rounding to nearest falls on the side the exact value does.
 vec2 triple_pair(vec3 a) {
     if (a.y == 0.0 && a.z == 0.0) return vec2(a.x, 0.0);
     vec2 t = two_sum(a.x, a.y);
-    precise float lo = t.y + a.z;
-    return two_sum(t.x, lo);
+    return two_sum(t.x, sum_to_odd(t.y, a.z));
 }
 
 vec2 pair_add(vec2 a, vec2 b) {

@@ -331,6 +331,82 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
             assert testing.same_bits(got, reference_reduce(x, function, (0,), out_type.numpy)), (walk, pad)
 
 
+@pytest.mark.parametrize("function, dtype", [(F.MAX, np.float32), (F.ARGMAX, np.float32), (F.SUM, np.int32),
+                                             (F.MULTIPLY, np.float32), (F.ARGMIN, np.uint32)],
+                         ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
+def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, function, dtype):
+    """Short walks across whose output elements come in quads (GPUs: shaders/reduce.comp
+    short_quads, four adjacent output elements from one 16-byte load a row, two quads an
+    invocation), here on this device: walks of 1 to 4 elements over the leading axis and the
+    middle one of three, rows aligned (a stride a multiple of 4) and not, an output not on 16
+    bytes, a huge, an infinite and a NaN term in some quads and not in their neighbours: the
+    reference's bits, and every output element written."""
+    from dmlgpu.kernels import compiled_selection
+    general = compiled_selection.short_walk
+    monkeypatch.setattr(compiled_selection, "short_walk",
+                        lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
+    out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(np.dtype(dtype))
+    for walk in (1, 2, 3, 4):
+        for shape, axis, pad, out_row in (((walk, 1_024), 0, 0, None), ((walk, 1_024), 0, 4, None),
+                                          ((walk, 1_024), 0, 3, None), ((3, walk, 12), 1, 0, None),
+                                          ((3, walk, 12), 1, 0, 13)):  # (output rows 13 apart: quads not on 16 bytes)
+            if np.dtype(dtype).kind == "f":
+                x = rng.normal(0, 3, size=shape).astype(dtype)
+                flat = x.reshape(-1)
+                flat[[41 % flat.size, 402 % flat.size, 555 % flat.size]] = (3e30, -np.inf, np.nan)
+            else:
+                x = rng.integers(0, 200, size=shape).astype(dtype)
+            padded = np.zeros(shape[:-1] + (shape[-1] + pad,), x.dtype)
+            padded[..., :shape[-1]] = x
+            strides = np.array(padded.strides) // x.itemsize
+            in_desc = TensorDesc(DataType.from_numpy(x.dtype), shape, tuple(int(v) for v in strides))
+            out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
+            out_strides = None if out_row is None else (out_row, out_row, 1)
+            out_desc = TensorDesc(out_type, out_shape, out_strides)
+            desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
+            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
+            assert compiled.short_quads and compiled.short_walk == 4, (walk, shape)
+            source = device.upload(padded)
+            nbytes = out_desc.total_size
+            out = device.upload(np.full(max(16, nbytes), POISON, np.uint8))
+            compiled.execute([Binding(source)], [Binding(out)])
+            raw = out.read()[:nbytes].view(out_type.numpy)
+            want = reference_reduce(x, function, (axis,), out_type.numpy)
+            if out_row is None:
+                got = raw.reshape(out_shape)
+            else:
+                got = np.lib.stride_tricks.as_strided(raw, out_shape, tuple(v * out_type.size for v in out_strides))
+                gaps = np.ones(raw.size, bool)
+                gaps[[i * out_row + j for i in range(3) for j in range(12)]] = False
+                assert np.all(raw[gaps].view(np.uint8) == POISON)  # (nothing written between the rows)
+            assert testing.same_bits(got, want), (walk, shape, pad, out_row)
+
+
+def test_which_layouts_take_quads():
+    """quad_layout: 32-bit elements whose innermost kept dimension of more than one element has
+    input and output stride 1 and a multiple of 4 elements; short_quads: walks of at most
+    SHORT_WALKS[0], not float sums."""
+    from dmlgpu.kernels.compiled_selection import quad_layout, selection_params, short_quads, SHORT_WALKS
+    from dmlgpu.describe.validation import checked_attributes
+
+    def quads(shape, strides, axis, dtype=DataType.FLOAT32, out_strides=None):
+        out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
+        desc = ReduceOperatorDesc(TensorDesc(dtype, shape, strides), TensorDesc(dtype, out_shape, out_strides),
+                                  F.SUM, (axis,))
+        words, _ = selection_params(desc.OPERATOR, checked_attributes(desc, FeatureLevel.newest()), desc.tensor_descs())
+        return quad_layout(words, dtype.size)
+
+    assert quads((4, 1024), None, 0) and quads((4, 1024), (1027, 1), 0) and quads((3, 5, 12), None, 1)
+    assert quads((4, 1, 8), (8, 8, 1), 0)  # (a kept dimension of one element is passed over)
+    assert not quads((4, 1022), None, 0)  # not a multiple of 4
+    assert not quads((4, 1024), None, 0, DataType.FLOAT16) and not quads((4, 1024), None, 0, DataType.INT64)
+    assert not quads((4, 1024), (1, 4), 0)  # the kept dimension strided
+    assert not quads((4, 8), None, 0, out_strides=(16, 2))  # the output strided
+    assert [short_quads(s, True, False) for s in (0,) + SHORT_WALKS] == [False, True, False]
+    assert not short_quads(SHORT_WALKS[0], True, True)  # float sums
+    assert not short_quads(SHORT_WALKS[0], False, False)
+
+
 def test_which_cuts_take_the_short_walk_pipeline():
     """short_walk: on a GPU, a walk across with one lane and one chunk an output element: walks
     of at most 4 elements take the pipeline of 4, longer ones (any length) the one in rounds of
@@ -436,6 +512,32 @@ def test_special_values(device, function, values, dtype, expected):
     else:
         assert np.isclose(got, want, rtol=1e-6, atol=0), (got, want)
     assert testing.same_bits(got, reference_reduce(x, function, (0,)).reshape(()))
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.L1], ids=lambda f: f.name)
+def test_a_sum_beside_a_tie_rounds_to_its_side(device, function):
+    """Sums whose exact value lies just beside a tie of float32's precision (1 + 2^-24 + 2^-60:
+    the rounding error of 1 + 2^-24 is kept in one float and what lies below it in another) round
+    to the side the exact value lies on, and an exact tie to even: alone, spread over a long walk
+    of zeros (lanes and chunks merged) and down a column (a walk across); a subnormal term beside
+    normal ones likewise."""
+    from fractions import Fraction
+    t = 2.0 ** -24
+    rows = [[1.0, t, 2.0 ** -60], [1.0, t, -2.0 ** -60], [-1.0, -t, -2.0 ** -60], [1.0, t], [1.0 + 2 * t, t],
+            [1.0, t, 2.0 ** -100, 2.0 ** -110], [4.0, 4 * t, 1e-42], [3.0, -1.0, 3 * t, 2.0 ** -140]]
+    for values in rows:
+        x = np.array(values, np.float32)
+        terms = np.abs(x) if function is F.L1 else x
+        exact = sum(Fraction(float(v)) for v in terms)
+        want = np.float32(float(exact))  # (the Fraction's float is correctly rounded; float32's from it may not be:)
+        lo, hi = np.nextafter(want, np.float32(-np.inf)), np.nextafter(want, np.float32(np.inf))
+        want = min((want, lo, hi), key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.uint32)) & 1))
+        long = np.zeros(200_003, np.float32)
+        long[[5, 100_000, 200_002, 77][:len(x)]] = x
+        for data, axes in ((x, (0,)), (long, (0,)), (np.ascontiguousarray(np.tile(x[:, None], (1, 8))), (0,))):
+            got = _run(device, data, function, axes, DataType.FLOAT32).reshape(-1)
+            assert testing.same_bits(got, np.full(got.shape, want, np.float32)), (values, data.shape, got[0], want)
+            assert testing.same_bits(got, reference_reduce(data, function, axes).reshape(-1))
 
 
 def test_numpy_and_scipy_names(rng):
