@@ -378,10 +378,44 @@ void store_quad(uint out_at, uvec2 result[4]) {
     for (uint j = 0u; j < 4u; ++j) STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at + j, result[j]);
 }
 
-// Every quad of output elements that falls to workgroup `group` of `groups` (SHORT_QUADS, walks of
-// at most 4): REDUCE_SHORT_LOADS / 16 quads an invocation, every load first, then each output
-// element added in lane_elements' order.
+// short_quads with SHORT_WALK REDUCE_SHORT_LOADS: a quad an invocation, in rounds of
+// REDUCE_SHORT_LOADS / 4 rows' loads (not the picking functions: their sixteen states ran 5-15x
+// slower than an output element an invocation; compiled_selection.short_quads).
+void short_quad_rounds(uint group, uint groups) {
+    const uint rows = REDUCE_SHORT_LOADS / 4u;
+    uint quads = param(SP_ITEMS) / 4u, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
+    uint count = param(SP_COUNT), stride = param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u);
+    uint per = groups * gl_WorkGroupSize.x;
+    for (uint quad = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x; quad < quads; quad += per) {
+        uint in_base = 0u, out_at = 0u;
+        outer_offsets(4u * quad, in_base, out_at);
+        bool aligned = (sp.in_offset + in_base) % 4u == 0u && stride % 4u == 0u;
+        Acc acc[16];  // output element j's component q: acc[4 j + q]
+        for (uint i = 0u; i < 16u; ++i) acc[i] = acc_empty();
+        for (uint base = 0u; base < walked; base += rows) {
+            uvec4 v[rows];
+            for (uint r = 0u; r < rows; ++r) v[r] = base + r < walked ? quad_row(in_base, base + r, stride, aligned) : uvec4(0u);
+            for (uint r = 0u; r < rows; ++r)
+                if (base + r < walked)
+                    for (uint j = 0u; j < 4u; ++j)
+                        acc[4u * j + r % 4u] = acc_add(acc[4u * j + r % 4u], lane_value(v[r][j]), index_base + base + r);
+        }
+        uvec2 result[4];
+        for (uint j = 0u; j < 4u; ++j)
+            result[j] = acc_result(acc_merge(acc_merge(acc[4u * j], acc[4u * j + 1u]), acc_merge(acc[4u * j + 2u], acc[4u * j + 3u])), count);
+        store_quad(out_at, result);
+    }
+}
+
+// Every quad of output elements that falls to workgroup `group` of `groups` (SHORT_QUADS): with
+// SHORT_WALK 4, REDUCE_SHORT_LOADS / 16 quads an invocation, every load first, then each output
+// element added in lane_elements' order; else one quad an invocation, its walk of any length in
+// rounds of REDUCE_SHORT_LOADS / 4 rows (the four output elements' states kept across them).
 void short_quads(uint group, uint groups) {
+    if (SHORT_WALK >= REDUCE_SHORT_LOADS) {
+        short_quad_rounds(group, groups);
+        return;
+    }
     const uint per_quads = REDUCE_SHORT_LOADS / 16u;
     uint quads = param(SP_ITEMS) / 4u, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
     uint count = param(SP_COUNT), stride = param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u);

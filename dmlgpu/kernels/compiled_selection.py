@@ -145,12 +145,17 @@ def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
     return False
 
 
-def short_quads(short: int, quads: bool, float_sums: bool) -> bool:
-    """Whether a short walk (`short`: its SHORT_WALK) runs in quads (two an invocation): walks of
-    at most SHORT_WALKS[0] where the layout allows (`quads`: quad_layout), but not the float sums
-    (`float_sums`). H200, 256 MiB over axis 0 of 2 to 4 rows: FLOAT32 MAX 414 -> 117 us at 2 rows,
-    INT32 SUM 410 -> 97; float sums lost (SUM of 2 rows 654 -> 756 us)."""
-    return short == SHORT_WALKS[0] and quads and not float_sums
+def short_quads(short: int, quads: bool, float_sums: bool, picking: bool) -> bool:
+    """Whether a short walk (`short`: its SHORT_WALK) runs in quads where the layout allows
+    (`quads`: quad_layout): two an invocation for walks of at most SHORT_WALKS[0], one in rounds
+    for longer ones where the function does not pick (`picking`: MIN/MAX/ARG*, whose sixteen
+    states of a quad in rounds ran 5-15x slower); never the float sums (`float_sums`). H200,
+    256 MiB over axis 0 (benchmarks/NOTES.md, session 16): FLOAT32 MAX of 2 rows 421 -> 117 us,
+    INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50; float sums lost (SUM of 2 rows 654 ->
+    756 us, of 32 rows 153 -> 286)."""
+    if not short or not quads or float_sums:
+        return False
+    return short == SHORT_WALKS[0] or not picking
 
 
 def walks_across(sizes, strides, walked) -> bool:
@@ -318,7 +323,8 @@ class CompiledSelection:
             arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS
             float_sums = in_type.is_float and function in _SUMMED
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
-            self.short_quads = short_quads(short, quad_layout(params, in_type.size), float_sums)
+            self.short_quads = short_quads(short, quad_layout(params, in_type.size), float_sums,
+                                           function in PICKING_FUNCTIONS)
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
                 spec[2], spec[4] = short, int(self.short_quads)
                 self._own_program = Program(self.variant.name, self._program.spirv,
@@ -357,7 +363,7 @@ class CompiledSelection:
         first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
                                     chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
         if quads:
-            units = math.ceil(items / (4 * (kernels.REDUCE_SHORT_LOADS // 16)))
+            units = math.ceil(items / (4 * (kernels.REDUCE_SHORT_LOADS // 16 if short_walk == SHORT_WALKS[0] else 1)))
         elif short_walk:
             units = math.ceil(items * short_walk / kernels.REDUCE_SHORT_LOADS)
         else:

@@ -332,12 +332,12 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
 
 
 @pytest.mark.parametrize("function, dtype", [(F.MAX, np.float32), (F.ARGMAX, np.float32), (F.SUM, np.int32),
-                                             (F.MULTIPLY, np.float32), (F.ARGMIN, np.uint32)],
+                                             (F.MULTIPLY, np.float32), (F.ARGMIN, np.uint32), (F.MULTIPLY, np.uint32)],
                          ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
 def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, function, dtype):
     """Short walks across whose output elements come in quads (GPUs: shaders/reduce.comp
-    short_quads, four adjacent output elements from one 16-byte load a row, two quads an
-    invocation), here on this device: walks of 1 to 4 elements over the leading axis and the
+    short_quads, four adjacent output elements from one 16-byte load a row: two quads an
+    invocation, or one in rounds), here on this device: walks of 1 to 33 elements over the leading axis and the
     middle one of three, rows aligned (a stride a multiple of 4) and not, an output not on 16
     bytes, a huge, an infinite and a NaN term in some quads and not in their neighbours: the
     reference's bits, and every output element written."""
@@ -346,7 +346,9 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
     monkeypatch.setattr(compiled_selection, "short_walk",
                         lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
     out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(np.dtype(dtype))
-    for walk in (1, 2, 3, 4):
+    # (float arithmetic: short walks of at most 4 only; picking functions: quads of those only)
+    short_only = function is F.MULTIPLY or function in (F.MAX, F.MIN, F.ARGMAX, F.ARGMIN)
+    for walk in (1, 2, 3, 4) if short_only else (1, 2, 3, 4, 5, 9, 17, 33):
         for shape, axis, pad, out_row in (((walk, 1_024), 0, 0, None), ((walk, 1_024), 0, 4, None),
                                           ((walk, 1_024), 0, 3, None), ((3, walk, 12), 1, 0, None),
                                           ((3, walk, 12), 1, 0, 13)):  # (output rows 13 apart: quads not on 16 bytes)
@@ -365,7 +367,7 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
             out_desc = TensorDesc(out_type, out_shape, out_strides)
             desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
             compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
-            assert compiled.short_quads and compiled.short_walk == 4, (walk, shape)
+            assert compiled.short_quads and compiled.short_walk == (4 if walk <= 4 else 32), (walk, shape)
             source = device.upload(padded)
             nbytes = out_desc.total_size
             out = device.upload(np.full(max(16, nbytes), POISON, np.uint8))
@@ -384,8 +386,8 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
 
 def test_which_layouts_take_quads():
     """quad_layout: 32-bit elements whose innermost kept dimension of more than one element has
-    input and output stride 1 and a multiple of 4 elements; short_quads: walks of at most
-    SHORT_WALKS[0], not float sums."""
+    input and output stride 1 and a multiple of 4 elements; short_quads: not the float sums',
+    and picking functions' only to 4 elements."""
     from dmlgpu.kernels.compiled_selection import quad_layout, selection_params, short_quads, SHORT_WALKS
     from dmlgpu.describe.validation import checked_attributes
 
@@ -402,9 +404,10 @@ def test_which_layouts_take_quads():
     assert not quads((4, 1024), None, 0, DataType.FLOAT16) and not quads((4, 1024), None, 0, DataType.INT64)
     assert not quads((4, 1024), (1, 4), 0)  # the kept dimension strided
     assert not quads((4, 8), None, 0, out_strides=(16, 2))  # the output strided
-    assert [short_quads(s, True, False) for s in (0,) + SHORT_WALKS] == [False, True, False]
-    assert not short_quads(SHORT_WALKS[0], True, True)  # float sums
-    assert not short_quads(SHORT_WALKS[0], False, False)
+    assert [short_quads(s, True, False, False) for s in (0,) + SHORT_WALKS] == [False, True, True]
+    assert [short_quads(s, True, False, True) for s in (0,) + SHORT_WALKS] == [False, True, False]  # MAX...
+    assert not short_quads(SHORT_WALKS[0], True, True, False)  # float sums
+    assert not short_quads(SHORT_WALKS[0], False, False, False)
 
 
 def test_which_cuts_take_the_short_walk_pipeline():
