@@ -22,14 +22,14 @@ Rows:
 - `axis`: (with --shapes, the default on a GPU) SUM over one axis of (rows, columns) FLOAT32
   arrays from 4 KiB to 256 MiB, either axis, GPU time against `torch.sum(dim=axis)` (a CPU device:
   the call's wall clock against `np.sum(axis=axis)`): a reduction over the leading axis walks with a
-  stride, where the lanes must take adjacent columns (compiled_selection.walks_across).
+  stride, where the lanes must take adjacent columns (short_walks.walks_across).
 
 - `function`: (with --functions, the default on a GPU) integer SUM, MAX, ARGMAX and MIN over 256 MiB
   (--quick: 64 MiB), GPU time against torch's (`torch.sum`, `amax`, `argmax`, `amin`; a CPU device:
   the call against numpy's): the functions that take no float triples.
 
 - `short walks`: (on a GPU) FLOAT32 SUM, FLOAT32 MAX and INT32 SUM over axis 0 of 256 MiB cut
-  into 2 to 64 rows (many output elements of a few elements each: compiled_selection.short_walk),
+  into 2 to 64 rows (many output elements of a few elements each: short_walks.short_walk),
   GPU time against torch's with dim=0.
 
 Targets (docs/guide/reductions.md): H100/H200 kernel >= 0.9 x the read floor and >= 1.0 x
@@ -258,7 +258,7 @@ def function_rows(device, nbytes) -> list:
 
 
 #: (rows, columns) of the short-walks sweep: 256 MiB of 32-bit elements reduced over axis 0,
-#: each output element from 2 to 64 of them (GPUs: compiled_selection.short_walk; these columns
+#: each output element from 2 to 64 of them (GPUs: short_walks.short_walk; these columns
 #: come in quads: short_quads), and the steps past the short pipeline's limits: 3 and 5 rows
 #: (192 and 160 MiB: other functions than float sums leave the quads past 4), 9 and 17 rows (144
 #: and 272 MiB), 33 (132 MiB).

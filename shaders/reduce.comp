@@ -6,7 +6,7 @@
 //
 // Each output element's walked elements r = 0 .. R-1 are cut into chunks of SP_CHUNK elements; a
 // unit (an output element's chunk) is reduced by SP_LANES lanes of a workgroup (one lane where the
-// walk goes across: compiled_selection.walks_across; then a workgroup's lanes take adjacent
+// walk goes across: short_walks.walks_across; then a workgroup's lanes take adjacent
 // output elements' chunks, adjacent words of a strided walk): lane j, component
 // q (0..3) takes the elements chunk start + 4 (j + lanes t) + q for t = 0, 1, ... in order; the
 // four components merge as (0 + 1) + (2 + 3), then the lanes in a pairwise tree (lane j takes
@@ -298,7 +298,7 @@ Acc lane_states(uint item, uint lane, uint lanes) {
 // Set on GPUs where the walk is one strided dimension that goes across, with one lane and one
 // chunk an output element, of at most 4 elements (SHORT_WALK 4) or longer (SHORT_WALK 32, in
 // rounds of 32 loads)
-// (dmlgpu/kernels/compiled_selection.py short_walk): main then runs short_units only, in a
+// (dmlgpu/kernels/short_walks.py short_walk): main then runs short_units only, in a
 // pipeline of its own (the registers of reduce_units' loads in flight would halve its
 // occupancy, and short_units' those of every other cut's).
 layout(constant_id = 2) const uint SHORT_WALK = 0u;
@@ -352,7 +352,7 @@ void short_units(uint group, uint groups) {
 }
 
 #if IN_BITS == 32
-// Set where a short walk's output elements come in quads (dmlgpu/kernels/compiled_selection.py
+// Set where a short walk's output elements come in quads (dmlgpu/kernels/short_walks.py
 // short_quads: 32-bit elements; the innermost kept dimension of more than one element has input
 // and output stride 1 and a multiple of 4 elements): four adjacent output elements' walks are
 // then four adjacent input elements at every walked row, read with one 16-byte load where
@@ -380,7 +380,7 @@ void store_quad(uint out_at, uvec2 result[4]) {
 
 // short_quads with SHORT_WALK REDUCE_SHORT_LOADS: a quad an invocation, in rounds of
 // REDUCE_SHORT_LOADS / 4 rows' loads (not the picking functions: their sixteen states ran 5-15x
-// slower than an output element an invocation; compiled_selection.short_quads).
+// slower than an output element an invocation; short_walks.short_quads).
 void short_quad_rounds(uint group, uint groups) {
     const uint rows = REDUCE_SHORT_LOADS / 4u;
     uint quads = param(SP_ITEMS) / 4u, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);

@@ -25,6 +25,7 @@ import numpy as np
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
+from .short_walks import SHORT_WALKS, SUMMED, quad_layout, short_quads, short_walk, walks_across
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY, ReduceFunction
 from ..runtime import Program
@@ -52,13 +53,6 @@ _LANE_ELEMENTS = 64
 #: Lanes an output element's walk gets at least where outputs outnumber the lanes (reduce_shape;
 #: H200, FLOAT32 sums of 65,536 rows of 1,024: 110 us at 16 lanes, 91 at 4: NOTES, session 12).
 _MIN_LANES = 4
-#: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
-#: at most 4 (an invocation loads 8 output elements' walks first), 32 for longer ones, of any length
-#: (one output element an invocation, in rounds of 32 loads); float arithmetic (every float function
-#: but MIN/MAX/ARGMIN/ARGMAX) only the first: it lost in rounds. H200 figures: benchmarks/NOTES.md,
-#: session 14 (MAX of 16 x 4M over axis 0: 297 us general, 204 two outputs an invocation, 114 in rounds).
-SHORT_WALKS = (4, kernels.REDUCE_SHORT_LOADS)
-_SHORT_FLOAT_WALK = 4
 #: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each: 2 MiB): a
 #: walk `across` output elements of 1,024 wants 64 chunks each on a GPU.
 MAX_STATES = 1 << 16
@@ -112,66 +106,10 @@ def flushes_subnormals(device) -> bool:
     return not device.is_cpu and 32 not in device.properties["denorm_preserve"]
 
 
-def short_walk(shape: ReduceShape, walked: int, across: bool, is_cpu: bool, float_arithmetic: bool = False) -> int:
-    """REDUCE's SHORT_WALK for this cut (0: the general pipeline): on a GPU, a walk `across` with one
-    lane and one chunk an output element gets SHORT_WALKS[0] for walks that short, else
-    SHORT_WALKS[1] (in rounds); `float_arithmetic` (not MIN/MAX/ARG*): only up to _SHORT_FLOAT_WALK."""
-    if is_cpu or not across or shape.lanes != 1 or shape.chunks != 1:
-        return 0
-    if float_arithmetic and walked > _SHORT_FLOAT_WALK:
-        return 0
-    return SHORT_WALKS[0] if walked <= SHORT_WALKS[0] else SHORT_WALKS[1]
 
 
-#: The float functions whose state is a sum of terms (reduce_acc.glsl acc_sums): their short walks
-#: never take quads (their arithmetic, not their loads, bounds them: benchmarks/NOTES.md, session 16).
-_SUMMED = (ReduceFunction.SUM, ReduceFunction.AVERAGE, ReduceFunction.L1, ReduceFunction.SUM_SQUARE,
-           ReduceFunction.L2, ReduceFunction.LOG_SUM)
 
 
-def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
-    """Whether a REDUCE's output elements come in quads (shaders/reduce.comp SHORT_QUADS): 32-bit
-    elements, and the innermost kept dimension of more than one element (`words`: the parameter
-    words, outer dimensions innermost first) has input and output stride 1 and a multiple of 4
-    elements, so that four adjacent output elements read four adjacent input elements at every
-    walked row."""
-    if element_bytes != 4:
-        return False
-    first = len(kernels.SELECT_HEADER)
-    for d in range(int(words[_HEADER["outer_dims"]])):
-        size, in_stride, out_stride = (int(w) for w in words[first + 3 * d:first + 3 * d + 3])
-        if size > 1:
-            return size % 4 == 0 and in_stride == 1 and out_stride == 1
-    return False
-
-
-def short_quads(short: int, quads: bool, float_sums: bool, picking: bool) -> bool:
-    """Whether a short walk (`short`: its SHORT_WALK) runs in quads where the layout allows
-    (`quads`: quad_layout): two an invocation for walks of at most SHORT_WALKS[0], one in rounds
-    for longer ones where the function does not pick (`picking`: MIN/MAX/ARG*, whose sixteen
-    states of a quad in rounds ran 5-15x slower); never the float sums (`float_sums`). H200,
-    256 MiB over axis 0 (benchmarks/NOTES.md, session 16): FLOAT32 MAX of 2 rows 421 -> 117 us,
-    INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50; float sums lost (SUM of 2 rows 654 ->
-    756 us, of 32 rows 153 -> 286)."""
-    if not short or not quads or float_sums:
-        return False
-    return short == SHORT_WALKS[0] or not picking
-
-
-def walks_across(sizes, strides, walked) -> bool:
-    """Whether a reduction of a tensor of these `sizes` and element `strides` over the axes
-    `walked` walks one dimension with a stride while adjacent output elements' inputs are
-    adjacent (the innermost kept dimension of more than one element has stride 1): a reduction
-    over a leading axis. Lanes walking a chunk each then read adjacent words; lanes sharing a
-    chunk would each read a word of its own, a stride apart (on an H200 a FLOAT32 sum over the
-    leading axis of 65,536 x 1,024 took 8x torch's time: benchmarks/NOTES.md, session 12)."""
-    walked = set(walked)
-    if len(walked) != 1 or strides[min(walked)] == 1:
-        return False
-    for d in reversed(range(len(sizes))):  # the innermost kept dimension of more than one element
-        if d not in walked and sizes[d] > 1:
-            return strides[d] == 1
-    return False
 
 
 def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
@@ -321,7 +259,7 @@ class CompiledSelection:
             self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
             function = self.attributes["Function"]
             arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS
-            float_sums = in_type.is_float and function in _SUMMED
+            float_sums = in_type.is_float and function in SUMMED
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
             self.short_quads = short_quads(short, quad_layout(params, in_type.size), float_sums,
                                            function in PICKING_FUNCTIONS)
