@@ -379,8 +379,8 @@ void store_quad(uint out_at, uvec2 result[4]) {
 }
 
 // short_quads with SHORT_WALK REDUCE_SHORT_LOADS: a quad an invocation, in rounds of
-// REDUCE_SHORT_LOADS / 4 rows' loads (not the picking functions: their sixteen states ran 5-15x
-// slower than an output element an invocation; short_walks.short_quads).
+// REDUCE_SHORT_LOADS / 4 rows' loads (not the picking functions: in rounds they ran 5-15x slower
+// than an output element an invocation, with sixteen states or four; short_walks.short_quads).
 void short_quad_rounds(uint group, uint groups) {
     const uint rows = REDUCE_SHORT_LOADS / 4u;
     uint quads = param(SP_ITEMS) / 4u, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
@@ -408,15 +408,20 @@ void short_quad_rounds(uint group, uint groups) {
 }
 
 // Every quad of output elements that falls to workgroup `group` of `groups` (SHORT_QUADS): with
-// SHORT_WALK 4, REDUCE_SHORT_LOADS / 16 quads an invocation, every load first, then each output
-// element added in lane_elements' order; else one quad an invocation, its walk of any length in
-// rounds of REDUCE_SHORT_LOADS / 4 rows (the four output elements' states kept across them).
+// SHORT_WALK 4, 8 or 16 (walks of at most that many), REDUCE_SHORT_LOADS / (4 SHORT_WALK) quads an
+// invocation (at least one), every load first, then each output element added in lane_elements' order; with
+// REDUCE_SHORT_LOADS, one quad an invocation, its walk of any length in rounds
+// (short_quad_rounds).
+// Rows of 16-byte loads an invocation of short_quads holds at most (two quads' 4, or one quad's 16).
+#define QUAD_LOADS 16u
+
 void short_quads(uint group, uint groups) {
     if (SHORT_WALK >= REDUCE_SHORT_LOADS) {
         short_quad_rounds(group, groups);
         return;
     }
-    const uint per_quads = REDUCE_SHORT_LOADS / 16u;
+    // (4, 2), or (8 or 16, 1)
+    const uint rows = SHORT_WALK, per_quads = max(1u, REDUCE_SHORT_LOADS / (4u * SHORT_WALK));
     uint quads = param(SP_ITEMS) / 4u, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
     uint count = param(SP_COUNT), stride = param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u);
     uint per = groups * gl_WorkGroupSize.x;
@@ -427,19 +432,19 @@ void short_quads(uint group, uint groups) {
             out_at[k] = 0u;
             if (first + k * per < quads) outer_offsets(4u * (first + k * per), in_base[k], out_at[k]);
         }
-        uvec4 v[REDUCE_SHORT_LOADS / 4u];
+        uvec4 v[QUAD_LOADS];
         for (uint k = 0u; k < per_quads; ++k) {
             bool aligned = (sp.in_offset + in_base[k]) % 4u == 0u && stride % 4u == 0u;
-            for (uint r = 0u; r < 4u; ++r)
-                v[4u * k + r] = first + k * per < quads && r < walked ? quad_row(in_base[k], r, stride, aligned) : uvec4(0u);
+            for (uint r = 0u; r < rows; ++r)
+                v[rows * k + r] = first + k * per < quads && r < walked ? quad_row(in_base[k], r, stride, aligned) : uvec4(0u);
         }
         for (uint k = 0u; k < per_quads; ++k) {
             if (first + k * per >= quads) break;
             uvec2 result[4];
             for (uint j = 0u; j < 4u; ++j) {
                 Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
-                for (uint r = 0u; r < 4u; ++r)
-                    if (r < walked) acc[r] = acc_add(acc[r], lane_value(v[4u * k + r][j]), index_base + r);
+                for (uint r = 0u; r < rows; ++r)
+                    if (r < walked) acc[r % 4u] = acc_add(acc[r % 4u], lane_value(v[rows * k + r][j]), index_base + r);
                 result[j] = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
             }
             store_quad(out_at[k], result);

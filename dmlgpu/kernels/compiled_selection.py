@@ -261,8 +261,11 @@ class CompiledSelection:
             arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS
             float_sums = in_type.is_float and function in SUMMED
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
-            self.short_quads = short_quads(short, quad_layout(params, in_type.size), float_sums,
-                                           function in PICKING_FUNCTIONS)
+            quad_walk = short_quads(short, self.walked, quad_layout(params, in_type.size), float_sums,
+                                    function in PICKING_FUNCTIONS)
+            self.short_quads = bool(quad_walk)
+            if quad_walk:
+                self.short_walk = short = quad_walk
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
                 spec[2], spec[4] = short, int(self.short_quads)
                 self._own_program = Program(self.variant.name, self._program.spirv,
@@ -301,7 +304,7 @@ class CompiledSelection:
         first, _ = selection_params(self.op, attributes, descs, lanes=shape.lanes, chunk=shape.chunk,
                                     chunks=shape.chunks, index_base=index_base, mode=mode, **bases)
         if quads:
-            units = math.ceil(items / (4 * (kernels.REDUCE_SHORT_LOADS // 16 if short_walk == SHORT_WALKS[0] else 1)))
+            units = math.ceil(items / (4 * max(1, kernels.REDUCE_SHORT_LOADS // (4 * short_walk))))
         elif short_walk:
             units = math.ceil(items * short_walk / kernels.REDUCE_SHORT_LOADS)
         else:

@@ -8,7 +8,7 @@ import numpy as np
 from . import variants as kernels
 from ..table.operators import ReduceFunction
 
-__all__ = ["SHORT_WALKS", "SUMMED", "quad_layout", "short_quads", "short_walk", "walks_across"]
+__all__ = ["QUAD_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "short_quads", "short_walk", "walks_across"]
 
 _HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
 
@@ -54,17 +54,28 @@ def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
     return False
 
 
-def short_quads(short: int, quads: bool, float_sums: bool, picking: bool) -> bool:
-    """Whether a short walk (`short`: its SHORT_WALK) runs in quads where the layout allows
-    (`quads`: quad_layout): two an invocation for walks of at most SHORT_WALKS[0], one in rounds
-    for longer ones where the function does not pick (`picking`: MIN/MAX/ARG*, whose sixteen
-    states of a quad in rounds ran 5-15x slower); never the float sums (`float_sums`). H200,
-    256 MiB over axis 0 (benchmarks/NOTES.md, session 16): FLOAT32 MAX of 2 rows 421 -> 117 us,
-    INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50; float sums lost (SUM of 2 rows 654 ->
-    756 us, of 32 rows 153 -> 286)."""
+#: The longest SHORT_WALK of the quads pipelines whose invocation takes one quad's walk, every
+#: load first (walks of 5-8 elements take half of it): the picking functions' quads in rounds ran
+#: 5-15x slower.
+QUAD_WALK = 16
+
+
+def short_quads(short: int, walked: int, quads: bool, float_sums: bool, picking: bool) -> int:
+    """The SHORT_WALK of a short walk (`short`: short_walk's, over `walked` elements) in quads
+    where the layout allows (`quads`: quad_layout), 0 for none: SHORT_WALKS[0] (two quads an
+    invocation) for walks of at most that many, QUAD_WALK / 2 or QUAD_WALK (one quad, every load
+    first) up to that many, SHORT_WALKS[1] (one quad in rounds) for longer walks of functions that do not pick
+    (`picking`: MIN/MAX/ARG*, whose sixteen states of a quad in rounds ran 5-15x slower); never
+    the float sums (`float_sums`). H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 16):
+    FLOAT32 MAX of 2 rows 421 -> 117 us, INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50;
+    float sums lost (SUM of 2 rows 654 -> 756 us, of 32 rows 153 -> 286)."""
     if not short or not quads or float_sums:
-        return False
-    return short == SHORT_WALKS[0] or not picking
+        return 0
+    if short == SHORT_WALKS[0]:
+        return short
+    if walked <= QUAD_WALK:
+        return QUAD_WALK if walked > QUAD_WALK // 2 else QUAD_WALK // 2
+    return 0 if picking else short
 
 
 def walks_across(sizes, strides, walked) -> bool:

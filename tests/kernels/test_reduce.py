@@ -336,7 +336,7 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
 def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, function, dtype):
     """Short walks across whose output elements come in quads (GPUs: shaders/reduce.comp
     short_quads, four adjacent output elements from one 16-byte load a row: two quads an
-    invocation, or one in rounds), here on this device: walks of 1 to 33 elements over the leading axis and the
+    invocation, one, or one in rounds), here on this device: walks of 1 to 33 elements over the leading axis and the
     middle one of three, rows aligned (a stride a multiple of 4) and not, an output not on 16
     bytes, a huge, an infinite and a NaN term in some quads and not in their neighbours: the
     reference's bits, and every output element written."""
@@ -345,8 +345,8 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
     monkeypatch.setattr(compiled_selection, "short_walk",
                         lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
     out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(np.dtype(dtype))
-    short_only = function in (F.MAX, F.ARGMIN)  # (picking functions: quads of walks of at most 4 only)
-    for walk in (1, 2, 3, 4) if short_only else (1, 2, 3, 4, 5, 9, 17, 33):
+    picking = function in (F.MAX, F.ARGMIN)  # (quads of walks of at most QUAD_WALK only)
+    for walk in (1, 2, 3, 4, 5, 8, 9, 16) if picking else (1, 2, 3, 4, 5, 9, 16, 17, 33):
         for shape, axis, pad, out_row in (((walk, 1_024), 0, 0, None), ((walk, 1_024), 0, 4, None),
                                           ((walk, 1_024), 0, 3, None), ((3, walk, 12), 1, 0, None),
                                           ((3, walk, 12), 1, 0, 13)):  # (output rows 13 apart: quads not on 16 bytes)
@@ -365,7 +365,8 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
             out_desc = TensorDesc(out_type, out_shape, out_strides)
             desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
             compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
-            assert compiled.short_quads and compiled.short_walk == (4 if walk <= 4 else 32), (walk, shape)
+            assert compiled.short_quads, (walk, shape)
+            assert compiled.short_walk == next(w for w in (4, 8, 16, 32) if walk <= w or w == 32), (walk, shape)
             source = device.upload(padded)
             nbytes = out_desc.total_size
             out = device.upload(np.full(max(16, nbytes), POISON, np.uint8))
@@ -384,9 +385,10 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
 
 def test_which_layouts_take_quads():
     """quad_layout: 32-bit elements whose innermost kept dimension of more than one element has
-    input and output stride 1 and a multiple of 4 elements; short_quads: not the float sums',
-    and picking functions' only to 4 elements."""
-    from dmlgpu.kernels.compiled_selection import quad_layout, selection_params, short_quads, SHORT_WALKS
+    input and output stride 1 and a multiple of 4 elements; short_quads: not the float sums', and
+    the picking functions' only to QUAD_WALK elements."""
+    from dmlgpu.kernels.compiled_selection import selection_params
+    from dmlgpu.kernels.short_walks import QUAD_WALK, SHORT_WALKS, quad_layout, short_quads
     from dmlgpu.describe.validation import checked_attributes
 
     def quads(shape, strides, axis, dtype=DataType.FLOAT32, out_strides=None):
@@ -402,10 +404,16 @@ def test_which_layouts_take_quads():
     assert not quads((4, 1024), None, 0, DataType.FLOAT16) and not quads((4, 1024), None, 0, DataType.INT64)
     assert not quads((4, 1024), (1, 4), 0)  # the kept dimension strided
     assert not quads((4, 8), None, 0, out_strides=(16, 2))  # the output strided
-    assert [short_quads(s, True, False, False) for s in (0,) + SHORT_WALKS] == [False, True, True]
-    assert [short_quads(s, True, False, True) for s in (0,) + SHORT_WALKS] == [False, True, False]  # MAX...
-    assert not short_quads(SHORT_WALKS[0], True, True, False)  # float sums
-    assert not short_quads(SHORT_WALKS[0], False, False, False)
+    four, rounds = SHORT_WALKS
+    half = QUAD_WALK // 2
+    assert [short_quads(s, w, True, False, False) for s, w in ((0, 2), (four, 3), (rounds, 5), (rounds, half),
+                                                               (rounds, half + 1), (rounds, QUAD_WALK),
+                                                               (rounds, QUAD_WALK + 1))] \
+        == [0, four, half, half, QUAD_WALK, QUAD_WALK, rounds]
+    assert [short_quads(s, w, True, False, True) for s, w in ((four, 3), (rounds, QUAD_WALK), (rounds, QUAD_WALK + 1))] \
+        == [four, QUAD_WALK, 0]  # MAX...: not in rounds
+    assert short_quads(four, 3, True, True, False) == 0  # float sums
+    assert short_quads(four, 3, False, False, False) == 0  # not the layout
 
 
 def test_which_cuts_take_the_short_walk_pipeline():
