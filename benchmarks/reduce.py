@@ -258,10 +258,9 @@ def function_rows(device, nbytes) -> list:
 
 
 #: (rows, columns) of the short-walks sweep: 256 MiB of 32-bit elements reduced over axis 0,
-#: each output element from 2 to 64 of them (GPUs: short_walks.short_walk; these columns
-#: come in quads: short_quads), and the steps past the short pipeline's limits: 3 and 5 rows
-#: (192 and 160 MiB: other functions than float sums leave the quads past 4), 9 and 17 rows (144
-#: and 272 MiB), 33 (132 MiB).
+#: each output element from 2 to 64 of them (GPUs: short_walks.short_walk; these columns come in
+#: quads: short_quads), and the steps past the short pipelines' limits: 3 and 5 rows (192 and 160
+#: MiB), 9 and 17 rows (144 and 272 MiB: past QUAD_WALK's halves), 33 (132 MiB).
 SHORT_SHAPES = [(2, 1 << 25), (3, 1 << 24), (4, 1 << 24), (5, 1 << 23), (8, 1 << 23), (9, 1 << 22), (16, 1 << 22),
                 (17, 1 << 22), (32, 1 << 21), (33, 1 << 20), (64, 1 << 20)]
 #: (function, input type, torch's) of the short-walks sweep.
