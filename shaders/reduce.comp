@@ -407,14 +407,14 @@ void short_quad_rounds(uint group, uint groups) {
     }
 }
 
+// Rows of 16-byte loads an invocation of short_quads holds at most (two quads' 4, or one quad's 16).
+#define QUAD_LOADS 16u
+
 // Every quad of output elements that falls to workgroup `group` of `groups` (SHORT_QUADS): with
 // SHORT_WALK 4, 8 or 16 (walks of at most that many), REDUCE_SHORT_LOADS / (4 SHORT_WALK) quads an
 // invocation (at least one), every load first, then each output element added in lane_elements' order; with
 // REDUCE_SHORT_LOADS, one quad an invocation, its walk of any length in rounds
 // (short_quad_rounds).
-// Rows of 16-byte loads an invocation of short_quads holds at most (two quads' 4, or one quad's 16).
-#define QUAD_LOADS 16u
-
 void short_quads(uint group, uint groups) {
     if (SHORT_WALK >= REDUCE_SHORT_LOADS) {
         short_quad_rounds(group, groups);

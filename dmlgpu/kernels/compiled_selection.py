@@ -27,7 +27,7 @@ from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
 from .short_walks import SHORT_WALKS, SUMMED, quad_layout, short_quads, short_walk, walks_across
 from ..errors import ValidationError
-from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY, ReduceFunction
+from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
@@ -57,7 +57,7 @@ _MIN_LANES = 4
 #: walk `across` output elements of 1,024 wants 64 chunks each on a GPU.
 MAX_STATES = 1 << 16
 STATE_BYTES = 32
-_HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
+_HEADER = kernels.SELECT_WORD
 #: TOP_K_SORT (shaders/top_k.comp) serves sequences of at least TOP_K_SORT_WALK elements, by
 #: whether the device is a CPU (None: never). On a GPU every K of a sequence long enough to spread over workgroups: a heap per invocation is one thread's
 #: dependent reads (2^20 elements took 4 ms at K = 1 and 4.3 s at K = n - 1 on an H200). On a CPU
@@ -104,12 +104,6 @@ def flushes_subnormals(device) -> bool:
     """Whether `device` flushes float32 subnormals (NVIDIA's 580 drivers: DenormPreserve for 16 bits
     only; CPU drivers keep them): REDUCE's fast loops then look for them (reduce.comp FLUSHES)."""
     return not device.is_cpu and 32 not in device.properties["denorm_preserve"]
-
-
-
-
-
-
 
 
 def selection_params(op, attributes, descs, **header) -> tuple[np.ndarray, int]:
@@ -293,7 +287,7 @@ class CompiledSelection:
         `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
         offsets of the input and output. `short_walk`: the dispatch runs the short-walk
         pipeline (one pass; an invocation takes REDUCE_SHORT_LOADS / short_walk output elements, or
-        with `quads` (short_quads) REDUCE_SHORT_LOADS / 16 quads of them)."""
+        with `quads` (short_quads) REDUCE_SHORT_LOADS / (4 short_walk) quads of them, at least one)."""
         modes = kernels.SELECT_MODES
         descs = self._descs if descs is None else descs
         attributes = self.attributes if attributes is None else attributes

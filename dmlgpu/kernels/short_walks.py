@@ -10,8 +10,6 @@ from ..table.operators import ReduceFunction
 
 __all__ = ["QUAD_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "short_quads", "short_walk", "walks_across"]
 
-_HEADER = {name: i for i, name in enumerate(kernels.SELECT_HEADER)}
-
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
 #: at most 4 (an invocation loads 8 output elements' walks first), 32 for longer ones, of any length
 #: (one output element an invocation, in rounds of 32 loads); float arithmetic (every float function
@@ -23,8 +21,9 @@ _SHORT_FLOAT_WALK = 4
 
 def short_walk(shape, walked: int, across: bool, is_cpu: bool, float_arithmetic: bool = False) -> int:
     """REDUCE's SHORT_WALK for this cut (`shape`: compiled_selection's ReduceShape; 0: the general
-    pipeline): on a GPU, a walk `across` with one lane and one chunk an output element gets SHORT_WALKS[0] for walks that short, else
-    SHORT_WALKS[1] (in rounds); `float_arithmetic` (not MIN/MAX/ARG*): only up to _SHORT_FLOAT_WALK."""
+    pipeline): on a GPU, a walk `across` with one lane and one chunk an output element gets
+    SHORT_WALKS[0] for walks that short, else SHORT_WALKS[1] (in rounds); `float_arithmetic` (not
+    MIN/MAX/ARG*): only up to _SHORT_FLOAT_WALK. (short_quads may then pick a quads pipeline.)"""
     if is_cpu or not across or shape.lanes != 1 or shape.chunks != 1:
         return 0
     if float_arithmetic and walked > _SHORT_FLOAT_WALK:
@@ -47,7 +46,7 @@ def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
     if element_bytes != 4:
         return False
     first = len(kernels.SELECT_HEADER)
-    for d in range(int(words[_HEADER["outer_dims"]])):
+    for d in range(int(words[kernels.SELECT_WORD["outer_dims"]])):
         size, in_stride, out_stride = (int(w) for w in words[first + 3 * d:first + 3 * d + 3])
         if size > 1:
             return size % 4 == 0 and in_stride == 1 and out_stride == 1
@@ -64,8 +63,8 @@ def short_quads(short: int, walked: int, quads: bool, float_sums: bool, picking:
     """The SHORT_WALK of a short walk (`short`: short_walk's, over `walked` elements) in quads
     where the layout allows (`quads`: quad_layout), 0 for none: SHORT_WALKS[0] (two quads an
     invocation) for walks of at most that many, QUAD_WALK / 2 or QUAD_WALK (one quad, every load
-    first) up to that many, SHORT_WALKS[1] (one quad in rounds) for longer walks of functions that do not pick
-    (`picking`: MIN/MAX/ARG*, whose sixteen states of a quad in rounds ran 5-15x slower); never
+    first) up to that many, SHORT_WALKS[1] (one quad in rounds) for longer walks of functions that
+    do not pick (`picking`: MIN/MAX/ARG*, whose quads in rounds ran 5-15x slower); never
     the float sums (`float_sums`). H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 16):
     FLOAT32 MAX of 2 rows 421 -> 117 us, INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50;
     float sums lost (SUM of 2 rows 654 -> 756 us, of 32 rows 153 -> 286)."""

@@ -45,6 +45,8 @@ SELECTION_WORKGROUP_SIZE = 64
 SELECT_HEADER = ("items", "walked", "outer_dims", "walked_dims", "lanes", "chunk", "chunks", "mode",
                  "index_base", "count", "in_base", "out_base", "sort_step", "sort_run", "sort_stage",
                  "sort_stride", "sort_entries", "sort_from", "sort_from_step", "sort_to", "sort_to_step", "sort_halve")
+#: Each header word's index in the parameter words, by name.
+SELECT_WORD = {name: i for i, name in enumerate(SELECT_HEADER)}
 #: Mode bits: REDUCE reads states (not elements), writes states (not the output); TOP_K1 reads
 #: its indices from binding 4; REDUCE's last workgroup to finish writing states merges them
 #: (shaders/reduce.comp).
