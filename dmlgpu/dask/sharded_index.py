@@ -9,7 +9,8 @@ them in one device search and answers with their merged k nearest; the client me
 workers' answers into numpy's exact answer: the k least (distance, id), ties by lower id. A
 search makes no task and no block crosses PCIe.
 
-Faults: where a worker does not answer (it died, or its shards moved), the search of its shards
+Faults: where a worker does not answer (it died, or its shards moved; a connection not made
+within `CONNECT_S` counts as no answer), the search of its shards
 runs as dask tasks that depend on the blocks themselves, so dask recomputes a lost block from
 its graph on another worker, the shard is rebuilt there from it, and the answer is the same.
 The next call places the shards again (asks the scheduler where the blocks are).
@@ -26,6 +27,7 @@ from collections import Counter
 import dask.array as da
 import numpy as np
 from distributed import get_client, wait
+from distributed.core import send_recv
 from distributed.protocol import to_serialize
 
 from ..errors import ValidationError
@@ -36,6 +38,9 @@ from .shards import HANDLER, ShardPlugin, Spec, merge_knn, merge_ranges, range_s
 __all__ = ["HammingIndex"]
 
 NAME = "dmlgpu.dask.HammingIndex"
+#: Seconds a search waits to reach a worker before it searches that worker's shards as tasks
+#: (a worker that died between two searches, before the client heard of it).
+CONNECT_S = 3.0
 
 
 class _Record:
@@ -192,7 +197,15 @@ class HammingIndex:
 
         async def one(address, request):
             try:
-                return await getattr(pool(address), HANDLER)(request=to_serialize(request))
+                # A dead worker's port refuses: dask retries a refused connect until the
+                # client's timeout (30 s by default), so give up after CONNECT_S and search
+                # its shards as tasks instead.
+                comm = await pool.connect(address, timeout=CONNECT_S)
+                try:
+                    return await send_recv(comm=comm, op=HANDLER, request=to_serialize(request),
+                                           serializers=pool.serializers, deserializers=pool.deserializers)
+                finally:
+                    pool.reuse(address, comm)
             except Exception as error:  # noqa: BLE001 -- a lost worker: the caller decides
                 return error
 

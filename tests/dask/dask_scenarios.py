@@ -33,7 +33,7 @@ import psutil
 
 import dmlgpu
 import dmlgpu.dask as dd
-from dmlgpu.dask import shards
+from dmlgpu.dask import sharded_index, shards
 from dmlgpu.front import numpy_api
 from dmlgpu.runtime import physical_device_count
 from dmlgpu.table.dtypes import DataType
@@ -523,7 +523,12 @@ def hosts_killed_worker_mid_search(client):
     while holder in client.scheduler_info(n_workers=-1)["workers"]:
         assert time.monotonic() < deadline, "the scheduler did not notice the killed worker"
         time.sleep(0.1)
+    begin = time.perf_counter()  # the client has not heard yet: its first try is a dead address
     assert all(np.array_equal(x, y) for x, y in zip(index.search(queries, 10), expected))
+    seconds = time.perf_counter() - begin
+    # A refused connection is given up after CONNECT_S, not retried for the client's timeout
+    # (STARTUP_S here; it took all of it before).
+    assert seconds < sharded_index.CONNECT_S + 30 < STARTUP_S, seconds
     assert all(np.array_equal(x, y) for x, y in zip(index.search(queries, 10), expected))  # placed again
     assert index.ntotal == codes.shape[0] and holder not in index.placement, index.placement
     deadline = time.monotonic() + STARTUP_S
