@@ -260,9 +260,11 @@ def function_rows(device, nbytes) -> list:
 #: (rows, columns) of the short-walks sweep: 256 MiB of 32-bit elements reduced over axis 0,
 #: each output element from 2 to 64 of them (GPUs: short_walks.short_walk; these columns come in
 #: quads: short_quads), and the steps past the short pipelines' limits: 3 and 5 rows (192 and 160
-#: MiB), 9 and 17 rows (144 and 272 MiB: past QUAD_WALK's halves), 33 (132 MiB).
+#: MiB), 9 and 17 rows (144 and 272 MiB: past QUAD_WALK's halves), 33 (132 MiB), 129 rows (129 MiB:
+#: past QUICK_WALK, float sums on the general pipeline) and 1,024.
 SHORT_SHAPES = [(2, 1 << 25), (3, 1 << 24), (4, 1 << 24), (5, 1 << 23), (8, 1 << 23), (9, 1 << 22), (16, 1 << 22),
-                (17, 1 << 22), (32, 1 << 21), (33, 1 << 20), (64, 1 << 20)]
+                (17, 1 << 22), (32, 1 << 21), (33, 1 << 20), (64, 1 << 20), (128, 1 << 19), (129, 1 << 18),
+                (1024, 1 << 16)]
 #: (function, input type, torch's) of the short-walks sweep.
 SHORT_FUNCTIONS = [("SUM", np.float32, "sum"), ("MAX", np.float32, "amax"), ("SUM", np.int32, "sum")]
 
@@ -289,7 +291,7 @@ def short_walk_rows(device) -> list:
             row = {"case": f"REDUCE({name}) over axis 0 of {shape[0]} x {shape[1]} {x.dtype.name}", "shape": list(shape),
                    "bytes": x.nbytes, "seconds": sum(times), "dispatch_seconds": times,
                    "cut": compiled.shape._asdict(), "short_walk": compiled.short_walk,
-                   "short_quads": compiled.short_quads}
+                   "short_quads": compiled.short_quads, "quick": compiled.quick}
             if torch:
                 tx = torch.from_numpy(x).cuda()
                 peer = getattr(torch, torch_name)

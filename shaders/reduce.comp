@@ -295,6 +295,94 @@ Acc lane_states(uint item, uint lane, uint lanes) {
     return acc;
 }
 
+#if IN_KIND == KIND_FLOAT && IN_BITS == 32 && OUT_BITS == 32 && (FUNCTION == RED_SUM || FUNCTION == RED_L1)
+#define QUICK_SUMS 1
+// A short walk's FLOAT32 SUM or L1, first by TwoSums (s the running sum, e the sum of its rounding
+// errors t by TwoSum too, g the errors of those additions, f their plain sum and a that of |g|),
+// the result then proved or given up (quick_result), the triples running only where the proof
+// fails: the short-walk pipelines' float sums cost about 800 instructions an output element on
+// the triples (benchmarks/NOTES.md, session 16). Terms are scaled by 2^32 as the triples' are
+// (every value then a multiple of 2^-117: nothing a GPU could flush); a term that is not finite,
+// 2^62 or more, or subnormal gives up.
+struct Quick {
+    float s;
+    float e;
+    float f;
+    float a;
+    bool ok;     // no term gave up
+    bool zeros;  // every term -0.0 (SUM: the result -0.0)
+};
+
+Quick quick_empty() { return Quick(0.0, 0.0, 0.0, 0.0, true, true); }
+
+Quick quick_add(Quick q, uint b) {
+    if (FUNCTION == RED_L1) b &= 0x7FFFFFFFu;
+    uint ex = (b >> 23) & 0xFFu;
+    q.ok = q.ok && ex < 189u && (ex != 0u || (b & 0x007FFFFFu) == 0u);  // (189: 2^62)
+    q.zeros = q.zeros && b == 0x80000000u;
+    precise float x = uintBitsToFloat(b) * SUMS_SCALE;
+    vec2 t = two_sum(q.s, x);
+    vec2 g = two_sum(q.e, t.y);
+    precise float f = q.f + g.y;
+    precise float a = q.a + abs(g.y);
+    return Quick(t.x, g.x, f, a, q.ok, q.zeros);
+}
+
+// The output element's bits where they are proved (else false). The exact sum is s + e + G (G
+// the sum of the g's), s + e = r + d exactly (TwoSum), r the float nearest s + e. Where no g was
+// ever nonzero (a = 0: e holds the errors exactly, as it does for most data), the exact sum is
+// s + e and r its correctly rounded value, ties included. Otherwise it is r + d + G, f being G
+// within n 2^-24 a, and r is its correctly rounded value wherever |d + G| is less than half the
+// gap to r's neighbours (a quarter of r's ulp below a power of two): checked with a factor of 4
+// to spare for the check's own roundings. A zero r from an inexact e, a result that would be
+// subnormal (r under 2^-94 scaled) and a value too close to a midpoint give up.
+bool quick_result(Quick q, uint n, out uint bits) {
+    bits = 0u;
+    if (!q.ok || n == 0u) return false;
+    vec2 rd = two_sum(q.s, q.e);
+    if (rd.x == 0.0) {
+        if (q.a != 0.0) return false;
+        bits = q.zeros ? 0x80000000u : 0u;  // (an exact zero: -0.0 only from -0.0s)
+        return true;
+    }
+    uint rb = floatBitsToUint(rd.x), ex = (rb >> 23) & 0xFFu;
+    if (ex < 34u) return false;
+    if (q.a != 0.0) {
+        float h = uintBitsToFloat(((rb & 0x007FFFFFu) == 0u ? ex - 25u : ex - 24u) << 23);
+        precise float w = abs(rd.y + q.f);
+        precise float room = (h - w) * 4194304.0;  // 2^22
+        precise float need = q.a * float(n) + w;
+        if (!(room > need)) return false;
+    }
+    precise float r = rd.x * (1.0 / SUMS_SCALE);
+    bits = floatBitsToUint(r);
+    return true;
+}
+#endif
+
+// A quick sum's two passes (QUICK_PASS, set with SHORT_WALK by dmlgpu/kernels/compiled_selection.py
+// where short_walks.quick_sums): 1, the quick pass: each output element its proved result, or
+// GAVE_UP (no result of REDUCE is that NaN: theirs is 0x7FC00000), and the state buffer's word 0
+// set; 2, a pipeline of its own (the triples' registers would halve the quick pass's occupancy),
+// after it: where word 0 is set, the triples for the GAVE_UP elements only, the last workgroup to
+// finish setting words 0 and 1 (its count) back to 0. 0: neither (every other REDUCE).
+layout(constant_id = 5) const uint QUICK_PASS = 0u;
+#define GAVE_UP 0x7FBFFFFFu
+// Whether this pass adds output element out_at (or the quad from it) by the accumulators.
+bool exact_here(uint out_at) { return QUICK_PASS != 2u || out_w[sp.out_offset + out_at] == GAVE_UP; }
+bool exact_quad(uint out_at) {
+    return exact_here(out_at) || exact_here(out_at + 1u) || exact_here(out_at + 2u) || exact_here(out_at + 3u);
+}
+#ifdef QUICK_SUMS
+// The quick pass's output element out_at: q's proved result, or GAVE_UP.
+uint quick_bits(Quick q, uint n) {
+    uint bits;
+    if (quick_result(q, n, bits)) return bits;
+    state_w[sp.aux_offset] = 1u;
+    return GAVE_UP;
+}
+#endif
+
 // Set on GPUs where the walk is one strided dimension that goes across, with one lane and one
 // chunk an output element, of at most 4 elements (SHORT_WALK 4) or longer (SHORT_WALK 32, in
 // rounds of 32 loads)
@@ -322,6 +410,20 @@ void short_units(uint group, uint groups) {
         if (w >= REDUCE_SHORT_LOADS) {  // one output element an invocation, its walk in rounds of w loads
             uint in_base = 0u;
             outer_offsets(first, in_base, out_at[0]);
+#ifdef QUICK_SUMS
+            if (QUICK_PASS == 1u) {
+                Quick q = quick_empty();
+                for (uint base = 0u; base < walked; base += w) {
+                    for (uint r = 0u; r < w; ++r)
+                        v[r] = base + r < walked ? load_value(in_base + (base + r) * stride) : uvec2(0u);
+                    for (uint r = 0u; r < w; ++r)
+                        if (base + r < walked) q = quick_add(q, v[r].x);
+                }
+                out_w[sp.out_offset + out_at[0]] = quick_bits(q, walked);
+                continue;
+            }
+#endif
+            if (!exact_here(out_at[0])) continue;
             Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
             for (uint base = 0u; base < walked; base += w) {
                 for (uint r = 0u; r < w; ++r)
@@ -337,11 +439,22 @@ void short_units(uint group, uint groups) {
             uint item = first + k * per, in_base = 0u;
             out_at[k] = 0u;
             if (item < items) outer_offsets(item, in_base, out_at[k]);
+            bool live = item < items && exact_here(out_at[k]);
             for (uint r = 0u; r < w; ++r)
-                v[k * w + r] = item < items && r < walked ? load_value(in_base + r * stride) : uvec2(0u);
+                v[k * w + r] = live && r < walked ? load_value(in_base + r * stride) : uvec2(0u);
         }
         for (uint k = 0u; k < units; ++k) {
             if (first + k * per >= items) break;
+#ifdef QUICK_SUMS
+            if (QUICK_PASS == 1u) {
+                Quick q = quick_empty();
+                for (uint r = 0u; r < w; ++r)
+                    if (r < walked) q = quick_add(q, v[k * w + r].x);
+                out_w[sp.out_offset + out_at[k]] = quick_bits(q, walked);
+                continue;
+            }
+#endif
+            if (!exact_here(out_at[k])) continue;
             Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
             for (uint r = 0u; r < w; ++r)
                 if (r < walked) acc[r % 4u] = acc_add(acc[r % 4u], v[k * w + r], index_base + r);
@@ -390,6 +503,23 @@ void short_quad_rounds(uint group, uint groups) {
         uint in_base = 0u, out_at = 0u;
         outer_offsets(4u * quad, in_base, out_at);
         bool aligned = (sp.in_offset + in_base) % 4u == 0u && stride % 4u == 0u;
+#ifdef QUICK_SUMS
+        if (QUICK_PASS == 1u) {
+            Quick q[4] = Quick[4](quick_empty(), quick_empty(), quick_empty(), quick_empty());
+            for (uint base = 0u; base < walked; base += rows) {
+                uvec4 v[rows];
+                for (uint r = 0u; r < rows; ++r) v[r] = base + r < walked ? quad_row(in_base, base + r, stride, aligned) : uvec4(0u);
+                for (uint r = 0u; r < rows; ++r)
+                    if (base + r < walked)
+                        for (uint j = 0u; j < 4u; ++j) q[j] = quick_add(q[j], v[r][j]);
+            }
+            uvec2 result[4];
+            for (uint j = 0u; j < 4u; ++j) result[j] = uvec2(quick_bits(q[j], walked), 0u);
+            store_quad(out_at, result);
+            continue;
+        }
+#endif
+        if (!exact_quad(out_at)) continue;
         Acc acc[16];  // output element j's component q: acc[4 j + q]
         for (uint i = 0u; i < 16u; ++i) acc[i] = acc_empty();
         for (uint base = 0u; base < walked; base += rows) {
@@ -435,12 +565,26 @@ void short_quads(uint group, uint groups) {
         uvec4 v[QUAD_LOADS];
         for (uint k = 0u; k < per_quads; ++k) {
             bool aligned = (sp.in_offset + in_base[k]) % 4u == 0u && stride % 4u == 0u;
+            bool live = first + k * per < quads && exact_quad(out_at[k]);
             for (uint r = 0u; r < rows; ++r)
-                v[rows * k + r] = first + k * per < quads && r < walked ? quad_row(in_base[k], r, stride, aligned) : uvec4(0u);
+                v[rows * k + r] = live && r < walked ? quad_row(in_base[k], r, stride, aligned) : uvec4(0u);
         }
         for (uint k = 0u; k < per_quads; ++k) {
             if (first + k * per >= quads) break;
             uvec2 result[4];
+#ifdef QUICK_SUMS
+            if (QUICK_PASS == 1u) {
+                for (uint j = 0u; j < 4u; ++j) {
+                    Quick q = quick_empty();
+                    for (uint r = 0u; r < rows; ++r)
+                        if (r < walked) q = quick_add(q, v[rows * k + r][j]);
+                    result[j] = uvec2(quick_bits(q, walked), 0u);
+                }
+                store_quad(out_at[k], result);
+                continue;
+            }
+#endif
+            if (!exact_quad(out_at[k])) continue;
             for (uint j = 0u; j < 4u; ++j) {
                 Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
                 for (uint r = 0u; r < rows; ++r)
@@ -493,13 +637,20 @@ void main() {
     uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y, dispatched = groups, count_at = 0u;
     if (SHORT_WALK != 0u) {
+        if (QUICK_PASS == 2u && state_w[sp.aux_offset] == 0u) return;  // nothing gave up (uniform)
 #if IN_BITS == 32
-        if (SHORT_QUADS) {
-            short_quads(group, groups);
-            return;
-        }
+        if (SHORT_QUADS) short_quads(group, groups);
+        else
 #endif
-        short_units(group, groups);
+            short_units(group, groups);
+        if (QUICK_PASS == 2u) {  // the last workgroup to finish clears the word for the next run
+            memoryBarrierBuffer();
+            barrier();
+            if (gl_LocalInvocationID.x == 0u && atomicAdd(state_w[sp.aux_offset + 1u], 1u) == dispatched - 1u) {
+                state_w[sp.aux_offset] = 0u;
+                state_w[sp.aux_offset + 1u] = 0u;
+            }
+        }
         return;
     }
     bool merged = false;

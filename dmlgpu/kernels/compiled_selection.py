@@ -25,7 +25,7 @@ import numpy as np
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
-from .short_walks import SHORT_WALKS, SUMMED, quad_layout, short_quads, short_walk, walks_across
+from .short_walks import QUICK_WALK, SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, walks_across
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
@@ -241,8 +241,8 @@ class CompiledSelection:
         cpu = bool(device.is_cpu)
         self._group = REDUCE_GROUP[cpu]  # REDUCE's workgroup size: the pipeline's and its grids'
         # REDUCE's specialization constants by id: WIDE_LOADS, group size, SHORT_WALK (0: general), FLUSHES,
-        # SHORT_QUADS.
-        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device)), 0] if op.family == REDUCE_FAMILY else []
+        # SHORT_QUADS, QUICK_PASS.
+        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device)), 0, 0] if op.family == REDUCE_FAMILY else []
         self._program = self._own_program = Program(self.variant.name, spirv.load(self.variant.name),
                                                     np.array(spec, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
@@ -252,22 +252,28 @@ class CompiledSelection:
             across = walks_across(source.sizes, source.effective_strides, self.attributes["Axes"])
             self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
             function = self.attributes["Function"]
-            arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS
-            float_sums = in_type.is_float and function in SUMMED
+            quick = quick_sums(function, in_type.bits, out_type.bits, in_type.is_float) and self.walked <= QUICK_WALK
+            arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS and not quick
+            float_sums = in_type.is_float and function in SUMMED and not quick
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
             quad_walk = short_quads(short, self.walked, quad_layout(params, in_type.size), float_sums,
-                                    function in PICKING_FUNCTIONS)
+                                    function in PICKING_FUNCTIONS, quick)
             self.short_quads = bool(quad_walk)
             if quad_walk:
                 self.short_walk = short = quad_walk
+            self.quick = quick = bool(short) and quick
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
-                spec[2], spec[4] = short, int(self.short_quads)
+                spec[2], spec[4], spec[5] = short, int(self.short_quads), int(quick)
                 self._own_program = Program(self.variant.name, self._program.spirv,
                                             np.array(spec, dtype=np.uint32), self._program.push_words)
+            if quick:  # the pass after the quick one (shaders/reduce.comp QUICK_PASS)
+                spec[5] = 2
+                self._gave_up_program = Program(self.variant.name, self._program.spirv,
+                                                np.array(spec, dtype=np.uint32), self._program.push_words)
             self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True, short_walk=short,
-                                                          quads=self.short_quads))
+                                                          quads=self.short_quads, quick=quick))
         else:
-            self.shape, self.short_walk, self.short_quads = None, 0, False
+            self.shape, self.short_walk, self.short_quads, self.quick = None, 0, False, False
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise
@@ -277,7 +283,8 @@ class CompiledSelection:
 
     def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
                       count: int | None = None, to_states: bool = False, in_base: int = 0,
-                      out_base: int = 0, merge_last: bool = False, short_walk: int = 0, quads: bool = False) -> list:
+                      out_base: int = 0, merge_last: bool = False, short_walk: int = 0, quads: bool = False,
+                      quick: bool = False) -> list:
         """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
         writing states and a second merging them; `merge_last`: where the merge is one
         workgroup's, the first's last workgroup merges (one dispatch: its state buffer needs
@@ -287,7 +294,9 @@ class CompiledSelection:
         `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
         offsets of the input and output. `short_walk`: the dispatch runs the short-walk
         pipeline (one pass; an invocation takes REDUCE_SHORT_LOADS / short_walk output elements, or
-        with `quads` (short_quads) REDUCE_SHORT_LOADS / (4 short_walk) quads of them, at least one)."""
+        with `quads` (short_quads) REDUCE_SHORT_LOADS / (4 short_walk) quads of them, at least one);
+        `quick` (short_walks.quick_sums): two, the quick pass (REDUCE_QUICK) and the triples for the
+        output elements it gave up on (REDUCE_GAVE_UP, a pipeline of its own)."""
         modes = kernels.SELECT_MODES
         descs = self._descs if descs is None else descs
         attributes = self.attributes if attributes is None else attributes
@@ -304,6 +313,9 @@ class CompiledSelection:
         else:
             units = items * shape.chunks
         passes = [Pass(first, _groups(units, shape.lanes, self._group), mode)]
+        if quick:
+            return [Pass(first, passes[0].grid, mode | modes["REDUCE_QUICK"]),
+                    Pass(first, passes[0].grid, mode | modes["REDUCE_GAVE_UP"])]
         if shape.chunks > 1 and not to_states:
             combine = self.combine_pass(shape.chunks, shape.combine_lanes, descs=descs, attributes=attributes,
                                         **bases)
@@ -412,15 +424,20 @@ class CompiledSelection:
         made = []
         for (offset, grid, mode, merge, scratch), end in zip(passes.passes, ends):
             reads = [(params, 4 * offset, 4 * end)]
+            pass_program = program
             if self.op.family == REDUCE_FAMILY:
-                if mode & (modes["REDUCE_TO_STATES"] | modes["REDUCE_FROM_STATES"]):
+                quick = mode & (modes["REDUCE_QUICK"] | modes["REDUCE_GAVE_UP"])
+                if mode & (modes["REDUCE_TO_STATES"] | modes["REDUCE_FROM_STATES"]) or quick:
                     states = self._state_buffer() if states is None else states
                 aux = states if states is not None else params  # (bound, not used)
                 if mode & modes["REDUCE_FROM_STATES"]:
                     reads.append((aux, 0, aux.size_in_bytes))
                 else:
                     reads += [(r.buffer, r.start, r.end) for r in inputs]
-                writes = [(aux, 0, aux.size_in_bytes)] if mode & modes["REDUCE_TO_STATES"] else []
+                writes = [(aux, 0, aux.size_in_bytes)] if mode & modes["REDUCE_TO_STATES"] or quick else []
+                if mode & modes["REDUCE_GAVE_UP"]:  # (its word, and the outputs the quick pass gave up on)
+                    pass_program = self._gave_up_program
+                    reads += [(aux, 0, aux.size_in_bytes)] + [(r.buffer, r.start, r.end) for r in outputs]
                 if not mode & modes["REDUCE_TO_STATES"] or mode & modes["REDUCE_MERGE_LAST"]:
                     writes += [(r.buffer, r.start, r.end) for r in outputs]
                 push = [words[0], words[1], (aux.arena_offset + state_offset) // 4, params.arena_offset // 4 + offset,
@@ -438,7 +455,7 @@ class CompiledSelection:
                 writes = (writes if mode & modes["TOP_K_SORT"] else []) + [(r.buffer, r.start, r.end) for r in outputs]
                 push = [words[0], words[1], words[2], params.arena_offset // 4 + offset, source.arena_offset // 4]
                 buffers = [r.buffer for r in ranges] + [params, source]
-            made.append(self.device.launch(program, grid, buffers, np.array(push, dtype=np.uint32),
+            made.append(self.device.launch(pass_program, grid, buffers, np.array(push, dtype=np.uint32),
                                            reads=reads, writes=writes, name=self.op.dml_name))
         return made
 

@@ -8,12 +8,13 @@ import numpy as np
 from . import variants as kernels
 from ..table.operators import ReduceFunction
 
-__all__ = ["QUAD_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "short_quads", "short_walk", "walks_across"]
+__all__ = ["QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
+           "short_walk", "walks_across"]
 
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
 #: at most 4 (an invocation loads 8 output elements' walks first), 32 for longer ones, of any length
 #: (one output element an invocation, in rounds of 32 loads); float arithmetic (every float function
-#: but MIN/MAX/ARGMIN/ARGMAX) only the first: it lost in rounds. H200 figures: benchmarks/NOTES.md,
+#: but MIN/MAX/ARGMIN/ARGMAX) only the first: it lost in rounds (but the quick sums: QUICK_SUMS). H200 figures: benchmarks/NOTES.md,
 #: session 14 (MAX of 16 x 4M over axis 0: 297 us general, 204 two outputs an invocation, 114 in rounds).
 SHORT_WALKS = (4, kernels.REDUCE_SHORT_LOADS)
 _SHORT_FLOAT_WALK = 4
@@ -29,6 +30,23 @@ def short_walk(shape, walked: int, across: bool, is_cpu: bool, float_arithmetic:
     if float_arithmetic and walked > _SHORT_FLOAT_WALK:
         return 0
     return SHORT_WALKS[0] if walked <= SHORT_WALKS[0] else SHORT_WALKS[1]
+
+
+#: The float sums whose short walks are first added by TwoSums and the result proved
+#: (shaders/reduce.comp QUICK_SUMS), the triples running in a second pass only for the output
+#: elements whose proof fails: on FLOAT32, walks of at most QUICK_WALK take the short-walk
+#: pipelines, and in quads, as the integer functions do, but rounds past QUAD_WALK / 2 (the quads
+#: of 16 rows ran SUM at half L1's speed). H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session
+#: 17): SUM of 2 rows 658 -> 256 us, 8 rows 443 -> 118, 32 rows 154 -> 103; of 256 rows the
+#: general pipeline's 88 us beat 111, of 1,024 rows 81 beat 201.
+QUICK_SUMS = (ReduceFunction.SUM, ReduceFunction.L1)
+QUICK_WALK = 128
+
+
+def quick_sums(function, in_bits: int, out_bits: int, is_float: bool) -> bool:
+    """Whether a REDUCE of `function` on these types compiles shaders/reduce.comp's QUICK_SUMS
+    (FLOAT32 SUM and L1)."""
+    return is_float and in_bits == 32 and out_bits == 32 and function in QUICK_SUMS
 
 
 #: The float functions whose state is a sum of terms (reduce_acc.glsl acc_sums): their short walks
@@ -59,20 +77,21 @@ def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
 QUAD_WALK = 16
 
 
-def short_quads(short: int, walked: int, quads: bool, float_sums: bool, picking: bool) -> int:
+def short_quads(short: int, walked: int, quads: bool, float_sums: bool, picking: bool, quick: bool = False) -> int:
     """The SHORT_WALK of a short walk (`short`: short_walk's, over `walked` elements) in quads
     where the layout allows (`quads`: quad_layout), 0 for none: SHORT_WALKS[0] (two quads an
     invocation) for walks of at most that many, QUAD_WALK / 2 or QUAD_WALK (one quad, every load
     first) up to that many, SHORT_WALKS[1] (one quad in rounds) for longer walks of functions that
     do not pick (`picking`: MIN/MAX/ARG*, whose quads in rounds ran 5-15x slower); never
-    the float sums (`float_sums`). H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 16):
+    the float sums (`float_sums`) but the quick ones (`quick`: quick_sums), in rounds past
+    QUAD_WALK / 2. H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 16):
     FLOAT32 MAX of 2 rows 421 -> 117 us, INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50;
     float sums lost (SUM of 2 rows 654 -> 756 us, of 32 rows 153 -> 286)."""
     if not short or not quads or float_sums:
         return 0
     if short == SHORT_WALKS[0]:
         return short
-    if walked <= QUAD_WALK:
+    if walked <= QUAD_WALK // 2 or (walked <= QUAD_WALK and not quick):
         return QUAD_WALK if walked > QUAD_WALK // 2 else QUAD_WALK // 2
     return 0 if picking else short
 

@@ -51,7 +51,8 @@ SELECT_WORD = {name: i for i, name in enumerate(SELECT_HEADER)}
 #: its indices from binding 4; REDUCE's last workgroup to finish writing states merges them
 #: (shaders/reduce.comp).
 SELECT_MODES = {"REDUCE_FROM_STATES": 1, "REDUCE_TO_STATES": 2, "TOP_K_FROM_CANDIDATES": 4, "REDUCE_MERGE_LAST": 8,
-                "TOP_K_GROUP": 16, "TOP_K_SORT": 32, "TOP_K_SORT_OUT": 64}
+                "TOP_K_GROUP": 16, "TOP_K_SORT": 32, "TOP_K_SORT_OUT": 64, "REDUCE_QUICK": 128,
+                "REDUCE_GAVE_UP": 256}
 #: TOP_K_SORT's steps (the sort_step word; shaders/top_k.comp): load blocks of TOP_K_GROUP_SLOTS
 #: elements as (key, index) entries and sort them into runs, then fold runs pairwise in shared
 #: memory, compare-exchange at one stride across blocks, merge within blocks (the last two may

@@ -417,6 +417,8 @@ def test_which_layouts_take_quads():
     assert [short_quads(s, w, True, False, True) for s, w in ((four, 3), (rounds, QUAD_WALK), (rounds, QUAD_WALK + 1))] \
         == [four, QUAD_WALK, 0]  # MAX...: not in rounds
     assert short_quads(four, 3, True, True, False) == 0  # float sums
+    assert [short_quads(s, w, True, False, False, True) for s, w in ((four, 3), (rounds, half), (rounds, half + 1))] \
+        == [four, half, rounds]  # quick float sums: rounds past QUAD_WALK / 2
     assert short_quads(four, 3, False, False, False) == 0  # not the layout
 
 
@@ -434,6 +436,26 @@ def test_which_cuts_take_the_short_walk_pipeline():
     assert short_walk(reduce_shape(1, 16, False, True), 16, True, False) == 32
     assert short_walk(reduce_shape(16, 1 << 20, False, True), 1 << 20, True, False) == 0  # several chunks each
     assert [short_walk(reduce_shape(many, w, False, True), w, True, False, True) for w in (3, 4, 5)] == [4, 4, 0]
+    from dmlgpu.kernels.short_walks import quick_sums  # (float arithmetic but these: every walk)
+    assert [quick_sums(f, 32, 32, True) for f in (F.SUM, F.L1, F.AVERAGE, F.SUM_SQUARE, F.MAX)] == \
+        [True, True, False, False, False]
+    assert not quick_sums(F.SUM, 16, 16, True) and not quick_sums(F.SUM, 32, 32, False)
+
+
+def test_quick_sums_stop_at_quick_walk(device, monkeypatch):
+    """Past QUICK_WALK elements a FLOAT32 SUM over a leading axis keeps the general pipeline (on
+    an H200 it beat the quick passes from 256 rows), and up to it takes the quick passes."""
+    from dmlgpu.kernels import compiled_selection
+    from dmlgpu.kernels.short_walks import QUICK_WALK
+    general = compiled_selection.short_walk
+    monkeypatch.setattr(compiled_selection, "short_walk",
+                        lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
+    for walk, quick in ((QUICK_WALK, True), (QUICK_WALK + 1, False)):
+        columns = 1 << 20  # (enough output elements for one lane each on a GPU too; nothing runs)
+        desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, (walk, columns)),
+                                  TensorDesc(DataType.FLOAT32, (1, columns)), F.SUM, (0,))
+        compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
+        assert (compiled.quick, bool(compiled.short_walk)) == (quick, quick), walk
 
 
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.int32), (F.LOG_SUM_EXP, np.float16), (F.MAX, np.float32),
@@ -551,6 +573,58 @@ def test_a_sum_beside_a_tie_rounds_to_its_side(device, function):
             got = _run(device, data, function, axes, DataType.FLOAT32).reshape(-1)
             assert testing.same_bits(got, np.full(got.shape, want, np.float32)), (values, data.shape, got[0], want)
             assert testing.same_bits(got, reference_reduce(data, function, axes).reshape(-1))
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.L1], ids=lambda f: f.name)
+def test_quick_sums_of_short_walks_prove_or_give_up(device, rng, monkeypatch, function):
+    """FLOAT32 SUM and L1 over short walks across (GPUs: shaders/reduce.comp QUICK_SUMS, one TwoSum
+    a term, the result proved or handed to the triples), here on this device with the short-walk
+    pipelines forced: each column a case that the proof must give up on or get right (exact
+    ties and values just beside them, a power of two's smaller gap below it, cancellation, terms of
+    2^62 and more, subnormal terms and results, zeros of both signs, infinities, NaN) and random
+    columns near midpoints; walks of 1 to 40 (the pipeline of 4, rounds of 32 loads and more; in
+    quads, four columns from one load a row, where the width allows): the reference's bits."""
+    from dmlgpu.kernels import compiled_selection
+    general = compiled_selection.short_walk
+    monkeypatch.setattr(compiled_selection, "short_walk",
+                        lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
+    t = 2.0 ** -24
+    fixed = [[1.0, t], [1.0 + 2 * t, t], [1.0, t, 2.0 ** -60], [1.0, t, -2.0 ** -60], [-1.0, -t, 2.0 ** -60],
+             [1.0, -t / 2], [1.0, -t / 2, -2.0 ** -60], [1.0, -t / 2, 2.0 ** -60], [2.0, -t, -t / 4],
+             [1e8, 1.0, -1e8], [3e30, 1.0, -3e30], [2.0 ** 62, -(2.0 ** 62), 1.0], [2.0 ** 61, 2.0 ** 61, 1.0],
+             [1e-40, 2e-40], [1e-38, -0.99e-38], [2.0 ** -100, 1.5 * 2.0 ** -126], [1e-45, 1.0, -1.0],
+             [0.0, 0.0], [-0.0, -0.0, -0.0], [-0.0, 0.0], [5.0, -5.0], [np.inf, 1.0], [-np.inf, np.inf],
+             [np.nan, 1.0], [1.0, 2.0, 3.0, 4.0, 5.0], [0.1, 0.2, 0.3, -0.6]]
+    for walk, quads in ((1, False), (2, True), (3, False), (4, True), (5, False), (7, True), (16, True), (17, False),
+                        (40, True)):
+        columns = [c for c in fixed if len(c) <= walk]
+        width = len(columns) + 600
+        width += -width % 4 if quads else int(width % 4 == 0)  # (quads: a multiple of 4 columns)
+        x = np.full((walk, width), -0.0, np.float32)  # (-0.0 pads: it changes no sum)
+        for j, c in enumerate(columns):
+            x[:len(c), j] = c
+        near = x[:, len(columns):]  # a random float, half its ulp, and what lies below or cancels
+        near[:] = rng.normal(0, 1, near.shape).astype(np.float32) * np.float32(2.0) ** rng.integers(-20, 20, near.shape)
+        if walk >= 3:
+            head = near[0]
+            half = (np.spacing(np.abs(head)) / 2).astype(np.float32)
+            near[1] = np.where(rng.random(head.shape) < 0.5, half, -half)
+            near[2] = np.where(rng.random(head.shape) < 0.3, 0, half * np.float32(2.0) ** rng.integers(-40, -1, head.shape)
+                               * rng.choice(np.float32([-1, 1]), head.shape))
+            if walk > 4:
+                near[3::2] = near[4::2][:near[3::2].shape[0]] if walk % 2 else 0  # (some cancel, some do not)
+        in_desc = TensorDesc(DataType.FLOAT32, x.shape)
+        desc = ReduceOperatorDesc(in_desc, TensorDesc(DataType.FLOAT32, (1, x.shape[1])), function, (0,))
+        compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
+        assert compiled.short_quads == quads, walk
+        assert compiled.short_walk == next(w for w in ((4, 8, 32) if quads else (4, 32)) if walk <= w or w == 32)
+        assert compiled.quick
+        out = device.upload(np.full(4 * x.shape[1], POISON, np.uint8))
+        compiled.execute([Binding(device.upload(x))], [Binding(out)])
+        got = out.read().view(np.float32).reshape(1, -1)
+        want = reference_reduce(x, function, (0,), np.float32)
+        bad = np.flatnonzero(~np.array([testing.same_bits(g, w) for g, w in zip(got[0], want[0])]))
+        assert bad.size == 0, (walk, [(x[:, j].tolist(), got[0, j], want[0, j]) for j in bad[:3]])
 
 
 def test_numpy_and_scipy_names(rng):
