@@ -315,17 +315,32 @@ struct Quick {
 
 Quick quick_empty() { return Quick(0.0, 0.0, 0.0, 0.0, true, true); }
 
-Quick quick_add(Quick q, uint b) {
+// The state of one term (raw bits b) alone.
+Quick quick_first(uint b) {
     if (FUNCTION == RED_L1) b &= 0x7FFFFFFFu;
     uint ex = (b >> 23) & 0xFFu;
-    q.ok = q.ok && ex < 189u && (ex != 0u || (b & 0x007FFFFFu) == 0u);  // (189: 2^62)
-    q.zeros = q.zeros && b == 0x80000000u;
+    bool ok = ex < 189u && (ex != 0u || (b & 0x007FFFFFu) == 0u);  // (189: 2^62)
     precise float x = uintBitsToFloat(b) * SUMS_SCALE;
-    vec2 t = two_sum(q.s, x);
+    return Quick(x, 0.0, 0.0, 0.0, ok, b == 0x80000000u);
+}
+
+Quick quick_add(Quick q, uint b) {
+    Quick p = quick_first(b);
+    vec2 t = two_sum(q.s, p.s);
     vec2 g = two_sum(q.e, t.y);
     precise float f = q.f + g.y;
     precise float a = q.a + abs(g.y);
-    return Quick(t.x, g.x, f, a, q.ok, q.zeros);
+    return Quick(t.x, g.x, f, a, q.ok && p.ok, q.zeros && p.zeros);
+}
+
+// The state of a walk's first two terms (one where n is 1): quick_add's from the empty state,
+// without its steps that add zeros.
+Quick quick_start(uint b0, uint b1, uint n) {
+    Quick q = quick_first(b0);
+    if (n < 2u) return q;
+    Quick p = quick_first(b1);
+    vec2 t = two_sum(q.s, p.s);
+    return Quick(t.x, t.y, 0.0, 0.0, q.ok && p.ok, q.zeros && p.zeros);
 }
 
 // The output element's bits where they are proved (else false). The exact sum is s + e + G (G
@@ -447,8 +462,8 @@ void short_units(uint group, uint groups) {
             if (first + k * per >= items) break;
 #ifdef QUICK_SUMS
             if (QUICK_PASS == 1u) {
-                Quick q = quick_empty();
-                for (uint r = 0u; r < w; ++r)
+                Quick q = quick_start(v[k * w].x, v[k * w + 1u].x, walked);
+                for (uint r = 2u; r < w; ++r)
                     if (r < walked) q = quick_add(q, v[k * w + r].x);
                 out_w[sp.out_offset + out_at[k]] = quick_bits(q, walked);
                 continue;
@@ -575,8 +590,8 @@ void short_quads(uint group, uint groups) {
 #ifdef QUICK_SUMS
             if (QUICK_PASS == 1u) {
                 for (uint j = 0u; j < 4u; ++j) {
-                    Quick q = quick_empty();
-                    for (uint r = 0u; r < rows; ++r)
+                    Quick q = quick_start(v[rows * k][j], v[rows * k + 1u][j], walked);
+                    for (uint r = 2u; r < rows; ++r)
                         if (r < walked) q = quick_add(q, v[rows * k + r][j]);
                     result[j] = uvec2(quick_bits(q, walked), 0u);
                 }

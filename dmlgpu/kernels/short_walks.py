@@ -37,7 +37,7 @@ def short_walk(shape, walked: int, across: bool, is_cpu: bool, float_arithmetic:
 #: elements whose proof fails: on FLOAT32, walks of at most QUICK_WALK take the short-walk
 #: pipelines, and in quads, as the integer functions do, but rounds past QUAD_WALK / 2 (the quads
 #: of 16 rows ran SUM at half L1's speed). H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session
-#: 17): SUM of 2 rows 658 -> 256 us, 8 rows 443 -> 118, 32 rows 154 -> 103; of 256 rows the
+#: 17): SUM of 2 rows 658 -> 190 us, 8 rows 443 -> 116, 32 rows 154 -> 106; of 256 rows the
 #: general pipeline's 88 us beat 111, of 1,024 rows 81 beat 201.
 QUICK_SUMS = (ReduceFunction.SUM, ReduceFunction.L1)
 QUICK_WALK = 128

@@ -184,7 +184,7 @@ def test_long_walks_match_the_reference(device, rng, function, shape, axes):
     assert testing.same_bits(got, reference_reduce(x, function, axes, out_type.numpy))
 
 
-@pytest.mark.parametrize("function", [F.SUM, F.L2], ids=lambda f: f.name)  # (|x|: the subnormal test's)
+@pytest.mark.parametrize("function", [F.SUM], ids=lambda f: f.name)  # (|x|, x^2: the subnormal test's)
 def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
     """Float sums with eight blocks' loads in flight (judged once, at the end), and in workgroups
     of 128 lanes, on this device: the reference's bits every time, along rows and down columns
@@ -241,12 +241,14 @@ def test_subnormal_terms_where_the_device_flushes_them(device, rng, monkeypatch,
         x = np.abs(x)
     monkeypatch.setattr(compiled_selection, "flushes_subnormals", lambda device: True)
     cases = [(x, (1,)), (np.ascontiguousarray(x.T), (0,))]
-    # (The other loads, too, for the fast loops' three kinds of term: x, |x| and x^2; AVERAGE and
-    # LOG_SUM differ from SUM after the loops. On lavapipe a pipeline with eight blocks in flight
-    # takes about 30 s to build.)
+    # (The other loads, too, for the fast loops' kinds of term x and x^2; |x| (L1) differs from x
+    # only where abs() flushes, which no CPU driver does: the GPU runs of this file take it. AVERAGE
+    # and LOG_SUM differ from SUM after the loops. On lavapipe a pipeline with eight blocks in
+    # flight takes about 30 s to build.)
     loads = ((compiled_selection.WIDE_LOADS[device.is_cpu], compiled_selection.REDUCE_GROUP[device.is_cpu]),
              (not compiled_selection.WIDE_LOADS[device.is_cpu], 64))
-    for wide, group in loads if function in (F.SUM, F.L1, F.SUM_SQUARE) else loads[:1]:
+    every = function in (F.SUM, F.SUM_SQUARE) or (function is F.L1 and not device.is_cpu)
+    for wide, group in loads if every else loads[:1]:
         monkeypatch.setitem(compiled_selection.WIDE_LOADS, device.is_cpu, wide)
         monkeypatch.setitem(compiled_selection.REDUCE_GROUP, device.is_cpu, group)
         for data, axes in cases:
