@@ -25,7 +25,7 @@ import numpy as np
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
-from .short_walks import QUICK_WALK, SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, walks_across
+from .short_walks import SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, walks_across
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
@@ -252,7 +252,7 @@ class CompiledSelection:
             across = walks_across(source.sizes, source.effective_strides, self.attributes["Axes"])
             self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
             function = self.attributes["Function"]
-            quick = quick_sums(function, in_type.bits, out_type.bits, in_type.is_float) and self.walked <= QUICK_WALK
+            quick = quick_sums(function, in_type.bits, out_type.bits, in_type.is_float, self.walked)
             arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS and not quick
             float_sums = in_type.is_float and function in SUMMED and not quick
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)

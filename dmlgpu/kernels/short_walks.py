@@ -43,10 +43,11 @@ QUICK_SUMS = (ReduceFunction.SUM, ReduceFunction.L1)
 QUICK_WALK = 128
 
 
-def quick_sums(function, in_bits: int, out_bits: int, is_float: bool) -> bool:
-    """Whether a REDUCE of `function` on these types compiles shaders/reduce.comp's QUICK_SUMS
-    (FLOAT32 SUM and L1)."""
-    return is_float and in_bits == 32 and out_bits == 32 and function in QUICK_SUMS
+def quick_sums(function, in_bits: int, out_bits: int, is_float: bool, walked: int = 0) -> bool:
+    """Whether a REDUCE of `function` on these types over walks of `walked` elements takes the
+    quick passes where it takes a short-walk pipeline (shaders/reduce.comp QUICK_SUMS: FLOAT32 SUM
+    and L1, walks of at most QUICK_WALK)."""
+    return is_float and in_bits == 32 and out_bits == 32 and function in QUICK_SUMS and walked <= QUICK_WALK
 
 
 #: The float functions whose state is a sum of terms (reduce_acc.glsl acc_sums): their short walks
