@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require  // [[unroll]]: loops over register arrays
 // DML_OPERATOR_REDUCE (dmlgpu/table/operators.py REDUCE) in a fixed order of operations, so that
 // one input gives the same bits on every run (shaders/include/reduce_acc.glsl holds each
 // function's accumulator; FUNCTION is a DML_REDUCE_FUNCTION value).
@@ -507,8 +508,9 @@ void store_quad(uint out_at, uvec2 result[4]) {
 }
 
 // short_quads with SHORT_WALK REDUCE_SHORT_LOADS: a quad an invocation, in rounds of
-// REDUCE_SHORT_LOADS / 4 rows' loads (not the picking functions: in rounds they ran 5-15x slower
-// than an output element an invocation, with sixteen states or four; short_walks.short_quads).
+// REDUCE_SHORT_LOADS / 4 rows' loads (the picking functions to short_walks.PICKING_ROUNDS_WALK).
+// The register loops are unrolled: a state or a load indexed by a loop counter goes to local
+// memory (the picking functions' rounds ran 15x slower so, benchmarks/NOTES.md session 18).
 void short_quad_rounds(uint group, uint groups) {
     const uint rows = REDUCE_SHORT_LOADS / 4u;
     uint quads = param(SP_ITEMS) / 4u, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
@@ -523,30 +525,30 @@ void short_quad_rounds(uint group, uint groups) {
             Quick q[4] = Quick[4](quick_empty(), quick_empty(), quick_empty(), quick_empty());
             for (uint base = 0u; base < walked; base += rows) {
                 uvec4 v[rows];
-                for (uint r = 0u; r < rows; ++r) v[r] = base + r < walked ? quad_row(in_base, base + r, stride, aligned) : uvec4(0u);
-                for (uint r = 0u; r < rows; ++r)
+                [[unroll]] for (uint r = 0u; r < rows; ++r) v[r] = base + r < walked ? quad_row(in_base, base + r, stride, aligned) : uvec4(0u);
+                [[unroll]] for (uint r = 0u; r < rows; ++r)
                     if (base + r < walked)
-                        for (uint j = 0u; j < 4u; ++j) q[j] = quick_add(q[j], v[r][j]);
+                        [[unroll]] for (uint j = 0u; j < 4u; ++j) q[j] = quick_add(q[j], v[r][j]);
             }
             uvec2 result[4];
-            for (uint j = 0u; j < 4u; ++j) result[j] = uvec2(quick_bits(q[j], walked), 0u);
+            [[unroll]] for (uint j = 0u; j < 4u; ++j) result[j] = uvec2(quick_bits(q[j], walked), 0u);
             store_quad(out_at, result);
             continue;
         }
 #endif
         if (!exact_quad(out_at)) continue;
         Acc acc[16];  // output element j's component q: acc[4 j + q]
-        for (uint i = 0u; i < 16u; ++i) acc[i] = acc_empty();
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) acc[i] = acc_empty();
         for (uint base = 0u; base < walked; base += rows) {
             uvec4 v[rows];
-            for (uint r = 0u; r < rows; ++r) v[r] = base + r < walked ? quad_row(in_base, base + r, stride, aligned) : uvec4(0u);
-            for (uint r = 0u; r < rows; ++r)
+            [[unroll]] for (uint r = 0u; r < rows; ++r) v[r] = base + r < walked ? quad_row(in_base, base + r, stride, aligned) : uvec4(0u);
+            [[unroll]] for (uint r = 0u; r < rows; ++r)
                 if (base + r < walked)
-                    for (uint j = 0u; j < 4u; ++j)
+                    [[unroll]] for (uint j = 0u; j < 4u; ++j)
                         acc[4u * j + r % 4u] = acc_add(acc[4u * j + r % 4u], lane_value(v[r][j]), index_base + base + r);
         }
         uvec2 result[4];
-        for (uint j = 0u; j < 4u; ++j)
+        [[unroll]] for (uint j = 0u; j < 4u; ++j)
             result[j] = acc_result(acc_merge(acc_merge(acc[4u * j], acc[4u * j + 1u]), acc_merge(acc[4u * j + 2u], acc[4u * j + 3u])), count);
         store_quad(out_at, result);
     }
@@ -572,26 +574,26 @@ void short_quads(uint group, uint groups) {
     uint per = groups * gl_WorkGroupSize.x;
     for (uint first = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x; first < quads; first += per_quads * per) {
         uint in_base[REDUCE_SHORT_LOADS / 16u], out_at[REDUCE_SHORT_LOADS / 16u];
-        for (uint k = 0u; k < per_quads; ++k) {
+        [[unroll]] for (uint k = 0u; k < per_quads; ++k) {
             in_base[k] = 0u;
             out_at[k] = 0u;
             if (first + k * per < quads) outer_offsets(4u * (first + k * per), in_base[k], out_at[k]);
         }
         uvec4 v[QUAD_LOADS];
-        for (uint k = 0u; k < per_quads; ++k) {
+        [[unroll]] for (uint k = 0u; k < per_quads; ++k) {
             bool aligned = (sp.in_offset + in_base[k]) % 4u == 0u && stride % 4u == 0u;
             bool live = first + k * per < quads && exact_quad(out_at[k]);
-            for (uint r = 0u; r < rows; ++r)
+            [[unroll]] for (uint r = 0u; r < rows; ++r)
                 v[rows * k + r] = live && r < walked ? quad_row(in_base[k], r, stride, aligned) : uvec4(0u);
         }
-        for (uint k = 0u; k < per_quads; ++k) {
+        [[unroll]] for (uint k = 0u; k < per_quads; ++k) {
             if (first + k * per >= quads) break;
             uvec2 result[4];
 #ifdef QUICK_SUMS
             if (QUICK_PASS == 1u) {
-                for (uint j = 0u; j < 4u; ++j) {
+                [[unroll]] for (uint j = 0u; j < 4u; ++j) {
                     Quick q = quick_start(v[rows * k][j], v[rows * k + 1u][j], walked);
-                    for (uint r = 2u; r < rows; ++r)
+                    [[unroll]] for (uint r = 2u; r < rows; ++r)
                         if (r < walked) q = quick_add(q, v[rows * k + r][j]);
                     result[j] = uvec2(quick_bits(q, walked), 0u);
                 }
@@ -600,9 +602,9 @@ void short_quads(uint group, uint groups) {
             }
 #endif
             if (!exact_quad(out_at[k])) continue;
-            for (uint j = 0u; j < 4u; ++j) {
+            [[unroll]] for (uint j = 0u; j < 4u; ++j) {
                 Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
-                for (uint r = 0u; r < rows; ++r)
+                [[unroll]] for (uint r = 0u; r < rows; ++r)
                     if (r < walked) acc[r % 4u] = acc_add(acc[r % 4u], lane_value(v[rows * k + r][j]), index_base + r);
                 result[j] = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
             }

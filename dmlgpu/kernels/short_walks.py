@@ -8,7 +8,7 @@ import numpy as np
 from . import variants as kernels
 from ..table.operators import ReduceFunction
 
-__all__ = ["QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
+__all__ = ["PICKING_ROUNDS_WALK", "QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
            "short_walk", "walks_across"]
 
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
@@ -73,17 +73,23 @@ def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
 
 
 #: The longest SHORT_WALK of the quads pipelines whose invocation takes one quad's walk, every
-#: load first (walks of 5-8 elements take half of it): the picking functions' quads in rounds ran
-#: 5-15x slower.
+#: load first (walks of 5-8 elements take half of it).
 QUAD_WALK = 16
+#: The longest walk whose picking functions (MIN/MAX/ARG*) take quads in rounds: past it, one output
+#: element an invocation. H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 18): FLOAT32 MAX
+#: in quad rounds 74-85 us from 17 to 256 rows (one element an invocation 73-109, general 90-336),
+#: 105 at 512 (95 one element an invocation); INT32 MIN 86-99 us against 159-269. (Before the
+#: rounds' register loops were unrolled, their dynamic indices sent the 16 states to local memory:
+#: 1,100-1,200 us.)
+PICKING_ROUNDS_WALK = 256
 
 
 def short_quads(short: int, walked: int, quads: bool, float_sums: bool, picking: bool, quick: bool = False) -> int:
     """The SHORT_WALK of a short walk (`short`: short_walk's, over `walked` elements) in quads
     where the layout allows (`quads`: quad_layout), 0 for none: SHORT_WALKS[0] (two quads an
     invocation) for walks of at most that many, QUAD_WALK / 2 or QUAD_WALK (one quad, every load
-    first) up to that many, SHORT_WALKS[1] (one quad in rounds) for longer walks of functions that
-    do not pick (`picking`: MIN/MAX/ARG*, whose quads in rounds ran 5-15x slower); never
+    first) up to that many, SHORT_WALKS[1] (one quad in rounds) for longer walks (`picking`:
+    MIN/MAX/ARG*, walks of at most PICKING_ROUNDS_WALK); never
     the float sums (`float_sums`) but the quick ones (`quick`: quick_sums), in rounds past
     QUAD_WALK / 2. H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 16):
     FLOAT32 MAX of 2 rows 421 -> 117 us, INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50;
@@ -94,7 +100,7 @@ def short_quads(short: int, walked: int, quads: bool, float_sums: bool, picking:
         return short
     if walked <= QUAD_WALK // 2 or (walked <= QUAD_WALK and not quick):
         return QUAD_WALK if walked > QUAD_WALK // 2 else QUAD_WALK // 2
-    return 0 if picking else short
+    return 0 if picking and walked > PICKING_ROUNDS_WALK else short
 
 
 def walks_across(sizes, strides, walked) -> bool:

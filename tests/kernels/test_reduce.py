@@ -351,8 +351,7 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
     monkeypatch.setattr(compiled_selection, "short_walk",
                         lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
     out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(np.dtype(dtype))
-    picking = function in (F.MAX, F.ARGMIN)  # (quads of walks of at most QUAD_WALK only)
-    for walk in (1, 2, 3, 4, 5, 8, 9, 16) if picking else (1, 2, 3, 4, 5, 9, 16, 17, 33):
+    for walk in (1, 2, 3, 4, 5, 8, 9, 16, 17, 33):
         for shape, axis, pad, out_row in (((walk, 1_024), 0, 0, None), ((walk, 1_024), 0, 4, None),
                                           ((walk, 1_024), 0, 3, None), ((3, walk, 12), 1, 0, None),
                                           ((3, walk, 12), 1, 0, 13)):  # (output rows 13 apart: quads not on 16 bytes)
@@ -392,9 +391,9 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
 def test_which_layouts_take_quads():
     """quad_layout: 32-bit elements whose innermost kept dimension of more than one element has
     input and output stride 1 and a multiple of 4 elements; short_quads: not the float sums', and
-    the picking functions' only to QUAD_WALK elements."""
+    the picking functions' in rounds only to PICKING_ROUNDS_WALK elements."""
     from dmlgpu.kernels.compiled_selection import selection_params
-    from dmlgpu.kernels.short_walks import QUAD_WALK, SHORT_WALKS, quad_layout, short_quads
+    from dmlgpu.kernels.short_walks import PICKING_ROUNDS_WALK, QUAD_WALK, SHORT_WALKS, quad_layout, short_quads
     from dmlgpu.describe.validation import checked_attributes
 
     def quads(shape, strides, axis, dtype=DataType.FLOAT32, out_strides=None):
@@ -416,8 +415,10 @@ def test_which_layouts_take_quads():
                                                                (rounds, half + 1), (rounds, QUAD_WALK),
                                                                (rounds, QUAD_WALK + 1))] \
         == [0, four, half, half, QUAD_WALK, QUAD_WALK, rounds]
-    assert [short_quads(s, w, True, False, True) for s, w in ((four, 3), (rounds, QUAD_WALK), (rounds, QUAD_WALK + 1))] \
-        == [four, QUAD_WALK, 0]  # MAX...: not in rounds
+    assert [short_quads(s, w, True, False, True) for s, w in ((four, 3), (rounds, QUAD_WALK), (rounds, QUAD_WALK + 1),
+                                                              (rounds, PICKING_ROUNDS_WALK),
+                                                              (rounds, PICKING_ROUNDS_WALK + 1))] \
+        == [four, QUAD_WALK, rounds, rounds, 0]  # MAX...: in rounds to PICKING_ROUNDS_WALK
     assert short_quads(four, 3, True, True, False) == 0  # float sums
     assert [short_quads(s, w, True, False, False, True) for s, w in ((four, 3), (rounds, half), (rounds, half + 1))] \
         == [four, half, rounds]  # quick float sums: rounds past QUAD_WALK / 2
