@@ -205,12 +205,12 @@ uint lane_blocks(uint in_base, uint b, uint end, uint step, uint index_base, uin
 #if IN_BITS < 32
     if (WIDE_LOADS && vector) {  // (aligned: a block is BLOCK_WORDS whole words)
         for (; b + (WIDE_RAW_BLOCKS - 1u) * step + 4u <= end; b += WIDE_RAW_BLOCKS * step) {
-            uint raw[WIDE_RAW_BLOCKS * BLOCK_WORDS];
-            for (uint k = 0u; k < WIDE_RAW_BLOCKS; ++k)
-                for (uint w = 0u; w < BLOCK_WORDS; ++w)
+            uint raw[WIDE_RAW_BLOCKS * BLOCK_WORDS];  // (unrolled: indexed by a loop counter it went to local memory)
+            [[unroll]] for (uint k = 0u; k < WIDE_RAW_BLOCKS; ++k)
+                [[unroll]] for (uint w = 0u; w < BLOCK_WORDS; ++w)
                     raw[k * BLOCK_WORDS + w] = in_w[sp.in_offset + (in_base + b + k * step) / (32u / uint(IN_BITS)) + w];
-            for (uint k = 0u; k < WIDE_RAW_BLOCKS; ++k)
-                for (uint q = 0u; q < 4u; ++q) {
+            [[unroll]] for (uint k = 0u; k < WIDE_RAW_BLOCKS; ++k)
+                [[unroll]] for (uint q = 0u; q < 4u; ++q) {
                     uint e = in_base + b + k * step + q;
                     acc[q] = acc_add(acc[q], element_of(raw[k * BLOCK_WORDS + q / (32u / uint(IN_BITS))], e),
                                      index_base + b + k * step + q);
@@ -407,6 +407,15 @@ uint quick_bits(Quick q, uint n) {
 // occupancy, and short_units' those of every other cut's).
 layout(constant_id = 2) const uint SHORT_WALK = 0u;
 
+// short_units' register loops: unrolled for the integer picking functions only (a loop counter's
+// index sent their states to local memory: INT32 MIN over 17-256 rows 160-269 us); the others ran
+// slower unrolled (FLOAT32 MAX over 17 rows 108 -> 125 us, INT32 SUM 71 -> 89; NOTES, session 18).
+#if IN_KIND != KIND_FLOAT && (FUNCTION == RED_MIN || FUNCTION == RED_MAX || FUNCTION == RED_ARGMIN || FUNCTION == RED_ARGMAX)
+#define UNITS_UNROLL [[unroll]]
+#else
+#define UNITS_UNROLL
+#endif
+
 // Every output element of a short walk (SHORT_WALK) that falls to workgroup `group` of
 // `groups`: an invocation loads REDUCE_SHORT_LOADS elements (abi.glsl), the walks of
 // REDUCE_SHORT_LOADS / SHORT_WALK output elements, first, then adds each in lane_elements' order
@@ -430,9 +439,9 @@ void short_units(uint group, uint groups) {
             if (QUICK_PASS == 1u) {
                 Quick q = quick_empty();
                 for (uint base = 0u; base < walked; base += w) {
-                    for (uint r = 0u; r < w; ++r)
+                    UNITS_UNROLL for (uint r = 0u; r < w; ++r)
                         v[r] = base + r < walked ? load_value(in_base + (base + r) * stride) : uvec2(0u);
-                    for (uint r = 0u; r < w; ++r)
+                    UNITS_UNROLL for (uint r = 0u; r < w; ++r)
                         if (base + r < walked) q = quick_add(q, v[r].x);
                 }
                 out_w[sp.out_offset + out_at[0]] = quick_bits(q, walked);
@@ -442,29 +451,29 @@ void short_units(uint group, uint groups) {
             if (!exact_here(out_at[0])) continue;
             Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
             for (uint base = 0u; base < walked; base += w) {
-                for (uint r = 0u; r < w; ++r)
+                UNITS_UNROLL for (uint r = 0u; r < w; ++r)
                     v[r] = base + r < walked ? load_value(in_base + (base + r) * stride) : uvec2(0u);
-                for (uint r = 0u; r < w; ++r)
+                UNITS_UNROLL for (uint r = 0u; r < w; ++r)
                     if (base + r < walked) acc[r % 4u] = acc_add(acc[r % 4u], v[r], index_base + base + r);
             }
             uvec2 result = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
             STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at[0], result);
             continue;
         }
-        for (uint k = 0u; k < units; ++k) {
+        UNITS_UNROLL for (uint k = 0u; k < units; ++k) {
             uint item = first + k * per, in_base = 0u;
             out_at[k] = 0u;
             if (item < items) outer_offsets(item, in_base, out_at[k]);
             bool live = item < items && exact_here(out_at[k]);
-            for (uint r = 0u; r < w; ++r)
+            UNITS_UNROLL for (uint r = 0u; r < w; ++r)
                 v[k * w + r] = live && r < walked ? load_value(in_base + r * stride) : uvec2(0u);
         }
-        for (uint k = 0u; k < units; ++k) {
+        UNITS_UNROLL for (uint k = 0u; k < units; ++k) {
             if (first + k * per >= items) break;
 #ifdef QUICK_SUMS
             if (QUICK_PASS == 1u) {
                 Quick q = quick_start(v[k * w].x, v[k * w + 1u].x, walked);
-                for (uint r = 2u; r < w; ++r)
+                UNITS_UNROLL for (uint r = 2u; r < w; ++r)
                     if (r < walked) q = quick_add(q, v[k * w + r].x);
                 out_w[sp.out_offset + out_at[k]] = quick_bits(q, walked);
                 continue;
@@ -472,7 +481,7 @@ void short_units(uint group, uint groups) {
 #endif
             if (!exact_here(out_at[k])) continue;
             Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
-            for (uint r = 0u; r < w; ++r)
+            UNITS_UNROLL for (uint r = 0u; r < w; ++r)
                 if (r < walked) acc[r % 4u] = acc_add(acc[r % 4u], v[k * w + r], index_base + r);
             uvec2 result = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
             STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at[k], result);
