@@ -482,7 +482,7 @@ void short_units(uint group, uint groups) {
             if (!exact_here(out_at[k])) continue;
             Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
             UNITS_UNROLL for (uint r = 0u; r < w; ++r)
-                if (r < walked) acc[r % 4u] = acc_add(acc[r % 4u], v[k * w + r], index_base + r);
+                if (r < walked) acc[r % 4u] = r < 4u ? acc_one(v[k * w + r], index_base + r) : acc_add(acc[r % 4u], v[k * w + r], index_base + r);
             uvec2 result = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
             STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at[k], result);
         }
@@ -614,7 +614,9 @@ void short_quads(uint group, uint groups) {
             [[unroll]] for (uint j = 0u; j < 4u; ++j) {
                 Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
                 [[unroll]] for (uint r = 0u; r < rows; ++r)
-                    if (r < walked) acc[r % 4u] = acc_add(acc[r % 4u], lane_value(v[rows * k + r][j]), index_base + r);
+                    if (r < walked)
+                        acc[r % 4u] = r < 4u ? acc_one(lane_value(v[rows * k + r][j]), index_base + r)
+                                             : acc_add(acc[r % 4u], lane_value(v[rows * k + r][j]), index_base + r);
                 result[j] = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
             }
             store_quad(out_at[k], result);
