@@ -14,7 +14,7 @@ import dmlgpu
 from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
 from dmlgpu.describe.operator_descs import ReduceOperatorDesc
 from dmlgpu.table.operators import REDUCE, ReduceFunction
-from dmlgpu.table.reference import reduce as reference_reduce
+from dmlgpu.table.reference import order_key, reduce as reference_reduce
 
 F = ReduceFunction
 CASES = REDUCE.computed_cases()
@@ -105,6 +105,29 @@ def test_float_min_max_order_by_encoding():
     x = np.array([1.0, -0.0, 0.0, -np.inf, np.inf, -2.5], np.float32)
     assert dmlgpu.argmin(x) == 3 and dmlgpu.argmax(x) == 4
     assert testing.same_bits(dmlgpu.min(x[1:3]), np.float32(-0.0))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in (F.MIN, F.MAX)], ids=_id)
+def test_min_max_at_the_end_of_their_order(device, case, rng):
+    """MIN and MAX start from the value that comes last in their order (reduce_acc.glsl
+    acc_identity: MIN the largest key, MAX the least): walks of nothing but that value (the
+    integers' extremes, FLOAT +NaN of every mantissa bit for MIN and the all-ones -NaN for MAX),
+    and of it with its neighbour in the order at one place, give the reference's bits."""
+    function, in_type, out_type = case
+    edges = testing.edge_bits(in_type).view(in_type.numpy)
+    ordered = edges[np.argsort(order_key(edges), kind="stable")]
+    last, neighbour = (ordered[-1], ordered[-2]) if function is F.MIN else (ordered[0], ordered[1])
+    for shape, axes in AXES[:2]:
+        bits = f"u{in_type.size}"
+        x = np.full(shape, last, in_type.numpy)
+        want = reference_reduce(x, function, axes, out_type.numpy)
+        assert np.all(want.view(bits) == last.view(bits))  # (the walk's one value)
+        assert testing.same_bits(_run(device, x, function, axes, out_type), want), (shape, axes)
+        flat = x.reshape(-1)
+        flat[rng.integers(flat.size)] = neighbour
+        got = _run(device, x, function, axes, out_type)
+        assert testing.same_bits(got, reference_reduce(x, function, axes, out_type.numpy)), (shape, axes)
+        assert np.any(got.view(bits) == neighbour.view(bits))  # (the neighbour won where it was)
 
 
 @pytest.mark.parametrize("bad, field", [
