@@ -1,6 +1,15 @@
 """Shared fixtures. The suite imports the installed dmlgpu (never the source tree) and says which
-Vulkan device it runs on."""
+Vulkan device it runs on.
+
+CI runs it in several processes (pytest-xdist, `tools/bootstrap.sh test`). A worker of xdist
+ignores SIGINT, which its children would inherit and `_thread.interrupt_main` would honour, so
+each worker takes Python's own Ctrl-C handler back (the suite's interrupt tests need a process
+as a user's is); and each writes the validation layer's messages to a log of its own
+(DMLGPU_VALIDATION_LOG plus the worker's name), as two processes appending to one file could
+overwrite each other's.
+"""
 import os
+import signal
 import subprocess
 import sys
 import zlib
@@ -8,7 +17,13 @@ import zlib
 import numpy as np
 import pytest
 
-import dmlgpu
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.environ.get("DMLGPU_VALIDATION_LOG"):
+        os.environ["DMLGPU_VALIDATION_LOG"] += "." + _WORKER
+
+import dmlgpu  # noqa: E402 (after the worker's environment is set: the first device reads it)
 
 POISON = 0xA5  # every output byte starts as this, so unwritten elements show
 

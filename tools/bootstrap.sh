@@ -250,12 +250,20 @@ case "$job" in
     cd /
     # Twice: as users run it, then under the Khronos validation layer, where any message the
     # layer reports fails the test that caused it (tests/conftest.py).
-    pytest=("$tpy" -m pytest -c "$root/pyproject.toml" --rootdir "$root" -p no:cacheprovider --durations=25 "$root/tests")
-    say "test suite ($("$tpy" -c 'import dmlgpu, sys; sys.stdout.write(dmlgpu.__file__)'))"
+    # One pytest process per core, at most four (DMLGPU_TEST_WORKERS overrides; 0: one process):
+    # most of a test's time is Python and lavapipe's pipeline builds on one core.
+    workers=${DMLGPU_TEST_WORKERS:-$(nproc)}
+    [ "$workers" -le 4 ] || workers=4
+    pytest=("$tpy" -m pytest -c "$root/pyproject.toml" --rootdir "$root" -p no:cacheprovider --durations=25
+            -n "$workers" "$root/tests")
+    say "test suite ($("$tpy" -c 'import dmlgpu, sys; sys.stdout.write(dmlgpu.__file__)'), $workers processes)"
     "${pytest[@]}" "$@"
     say "test suite again, under the Khronos validation layer"
     log=$(mktemp -t dmlgpu-validation.XXXXXX)
     DMLGPU_VALIDATION=1 DMLGPU_VALIDATION_LOG="$log" "${pytest[@]}" "$@"
-    [ ! -s "$log" ] || { echo "validation layer messages: $log" >&2; exit 1; }
-    rm -f "$log" ;;
+    # each worker logs to "$log.<worker>" (tests/conftest.py)
+    for f in "$log" "$log".*; do
+      [ ! -s "$f" ] || { echo "validation layer messages: $f" >&2; exit 1; }
+    done
+    rm -f "$log" "$log".* ;;
 esac

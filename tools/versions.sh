@@ -34,6 +34,7 @@ BUILD_PIP_PACKAGES=(
 TEST_PIP_PACKAGES=(
   "mypy>=1.8"  # tests/test_typing.py: mypy --strict on a script calling every front-end function
   "pytest>=7.4"
+  "pytest-xdist>=3.5"  # the suite in one process per core, at most four (tools/bootstrap.sh test)
   "hypothesis>=6.100"
   "dask[array]>=2024.1"  # dmlgpu.dask (the [dask] extra): tests/dask/test_dask.py
   "distributed>=2024.1"
