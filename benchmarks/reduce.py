@@ -261,13 +261,15 @@ def function_rows(device, nbytes) -> list:
 #: each output element from 2 to 64 of them (GPUs: short_walks.short_walk; these columns come in
 #: quads: short_quads), and the steps past the short pipelines' limits: 3 and 5 rows (192 and 160
 #: MiB), 9 and 17 rows (144 and 272 MiB: past QUAD_WALK's halves), 33 (132 MiB), 129 rows (129 MiB:
-#: past QUICK_WALK, float sums on the general pipeline), 256 and 257 (past PICKING_ROUNDS_WALK) and 1,024.
+#: past QUICK_WALK, float sums on the general pipeline), 256 and 257 (past the 256-row step picking
+#: functions had in quad rounds until session 19), 1,024 and 2,048 (past the short pipelines: two
+#: chunks an output element).
 SHORT_SHAPES = [(2, 1 << 25), (3, 1 << 24), (4, 1 << 24), (5, 1 << 23), (8, 1 << 23), (9, 1 << 22), (16, 1 << 22),
                 (17, 1 << 22), (32, 1 << 21), (33, 1 << 20), (64, 1 << 20), (128, 1 << 19), (129, 1 << 18),
-                (256, 1 << 18), (257, 1 << 18), (1024, 1 << 16)]
+                (256, 1 << 18), (257, 1 << 18), (1024, 1 << 16), (2048, 1 << 15)]
 #: (function, input type, torch's) of the short-walks sweep.
 SHORT_FUNCTIONS = [("SUM", np.float32, "sum"), ("MAX", np.float32, "amax"), ("SUM", np.int32, "sum"),
-                   ("MIN", np.int32, "amin")]
+                   ("MIN", np.int32, "amin"), ("ARGMAX", np.float32, "argmax")]
 
 
 def short_walk_rows(device) -> list:
@@ -280,14 +282,15 @@ def short_walk_rows(device) -> list:
             x = (rng.standard_normal(shape) if np.dtype(dtype).kind == "f" else rng.integers(-100, 100, shape)).astype(dtype)
             function = getattr(ReduceFunction, name)
             out_shape = (1, shape[1])
+            out_type = np.dtype(np.uint32) if name == "ARGMAX" else x.dtype
             desc = ReduceOperatorDesc(TensorDesc(DataType.from_numpy(x.dtype), shape),
-                                      TensorDesc(DataType.from_numpy(x.dtype), out_shape), function, (0,))
-            raw, times, compiled = kernel_run(device, desc, device.upload(x), x.itemsize * shape[1])
-            got = raw.view(x.dtype)
+                                      TensorDesc(DataType.from_numpy(out_type), out_shape), function, (0,))
+            raw, times, compiled = kernel_run(device, desc, device.upload(x), out_type.itemsize * shape[1])
+            got = raw.view(out_type)
             if name == "SUM" and x.dtype.kind == "f":
                 assert np.allclose(got, np.sum(x.astype(np.float64), axis=0), rtol=1e-5, atol=1e-5), shape
             else:
-                want = {"MAX": np.max, "MIN": np.min}.get(name, np.sum)(x, axis=0).astype(x.dtype)
+                want = {"MAX": np.max, "MIN": np.min, "ARGMAX": np.argmax}.get(name, np.sum)(x, axis=0).astype(out_type)
                 assert np.array_equal(got, want), (name, shape)
             row = {"case": f"REDUCE({name}) over axis 0 of {shape[0]} x {shape[1]} {x.dtype.name}", "shape": list(shape),
                    "bytes": x.nbytes, "seconds": sum(times), "dispatch_seconds": times,

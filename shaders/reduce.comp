@@ -517,7 +517,8 @@ void store_quad(uint out_at, uvec2 result[4]) {
 }
 
 // short_quads with SHORT_WALK REDUCE_SHORT_LOADS: a quad an invocation, in rounds of
-// REDUCE_SHORT_LOADS / 4 rows' loads (the picking functions to short_walks.PICKING_ROUNDS_WALK).
+// REDUCE_SHORT_LOADS / 4 rows' loads (the quick sums past QUAD_WALK / 2 rows, and the triples of
+// the output elements their first pass gave up on: short_walks.short_quads).
 // The register loops are unrolled: a state or a load indexed by a loop counter goes to local
 // memory (the picking functions' rounds ran 15x slower so, benchmarks/NOTES.md session 18).
 void short_quad_rounds(uint group, uint groups) {

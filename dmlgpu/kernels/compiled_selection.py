@@ -256,8 +256,7 @@ class CompiledSelection:
             arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS and not quick
             float_sums = in_type.is_float and function in SUMMED and not quick
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
-            quad_walk = short_quads(short, self.walked, quad_layout(params, in_type.size), float_sums,
-                                    function in PICKING_FUNCTIONS, quick)
+            quad_walk = short_quads(short, self.walked, quad_layout(params, in_type.size), float_sums, quick)
             self.short_quads = bool(quad_walk)
             if quad_walk:
                 self.short_walk = short = quad_walk

@@ -8,7 +8,7 @@ import numpy as np
 from . import variants as kernels
 from ..table.operators import ReduceFunction
 
-__all__ = ["PICKING_ROUNDS_WALK", "QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
+__all__ = ["QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
            "short_walk", "walks_across"]
 
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
@@ -75,32 +75,25 @@ def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
 #: The longest SHORT_WALK of the quads pipelines whose invocation takes one quad's walk, every
 #: load first (walks of 5-8 elements take half of it).
 QUAD_WALK = 16
-#: The longest walk whose picking functions (MIN/MAX/ARG*) take quads in rounds: past it, one output
-#: element an invocation. H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 18): FLOAT32 MAX
-#: in quad rounds 74-85 us from 17 to 256 rows (one element an invocation 73-109, general 90-336),
-#: 105 at 512 (95 one element an invocation); INT32 MIN 86-99 us against 159-269. (Before the
-#: rounds' register loops were unrolled, their dynamic indices sent the 16 states to local memory:
-#: 1,100-1,200 us.)
-PICKING_ROUNDS_WALK = 256
-
-
-def short_quads(short: int, walked: int, quads: bool, float_sums: bool, picking: bool, quick: bool = False) -> int:
+def short_quads(short: int, walked: int, quads: bool, float_sums: bool, quick: bool = False) -> int:
     """The SHORT_WALK of a short walk (`short`: short_walk's, over `walked` elements) in quads
     where the layout allows (`quads`: quad_layout), 0 for none: SHORT_WALKS[0] (two quads an
     invocation) for walks of at most that many, QUAD_WALK / 2 or QUAD_WALK (one quad, every load
-    first) up to that many, SHORT_WALKS[1] (one quad in rounds) for longer walks (`picking`:
-    MIN/MAX/ARG*, walks of at most PICKING_ROUNDS_WALK); never
-    the float sums (`float_sums`) but the quick ones (`quick`: quick_sums), in rounds past
-    QUAD_WALK / 2. H200, 256 MiB over axis 0 (benchmarks/NOTES.md, session 16):
-    FLOAT32 MAX of 2 rows 421 -> 117 us, INT32 SUM of 2 rows 416 -> 96, of 5 rows 122 -> 50;
-    float sums lost (SUM of 2 rows 654 -> 756 us, of 32 rows 153 -> 286)."""
+    first) up to that many; never the float sums (`float_sums`) but the quick ones (`quick`:
+    quick_sums), which take them to QUAD_WALK / 2 and then one quad an invocation in rounds
+    (SHORT_WALKS[1]). Other walks longer than QUAD_WALK take one output element an invocation
+    (short_units in rounds): H200, 256 MiB over axis 0, 17-1,024 rows (benchmarks/NOTES.md,
+    session 19), FLOAT32 MAX 70-95 us against 81-99 in quad rounds, ARGMAX 73-108 against
+    114-171, INT32 SUM 67-80 against 68-94, INT32 MIN 68-104 against 69-88 to 256 rows and
+    81-150 past. Short walks, session 16: FLOAT32 MAX of 2 rows 421 -> 117 us, INT32 SUM of 2
+    rows 416 -> 96, of 5 rows 122 -> 50; float sums lost (SUM of 2 rows 654 -> 756 us)."""
     if not short or not quads or float_sums:
         return 0
     if short == SHORT_WALKS[0]:
         return short
     if walked <= QUAD_WALK // 2 or (walked <= QUAD_WALK and not quick):
         return QUAD_WALK if walked > QUAD_WALK // 2 else QUAD_WALK // 2
-    return 0 if picking and walked > PICKING_ROUNDS_WALK else short
+    return short if quick else 0
 
 
 def walks_across(sizes, strides, walked) -> bool:

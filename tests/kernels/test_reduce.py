@@ -365,10 +365,12 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
 def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, function, dtype):
     """Short walks across whose output elements come in quads (GPUs: shaders/reduce.comp
     short_quads, four adjacent output elements from one 16-byte load a row: two quads an
-    invocation, one, or one in rounds), here on this device: walks of 1 to 33 elements over the leading axis and the
+    invocation, or one), here on this device: walks of 1 to 33 elements over the leading axis and the
     middle one of three, rows aligned (a stride a multiple of 4) and not, an output not on 16
     bytes, a huge, an infinite and a NaN term in some quads and not in their neighbours: the
-    reference's bits, and every output element written."""
+    reference's bits, and every output element written. Past QUAD_WALK rows these functions take
+    one output element an invocation (short_units in rounds), checked the same way."""
+    from dmlgpu.kernels.short_walks import QUAD_WALK
     from dmlgpu.kernels import compiled_selection
     general = compiled_selection.short_walk
     monkeypatch.setattr(compiled_selection, "short_walk",
@@ -393,7 +395,7 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
             out_desc = TensorDesc(out_type, out_shape, out_strides)
             desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
             compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
-            assert compiled.short_quads, (walk, shape)
+            assert compiled.short_quads == (walk <= QUAD_WALK), (walk, shape)
             assert compiled.short_walk == next(w for w in (4, 8, 16, 32) if walk <= w or w == 32), (walk, shape)
             source = device.upload(padded)
             nbytes = out_desc.total_size
@@ -414,9 +416,9 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
 def test_which_layouts_take_quads():
     """quad_layout: 32-bit elements whose innermost kept dimension of more than one element has
     input and output stride 1 and a multiple of 4 elements; short_quads: not the float sums', and
-    the picking functions' in rounds only to PICKING_ROUNDS_WALK elements."""
+    past QUAD_WALK rows only the quick sums' (in rounds)."""
     from dmlgpu.kernels.compiled_selection import selection_params
-    from dmlgpu.kernels.short_walks import PICKING_ROUNDS_WALK, QUAD_WALK, SHORT_WALKS, quad_layout, short_quads
+    from dmlgpu.kernels.short_walks import QUAD_WALK, SHORT_WALKS, quad_layout, short_quads
     from dmlgpu.describe.validation import checked_attributes
 
     def quads(shape, strides, axis, dtype=DataType.FLOAT32, out_strides=None):
@@ -434,18 +436,15 @@ def test_which_layouts_take_quads():
     assert not quads((4, 8), None, 0, out_strides=(16, 2))  # the output strided
     four, rounds = SHORT_WALKS
     half = QUAD_WALK // 2
-    assert [short_quads(s, w, True, False, False) for s, w in ((0, 2), (four, 3), (rounds, 5), (rounds, half),
-                                                               (rounds, half + 1), (rounds, QUAD_WALK),
-                                                               (rounds, QUAD_WALK + 1))] \
-        == [0, four, half, half, QUAD_WALK, QUAD_WALK, rounds]
-    assert [short_quads(s, w, True, False, True) for s, w in ((four, 3), (rounds, QUAD_WALK), (rounds, QUAD_WALK + 1),
-                                                              (rounds, PICKING_ROUNDS_WALK),
-                                                              (rounds, PICKING_ROUNDS_WALK + 1))] \
-        == [four, QUAD_WALK, rounds, rounds, 0]  # MAX...: in rounds to PICKING_ROUNDS_WALK
-    assert short_quads(four, 3, True, True, False) == 0  # float sums
-    assert [short_quads(s, w, True, False, False, True) for s, w in ((four, 3), (rounds, half), (rounds, half + 1))] \
-        == [four, half, rounds]  # quick float sums: rounds past QUAD_WALK / 2
-    assert short_quads(four, 3, False, False, False) == 0  # not the layout
+    assert [short_quads(s, w, True, False) for s, w in ((0, 2), (four, 3), (rounds, 5), (rounds, half),
+                                                       (rounds, half + 1), (rounds, QUAD_WALK),
+                                                       (rounds, QUAD_WALK + 1), (rounds, 1_000))] \
+        == [0, four, half, half, QUAD_WALK, QUAD_WALK, 0, 0]  # (past QUAD_WALK: one output element an invocation)
+    assert short_quads(four, 3, True, True) == 0  # float sums
+    assert [short_quads(s, w, True, False, True) for s, w in ((four, 3), (rounds, half), (rounds, half + 1),
+                                                             (rounds, 100))] \
+        == [four, half, rounds, rounds]  # quick float sums: rounds past QUAD_WALK / 2
+    assert short_quads(four, 3, False, False) == 0  # not the layout
 
 
 def test_which_cuts_take_the_short_walk_pipeline():
