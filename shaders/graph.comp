@@ -66,10 +66,10 @@ uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroup
 #include "reduce_acc.glsl"
 
 // The slot's value as 64 bits: signed types sign-extended.
-uvec2 red_extend(uvec2 v) {
-    if (RED_KIND == KIND_INT && RED_BITS < 64u && ((v.x >> (RED_BITS - 1u)) & 1u) != 0u)
-        return uvec2(v.x | ~lane_mask(RED_BITS), 0xFFFFFFFFu);
-    return v;
+uvec2 red_extend(uvec2 v) {  // (without a branch on the value: select.glsl lane_value says why)
+    if (RED_KIND != KIND_INT || RED_BITS >= 64u) return v;
+    int s = bitfieldExtract(int(v.x), 0, int(RED_BITS));
+    return uvec2(uint(s), uint(s >> 31));
 }
 
 #define LOAD_STRIDED(k) if (IN_MODE##k != MODE_UNUSED) \

@@ -21,6 +21,13 @@
 // the bits are the same; nothing depends on timing but which workgroup runs the merge (and the
 // stores of sub-word outputs, by atomics).
 #define PARAMS_BINDING 3
+// Integers of at most 32 bits into an output of at most 32 bits: every function's result is the low
+// word of its 64-bit arithmetic (sums, products, squares and L1 wrap; MIN/MAX/ARG* compare the
+// sign-extended low word: acc_key), so an element's high word is left zero (H200: INT32 MIN of 256
+// MiB 92 -> 78 us, as UINT32's; NOTES session 19).
+#if OUT_BITS <= 32
+#define LANE_HIGH_WORD 0
+#endif
 #include "select.glsl"
 
 #define ACC_FUNCTION uint(FUNCTION)

@@ -365,7 +365,8 @@ Acc acc_add(Acc a, uvec2 v, uint r) {
     uvec2 acc = a.x.xy;
     if (ACC_FUNCTION == RED_MULTIPLY) acc = mul64(acc, v);
     else if (ACC_FUNCTION == RED_SUM_SQUARE) acc = add64(acc, mul64(v, v));
-    else if (ACC_FUNCTION == RED_L1 && ACC_KIND == KIND_INT && (v.y & 0x80000000u) != 0u) acc = add64(acc, negate64(v));
+    else if (ACC_FUNCTION == RED_L1 && ACC_KIND == KIND_INT)  // (the sign: of the low word up to 32 bits, sign-extended)
+        acc = add64(acc, ((ACC_BITS <= 32u ? v.x : v.y) & 0x80000000u) != 0u ? negate64(v) : v);
     else acc = add64(acc, v);
     return Acc(uvec4(acc, 0u, 0u), a.y);
 }
