@@ -178,10 +178,17 @@ Pool &the_pool(unsigned threads) {
 }
 
 // A copy in flight (`start`): `wait` copies what is left and returns once every slice has
-// landed; dropped unwaited, it waits (the buffers may go right after).
+// landed; dropped unwaited, it waits. It holds both arrays until the copy has landed, and lets
+// them go only after: a Pending dropped at interpreter exit (or collected with its arrays)
+// finishes the copy in its destructor's body, before its members, the arrays, are released.
 class Pending {
   public:
-    explicit Pending(std::shared_ptr<Job> job) : job_(std::move(job)) {}
+    Pending(std::shared_ptr<Job> job, py::object dst, py::object src) : job_(std::move(job)) {
+        if (job_) {  // (a copy done at once needs neither)
+            dst_ = std::move(dst);
+            src_ = std::move(src);
+        }
+    }
     Pending(Pending &&) = default;  // moved into Python's object: only that one waits
     Pending(const Pending &) = delete;
     ~Pending() {
@@ -195,11 +202,14 @@ class Pending {
         job_->finish();
         unlocked.relock();
         job_.reset();
+        dst_ = py::object();
+        src_ = py::object();
     }
     bool done() const { return !job_ || job_->done.load(std::memory_order_acquire) >= job_->slices; }
 
   private:
     std::shared_ptr<Job> job_;
+    py::object dst_, src_;  // (after job_: a member is released after the destructor's body)
 };
 
 py::buffer_info contiguous(const py::buffer &buffer, bool writable, const char *what) {
@@ -255,7 +265,7 @@ void copy(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t
 }
 
 Pending start(const py::buffer &dst, const py::buffer &src, unsigned threads, size_t slice) {
-    return Pending(prepare(dst, src, threads, slice));
+    return Pending(prepare(dst, src, threads, slice), dst, src);
 }
 
 unsigned pool_threads() { return pool == nullptr ? 0 : pool->threads(); }
@@ -272,6 +282,7 @@ PYBIND11_MODULE(_host_copy, m) {
           "`threads` threads, the caller among them, in page-aligned slices of at least `slice` bytes");
     m.def("start", &start, py::arg("dst"), py::arg("src"), py::arg("threads"), py::arg("slice"),
           "As copy, but returns at once with a Pending whose wait() finishes it (small or overlapping "
-          "copies are done at once); neither buffer may change or go before wait() returns");
+          "copies are done at once); neither buffer may change before wait() returns (the Pending holds both "
+          "until the copy has landed)");
     m.def("pool_threads", &pool_threads, "Threads the pool has started (0 before the first split copy)");
 }

@@ -50,7 +50,7 @@ def copy(dst: np.ndarray, src: np.ndarray) -> None:
         np.copyto(dst, src, casting="unsafe")
 
 
-def start(dst: np.ndarray, src: np.ndarray) -> "Pending":
+def start(dst: np.ndarray, src: np.ndarray):
     """Queue the copy of `src` into `dst`; returns a `Pending` to wait on.
 
     Neither array may be changed or freed before `wait()` returns (the `Pending` holds both).
@@ -59,7 +59,8 @@ def start(dst: np.ndarray, src: np.ndarray) -> "Pending":
     if not _splits(dst, src):
         np.copyto(dst, src, casting="unsafe")
         return _DONE
-    return Pending(_module().start(dst, src, THREADS, SPLIT_SLICE_BYTES), dst, src)
+    # (the native Pending holds both arrays until the copy has landed, dropped unwaited too)
+    return _module().start(dst, src, THREADS, SPLIT_SLICE_BYTES)
 
 
 def copy_threads(nbytes: int) -> int:
@@ -81,28 +82,17 @@ def _module():
     return _native
 
 
-class Pending:
-    """A copy in flight: `wait()` returns once every slice has landed (it copies the slices no
-    thread has taken yet; Ctrl-C is raised after it returns). It holds both arrays until then."""
+class _Done:
+    """The `Pending` of a copy done at once."""
 
-    # Dropped unwaited (at interpreter exit too), the native job's destructor finishes the copy,
-    # so the arrays must go after it: CPython clears slots in the sorted order of their names
-    # ("_job" before "_keep"). Named "_arrays", they went first, and a copy still in flight at
-    # exit wrote into freed memory (a crash in 1 of ~10 CI runs; every run at 256 MiB).
-    __slots__ = ("_job", "_keep")
-
-    def __init__(self, job, dst, src):
-        self._job = job
-        self._keep = (dst, src)
+    __slots__ = ()
+    done = True
 
     def wait(self) -> None:
-        job = self._job
-        if job is not None:
-            job.wait()
-            self._job = self._keep = None
+        pass
 
 
-_DONE = Pending(None, None, None)
+_DONE = _Done()
 
 
 def pool_threads() -> int:
