@@ -350,11 +350,14 @@ uvec2 product_result(uvec4 a) {
 }
 
 // -- every function --------------------------------------------------------------------------
+// A picking function's state holding element v (index r).
+Acc acc_picked(uvec2 v, uint r) { return Acc(uvec4(v, acc_indexes() ? r : 0u, 0u), uvec4(0u)); }
+
 Acc acc_add(Acc a, uvec2 v, uint r) {
     if (acc_selects()) {
         bool better = (acc_indexes() && a.x.z == ACC_NONE)
                       || (acc_largest() ? acc_key_less(acc_key(a.x.xy), acc_key(v)) : acc_key_less(acc_key(v), acc_key(a.x.xy)));
-        return better ? Acc(uvec4(v, acc_indexes() ? r : 0u, 0u), a.y) : a;  // strict: of equal keys, the earlier element stays
+        return better ? acc_picked(v, r) : a;  // strict: of equal keys, the earlier element stays
     }
     if (acc_floats()) {
         float x = acc_value(v);
@@ -375,8 +378,7 @@ Acc acc_add(Acc a, uvec2 v, uint r) {
 // no compare with MIN's or MAX's empty state (a short walk's first elements: FLOAT32 MAX over 2
 // rows took 14% longer with the compare, NOTES session 18).
 Acc acc_one(uvec2 v, uint r) {
-    if (acc_selects()) return Acc(uvec4(v, acc_indexes() ? r : 0u, 0u), uvec4(0u));
-    return acc_add(acc_empty(), v, r);
+    return acc_selects() ? acc_picked(v, r) : acc_add(acc_empty(), v, r);
 }
 
 Acc acc_merge(Acc a, Acc b) {
