@@ -414,10 +414,13 @@ uint quick_bits(Quick q, uint n) {
 // occupancy, and short_units' those of every other cut's).
 layout(constant_id = 2) const uint SHORT_WALK = 0u;
 
-// short_units' register loops: unrolled for the integer picking functions only (a loop counter's
-// index sent their states to local memory: INT32 MIN over 17-256 rows 160-269 us); the others ran
-// slower unrolled (FLOAT32 MAX over 17 rows 108 -> 125 us, INT32 SUM 71 -> 89; NOTES, session 18).
-#if IN_KIND != KIND_FLOAT && (FUNCTION == RED_MIN || FUNCTION == RED_MAX || FUNCTION == RED_ARGMIN || FUNCTION == RED_ARGMAX)
+// short_units' register loops: unrolled for the picking functions of integers other than 32-bit
+// ones (session 18: a loop counter's index sent their states to local memory, INT32 MIN over
+// 17-256 rows 160-269 us, while lane_value still branched on each value); the others run faster
+// rolled (FLOAT32 MAX over 17 rows 108 -> 125 us unrolled, INT32 SUM 71 -> 89; and since the
+// branch-free lane_value, INT32 MIN 88.7 -> 74.4 us over 17 rows and 105 -> 66 over 1,024, while
+// INT16 MAX lost rolled, 187 -> 223 over 17 rows; NOTES, session 19).
+#if IN_KIND != KIND_FLOAT && IN_BITS != 32 && (FUNCTION == RED_MIN || FUNCTION == RED_MAX || FUNCTION == RED_ARGMIN || FUNCTION == RED_ARGMAX)
 #define UNITS_UNROLL [[unroll]]
 #else
 #define UNITS_UNROLL
