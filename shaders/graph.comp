@@ -66,10 +66,8 @@ uint grid_size() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroup
 #include "reduce_acc.glsl"
 
 // The slot's value as 64 bits: signed types sign-extended.
-uvec2 red_extend(uvec2 v) {  // (without a branch on the value: select.glsl lane_value says why)
-    if (RED_KIND != KIND_INT || RED_BITS >= 64u) return v;
-    int s = bitfieldExtract(int(v.x), 0, int(RED_BITS));
-    return uvec2(uint(s), uint(s >> 31));
+uvec2 red_extend(uvec2 v) {
+    return RED_KIND == KIND_INT && RED_BITS < 64u ? sign_extended(v.x, RED_BITS) : v;
 }
 
 #define LOAD_STRIDED(k) if (IN_MODE##k != MODE_UNUSED) \

@@ -40,8 +40,8 @@ uint param(uint i) { return params_w[sp.params_offset + params_base + i]; }
 #endif
 uvec2 lane_value(uint v) {
 #if IN_KIND == KIND_INT
-    int s = bitfieldExtract(int(v), 0, int(IN_BITS));
-    return uvec2(uint(s), LANE_HIGH_WORD != 0 ? uint(s >> 31) : 0u);
+    uvec2 x = sign_extended(v, uint(IN_BITS));
+    return uvec2(x.x, LANE_HIGH_WORD != 0 ? x.y : 0u);
 #else
     return uvec2(v, 0u);
 #endif

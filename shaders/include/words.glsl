@@ -8,6 +8,14 @@
 #define LANE_MASK(W) ((W) >= 32 ? 0xFFFFFFFFu : ((1u << (W)) - 1u))
 uint lane_mask(uint bits) { return bits >= 32u ? 0xFFFFFFFFu : (1u << bits) - 1u; }
 
+// A signed element of `bits` bits (its lane, any bits above ignored) as 64 bits (lo, hi), without a
+// branch on its value (a branch on each loaded value kept the next loads from issuing before it:
+// benchmarks/NOTES.md, session 19).
+uvec2 sign_extended(uint v, uint bits) {
+    int s = bitfieldExtract(int(v), 0, int(bits));
+    return uvec2(uint(s), uint(s >> 31));
+}
+
 // Mask of the low `n` bytes of a word, n in [0, 4].
 uint low_bytes_mask(uint n) { return n >= 4u ? 0xFFFFFFFFu : (1u << (8u * n)) - 1u; }
 

@@ -173,8 +173,9 @@ def test_interpreter_exit_does_not_wait_for_the_pool():
 
 def test_a_copy_in_flight_at_exit_lands_before_its_arrays_go():
     """A started copy dropped unwaited at interpreter exit, with most of its slices still to
-    copy (256 MiB): its job finishes before the arrays it holds are freed (the slots' order),
-    so the process exits cleanly (it crashed every time when the arrays went first)."""
+    copy (256 MiB): its job finishes before the arrays it holds are freed (the native Pending
+    releases them after its destructor's body), so the process exits cleanly (it crashed every
+    time when the arrays went first)."""
     code = ("import numpy as np; from dmlgpu.runtime import host_copy; "
             "a = np.ones(256 << 20, np.uint8); b = np.empty_like(a); host_copy.copy(b, a); "
             "p = host_copy.start(b, a); del a, b; print('ok')")
