@@ -4,9 +4,13 @@ A search queues its dispatches through a `Pacer`, saying what each costs (in row
 queries x 32-bit words, the scan's unit; other kernels convert) and which kernel it is. The pacer
 submits whenever about SLICE_S seconds of one kernel's work are queued (and whenever the kernel
 changes: each submit is of one kernel, so its time measures that kernel's rate), and keeps at
-most one submitted slice ahead of the host: it waits for the older one. A wait that blocks in the
-driver returns within a slice, so Python's SIGINT handler runs within about two slices; the
-device keeps a slice queued meanwhile, so it never idles. The rate (row-words per second) is
+most about one slice of work (at the rates known) queued behind the slice the device runs: it
+waits for the oldest submit while those after it hold half a slice or more. A wait that blocks
+in the driver returns within a slice, so Python's SIGINT handler runs within about two slices;
+the device keeps a slice queued meanwhile, so it never idles. A search shorter than that (its
+kernels' submits, small ones included) is submitted whole with no wait between its kernels: a
+blocking wait wakes tens of microseconds after the work ends, and the next kernel would start
+only then. The rate (row-words per second) is
 measured from each finished slice, per kernel (a sample histogram runs at a third of the
 gather's rate on lavapipe); a slower slice is believed at once. The rates are kept per device
 and metric, and the next search starts from them where they are below the first guess (on a
@@ -57,7 +61,8 @@ class Pacer:
         self._kind = kind
         self._guess = RATE_CPU if device.is_cpu else RATE_GPU
         self._seen: set = set()  # the kernels this search measured
-        self._inflight: deque = deque()  # (position, work, cost, submitted at)
+        self._inflight: deque = deque()  # (position, work, cost, submitted at, estimated seconds)
+        self._ahead = 0.0  # estimated seconds of the slices in flight
         self._work = None  # the kernel of the work queued and not yet submitted
         self._pending = 0
         self._last_done = 0.0
@@ -85,17 +90,21 @@ class Pacer:
             self.submit()
 
     def submit(self) -> None:
-        """Submit what is queued; wait until at most one slice is in flight."""
+        """Submit what is queued; then wait for the oldest submit in flight while those after
+        it hold half a slice of work or more (at the rates known)."""
         if self._pending:
-            self._inflight.append((self.device.flush(), self._work, self._pending, time.perf_counter()))
+            seconds = self._pending / self.rate(self._work)
+            self._inflight.append((self.device.flush(), self._work, self._pending, time.perf_counter(), seconds))
+            self._ahead += seconds
             self._pending = 0
-        while len(self._inflight) > 1:
+        while len(self._inflight) > 1 and self._ahead - self._inflight[0][4] >= SLICE_S / 2:
             self._wait_oldest()
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled
 
     def _wait_oldest(self) -> None:
-        position, work, cost, submitted = self._inflight.popleft()
+        position, work, cost, submitted, seconds = self._inflight.popleft()
+        self._ahead -= seconds
         start = max(submitted, self._last_done)
         waiting = time.perf_counter()
         self.device.wait_for(position)
@@ -112,4 +121,5 @@ class Pacer:
         """Wait for everything queued and submitted."""
         self._pending = 0
         self._inflight.clear()
+        self._ahead = 0.0
         self.device.synchronize()

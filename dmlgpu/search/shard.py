@@ -15,11 +15,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..describe.tensor_desc import MAX_ELEMENTS
 from ..errors import DeviceMemoryError, ValidationError
 from ..front.tensor import Tensor
 from ..kernels import search_programs as programs, selection_plans as selections, variants as kernels
 from ..kernels.search_programs import HAMMING, TANIMOTO
+from ..layout import pieces
 from ..layout.pieces import Pieces
+from ..table.dtypes import DataType
 from .codes import words_of
 from .pacing import Pacer, planned_budget
 
@@ -116,6 +119,9 @@ class Shard:
         self.pieces: list[_Piece] = []
         self.ids = np.zeros(0, np.int64)
         self._id_table = None  # the ids as a device buffer (answers that stay on the device)
+        # The register path's last plan: ((piece rows, k, queries), plan, (scan, merge), {batch
+        # size: steps_for(size)}): a search repeated over the same rows is planned once.
+        self._planned = None
 
     # -- contents --------------------------------------------------------------------------
     @property
@@ -317,12 +323,19 @@ class Shard:
     def search_registers(self, queries: _Queries, count: int, k: int, pacer: Pacer):
         """The k nearest (Hamming, k <= kernels.HAMMING_REGISTER_K): the answer's (distance,
         row) pairs, (count, k, 2) uint32 in a device buffer per batch: [(first, size, buffer)]."""
-        plan = programs.plan_search(self.device, self.piece_rows(), self.words, k, count, operator=self.name,
-                                    budget=planned_budget(self.device))
-        scan, merge = programs.search_programs(self.words, k)
+        key = (tuple(self.piece_rows()), k, count)
+        planned = self._planned
+        if planned is None or planned[0] != key:
+            plan = programs.plan_search(self.device, list(key[0]), self.words, k, count, operator=self.name,
+                                        budget=planned_budget(self.device))
+            planned = self._planned = (key, plan, programs.search_programs(self.words, k), {})
+        _, plan, (scan, merge), batch_steps = planned
         answers = []
         for start, size in plan.batches():
-            steps, sizes, result = plan.steps_for(size)
+            made = batch_steps.get(size)
+            if made is None:
+                made = batch_steps[size] = plan.steps_for(size)
+            steps, sizes, result = made
             lists = [None] * len(sizes)
             buffers = None
             for step in steps:
@@ -491,8 +504,15 @@ class Shard:
 
 
 def device_tensors(device, count: int, k: int, metric: int):
-    """Fresh Tensors for an answer left on the device: values (uint32 or float32) and int64 ids."""
-    values = Tensor.empty((count, k), np.uint32 if metric == HAMMING else np.float32, device)
-    ids = Tensor.empty((count, k), np.int64, device)
+    """Fresh Tensors for an answer left on the device: values (uint32 or float32) and int64 ids,
+    not zero-filled (the finish writes every element); made from fields, not through
+    `Tensor.empty`'s checks of arbitrary arguments, which cost a search on a GPU as much as its plan."""
+    shape = (count, k)
+    value_type = DataType.UINT32 if metric == HAMMING else DataType.FLOAT32
+    if count * k > MAX_ELEMENTS:  # (past DirectML's element count: Tensor.empty raises, saying so)
+        Tensor.empty(shape, value_type.numpy, device)
+    values = Tensor.from_fields(pieces.allocate(device, shape, value_type.size, zero_fill=False), shape, value_type)
+    ids = Tensor.from_fields(pieces.allocate(device, shape, DataType.INT64.size, zero_fill=False), shape,
+                             DataType.INT64)
     return values, ids
 
