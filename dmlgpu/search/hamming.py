@@ -38,7 +38,8 @@ from ..runtime import devices as list_devices
 from . import index_file
 from .codes import code_bytes, ids_array, words_of
 from .pacing import Cancelled, Pacer, planned_budget
-from .shard import Shard, device_tensors, tanimoto_bound, tensor_places
+from .places import device_tensors, tensor_places
+from .shard import Shard, tanimoto_bound
 
 __all__ = ["Codes", "HammingIndex", "hamming_knn"]
 

@@ -15,18 +15,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..describe.tensor_desc import MAX_ELEMENTS
 from ..errors import DeviceMemoryError, ValidationError
-from ..front.tensor import Tensor
 from ..kernels import search_programs as programs, selection_plans as selections, variants as kernels
 from ..kernels.search_programs import HAMMING, TANIMOTO
-from ..layout import pieces
-from ..layout.pieces import Pieces
-from ..table.dtypes import DataType
 from .codes import words_of
 from .pacing import Pacer, planned_budget
+from .places import Queries
 
-__all__ = ["Shard", "tanimoto_bound", "tensor_places"]
+__all__ = ["Shard", "tanimoto_bound"]
 
 #: A database piece holds at most this many bytes (and never more than one storage buffer).
 PIECE_BYTES = 1 << 30
@@ -43,29 +39,6 @@ class _Piece:
     owned: bool  # False: a caller's Tensor, searched where it lies (never written)
 
 
-def tensor_places(value, device) -> list | None:
-    """Where a Tensor of codes can be searched as it lies: (buffer, word offset, rows) per buffer
-    its rows span; None if it cannot (not packed whole-word rows of one device, a piece not
-    starting at a row or a 16-byte boundary)."""
-    if not (isinstance(value, Tensor) and (device is None or device is value.device) and value.dtype.kind in "iu"
-            and value.ndim == 2 and value.shape[0] >= 1 and value.shape[1] >= 1 and value.is_packed
-            and (value.shape[1] * value.itemsize) % 4 == 0):
-        return None
-    memory, row_bytes, start = value.buffer, value.shape[1] * value.itemsize, value.offset
-    end = start + value.shape[0] * row_bytes
-    if not isinstance(memory, Pieces):
-        return [(memory, start // 4, value.shape[0])] if start % 16 == 0 else None
-    places = []
-    for buffer, begins in zip(memory.buffers, memory.starts):
-        first, last = max(start, begins), min(end, memory.piece_end(begins))
-        if first >= last:
-            continue
-        if (first - start) % row_bytes or (last - start) % row_bytes or (first - begins) % 16:
-            return None
-        places.append((buffer, (first - begins) // 4, (last - first) // row_bytes))
-    return places
-
-
 def tanimoto_bound(threshold: float, bits: int) -> int:
     """The largest Tanimoto key (shaders/search.comp) of a similarity >= `threshold` with codes
     of `bits` bits: the key of the least fraction c / u >= threshold, u <= bits."""
@@ -79,31 +52,6 @@ def tanimoto_bound(threshold: float, bits: int) -> int:
             least = Fraction(c, u)
     scale = 1 << programs.TANIMOTO_SCALE_BITS
     return scale - (least.numerator * scale) // least.denominator
-
-
-class _Queries:
-    """A batch of queries on the shard's device: a buffer and the word offset of the first, and
-    their words on the host where they came from there."""
-
-    def __init__(self, device, code_words: int, words: np.ndarray | None, place=None):
-        self.code_words = code_words
-        self.host = words
-        if place is not None:
-            self.buffer, self.word_offset = place
-        else:
-            self.buffer, self.word_offset = device.upload(words), 0
-
-    def at(self, first: int) -> int:
-        """The word offset in its arena of query `first`."""
-        return self.buffer.arena_offset // 4 + self.word_offset + first * self.code_words
-
-    def rows(self, picked: np.ndarray) -> np.ndarray:
-        """The words of queries `picked` on the host (read back for queries searched where they lie)."""
-        if self.host is not None:
-            return self.host[picked]
-        count = int(picked.max()) + 1
-        words = self.buffer.read(self.word_offset * 4, count * self.code_words * 4).view(np.uint32)
-        return words.reshape(count, self.code_words)[picked]
 
 
 class Shard:
@@ -279,12 +227,12 @@ class Shard:
         for piece in self.pieces:
             yield piece, (self.device.upload(piece.memory[:piece.rows]) if self.streamed else piece.memory)
 
-    def queries(self, words: np.ndarray | None, place=None) -> _Queries:
+    def queries(self, words: np.ndarray | None, place=None) -> Queries:
         """Queries on this shard's device: host words uploaded, or a (buffer, word offset) place."""
-        return _Queries(self.device, self.words, words, place)
+        return Queries(self.device, self.words, words, place)
 
     def query_uploads(self, words: np.ndarray | None, place, count: int):
-        """(first, count, _Queries) of the queries in uploads of at most one storage buffer each
+        """(first, count, Queries) of the queries in uploads of at most one storage buffer each
         (host words; a place on the device is one already)."""
         if place is not None:
             yield 0, count, self.queries(None, place)
@@ -294,7 +242,7 @@ class Shard:
             n = min(rows, count - first)
             yield first, n, self.queries(words[first:first + n])
 
-    def search(self, queries: _Queries, count: int, k: int, pacer: Pacer) -> list:
+    def search(self, queries: Queries, count: int, k: int, pacer: Pacer) -> list:
         """The k nearest of each query, exactly: [(first, size, buffer)], each buffer the answer
         entries (size, k, ENTRY_WORDS) uint32 of a batch of queries, nearest first (the register
         path where it serves, else the selection path; a query the sampled bound failed is
@@ -320,7 +268,7 @@ class Shard:
         return found
 
     # -- the register path -----------------------------------------------------------------
-    def search_registers(self, queries: _Queries, count: int, k: int, pacer: Pacer):
+    def search_registers(self, queries: Queries, count: int, k: int, pacer: Pacer):
         """The k nearest (Hamming, k <= kernels.HAMMING_REGISTER_K): the answer's (distance,
         row) pairs, (count, k, 2) uint32 in a device buffer per batch: [(first, size, buffer)]."""
         key = (tuple(self.piece_rows()), k, count)
@@ -366,7 +314,7 @@ class Shard:
         return answers
 
     # -- the selection path ----------------------------------------------------------------
-    def search_selection(self, queries: _Queries, count: int, k: int, pacer: Pacer, mode=None, bound=None):
+    def search_selection(self, queries: Queries, count: int, k: int, pacer: Pacer, mode=None, bound=None):
         """The k nearest by the selection path (any k; k = 0 with `bound`: every row within the
         bound key, range search; mode "exact" with `bound`, one bound key per query: the k
         nearest within it, which holds k rows). Returns [(first, size, answer buffer, retry or
@@ -385,7 +333,7 @@ class Shard:
         return [(start, size, out, self._retry(plan, aux, size) if plan.k else lims)
                 for start, size, out, (aux, lims) in found]
 
-    def _selection_batch(self, plan, queries: _Queries, start: int, size: int, pacer: Pacer, bound):
+    def _selection_batch(self, plan, queries: Queries, start: int, size: int, pacer: Pacer, bound):
         device, entry, k = self.device, plan.entry, plan.k
         at = plan.layout(size)
         aux = device.allocate(at["words"] * 4)  # (zeros filled on the device: 6 MB at 1,024 queries)
@@ -501,18 +449,3 @@ class Shard:
                                         out_offset=values.arena_offset // 4 + first,
                                         cand_offset=ids.arena_offset // 4 + 2 * first, rows=count, regions_at=0))
         self._launch(program, [entries, table, values, ids], push, [entries, table], [values, ids])
-
-
-def device_tensors(device, count: int, k: int, metric: int):
-    """Fresh Tensors for an answer left on the device: values (uint32 or float32) and int64 ids,
-    not zero-filled (the finish writes every element); made from fields, not through
-    `Tensor.empty`'s checks of arbitrary arguments, which cost a search on a GPU as much as its plan."""
-    shape = (count, k)
-    value_type = DataType.UINT32 if metric == HAMMING else DataType.FLOAT32
-    if count * k > MAX_ELEMENTS:  # (past DirectML's element count: Tensor.empty raises, saying so)
-        Tensor.empty(shape, value_type.numpy, device)
-    values = Tensor.from_fields(pieces.allocate(device, shape, value_type.size, zero_fill=False), shape, value_type)
-    ids = Tensor.from_fields(pieces.allocate(device, shape, DataType.INT64.size, zero_fill=False), shape,
-                             DataType.INT64)
-    return values, ids
-
