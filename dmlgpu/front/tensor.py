@@ -158,7 +158,8 @@ class Tensor(views.View, TensorOperators, TensorProtocols):
         data_type = _data_type(array.dtype)
         device = device or default_device()
         _check_fits(array.shape, data_type)
-        return cls(pieces.upload(device, array), array.shape, data_type)
+        # (a fresh packed view of memory made for it: what __init__ would check holds by construction)
+        return cls.from_fields(pieces.upload(device, array), tuple(array.shape), data_type)
 
     @classmethod
     def empty(cls, shape: int | Sequence[int], dtype: npt.DTypeLike, device: Device | None = None, *,
@@ -174,7 +175,8 @@ class Tensor(views.View, TensorOperators, TensorProtocols):
         data_type = _data_type(dtype)
         device = device or default_device()
         _check_fits(shape, data_type)
-        return cls(pieces.allocate(device, shape, data_type.size, zero_fill=zero_fill), shape, data_type)
+        # (a fresh packed view of memory made for it: what __init__ would check holds by construction)
+        return cls.from_fields(pieces.allocate(device, shape, data_type.size, zero_fill=zero_fill), shape, data_type)
 
     # -- what numpy users expect of an array ------------------------------------------------
     @property

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..describe.tensor_desc import MAX_ELEMENTS
 from ..front.tensor import Tensor
 from ..kernels.search_programs import HAMMING
-from ..layout import pieces
 from ..layout.pieces import Pieces
-from ..table.dtypes import DataType
 
 __all__ = ["Queries", "device_tensors", "tensor_places"]
 
@@ -66,13 +63,7 @@ class Queries:
 
 def device_tensors(device, count: int, k: int, metric: int):
     """Fresh Tensors for an answer left on the device: values (uint32 or float32) and int64 ids,
-    not zero-filled (the finish writes every element); made from fields, not through
-    `Tensor.empty`'s checks of arbitrary arguments, which cost a search on a GPU as much as its plan."""
-    shape = (count, k)
-    value_type = DataType.UINT32 if metric == HAMMING else DataType.FLOAT32
-    if count * k > MAX_ELEMENTS:  # (past DirectML's element count: Tensor.empty raises, saying so)
-        Tensor.empty(shape, value_type.numpy, device)
-    values = Tensor.from_fields(pieces.allocate(device, shape, value_type.size, zero_fill=False), shape, value_type)
-    ids = Tensor.from_fields(pieces.allocate(device, shape, DataType.INT64.size, zero_fill=False), shape,
-                             DataType.INT64)
+    not zero-filled (the finish writes every element)."""
+    values = Tensor.empty((count, k), np.uint32 if metric == HAMMING else np.float32, device, zero_fill=False)
+    ids = Tensor.empty((count, k), np.int64, device, zero_fill=False)
     return values, ids
