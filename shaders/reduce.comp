@@ -499,15 +499,109 @@ void short_units(uint group, uint groups) {
     }
 }
 
-#if IN_BITS == 32
-// Set where a short walk's output elements come in quads (dmlgpu/kernels/short_walks.py
-// short_quads: 32-bit elements; the innermost kept dimension of more than one element has input
-// and output stride 1 and a multiple of 4 elements): four adjacent output elements' walks are
-// then four adjacent input elements at every walked row, read with one 16-byte load where
-// aligned. Each output element keeps lane_elements' order (element r to component r % 4, the
+// Set where a short walk's output elements come in groups (dmlgpu/kernels/short_walks.py): for
+// 32-bit elements in quads (short_quads; the innermost kept dimension of more than one element
+// has input and output stride 1 and a multiple of 4 elements): four adjacent output elements'
+// walks are then four adjacent input elements at every walked row, read with one 16-byte load
+// where aligned. Each output element keeps lane_elements' order (element r to component r % 4, the
 // components merged as (0 + 1) + (2 + 3)). Not the float sums: their arithmetic, not their loads,
-// bounds them there (benchmarks/NOTES.md, session 16).
+// bounds them there (benchmarks/NOTES.md, session 16). For 8- and 16-bit elements, a word's
+// (short_words, short_walks.word_layout).
 layout(constant_id = 4) const bool SHORT_QUADS = false;
+
+#if IN_BITS < 32
+// short_words: the output elements of one input word (32 / IN_BITS), adjacent in the innermost
+// kept dimension, are taken by one invocation of short_units' loops: one word loaded a walked row
+// where the row's elements start a word (else each element on its own), and the results stored
+// as one word where they fill it (else by STORE_ELEMENT, atomics for 8/16-bit outputs). Before,
+// one output element an invocation: a 16-bit element loaded alone, and each 8/16-bit result
+// stored by two atomics (H200: INT16 MAX of 256 MiB over 5 rows 569 us against 105 over every
+// element; benchmarks/NOTES.md, session 21).
+#define WORD_ELEMENTS (32u / uint(IN_BITS))
+
+// Walked row r's WORD_ELEMENTS raw elements from input element in_base, as one word (element j
+// in lane j).
+uint word_row(uint in_base, uint r, uint stride, bool aligned) {
+    uint e = in_base + r * stride;
+    if (aligned) return in_w[sp.in_offset + e / WORD_ELEMENTS];
+    uint word = 0u;
+    [[unroll]] for (uint j = 0u; j < WORD_ELEMENTS; ++j) {
+        uint x = e + j;
+        word |= ((in_w[sp.in_offset + x / WORD_ELEMENTS] >> ((x % WORD_ELEMENTS) * uint(IN_BITS)))
+                 & lane_mask(uint(IN_BITS))) << (j * uint(IN_BITS));
+    }
+    return word;
+}
+
+// Output elements out_at .. out_at + WORD_ELEMENTS - 1's results.
+void store_word(uint out_at, uvec2 result[WORD_ELEMENTS]) {
+    if (OUT_BITS == IN_BITS && out_at % WORD_ELEMENTS == 0u) {
+        uint word = 0u;
+        [[unroll]] for (uint j = 0u; j < WORD_ELEMENTS; ++j)
+            word |= (result[j].x & lane_mask(uint(IN_BITS))) << (j * uint(IN_BITS));
+        out_w[sp.out_offset + out_at / WORD_ELEMENTS] = word;
+        return;
+    }
+    [[unroll]] for (uint j = 0u; j < WORD_ELEMENTS; ++j) STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at + j, result[j]);
+}
+
+// short_units with a word's output elements an invocation (SHORT_QUADS on 8/16-bit elements):
+// SHORT_WALK 4, REDUCE_SHORT_LOADS / 4 words an invocation, every load first; SHORT_WALK
+// REDUCE_SHORT_LOADS, one word in rounds of that many rows. Each output element in short_units'
+// order (element r to component r % 4, the components merged as (0 + 1) + (2 + 3)).
+void short_words(uint group, uint groups) {
+    const uint w = SHORT_WALK, g = WORD_ELEMENTS;
+    uint words = param(SP_ITEMS) / g, walked = param(SP_WALKED), index_base = param(SP_INDEX_BASE);
+    uint count = param(SP_COUNT), stride = param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u);
+    uint per = groups * gl_WorkGroupSize.x, units = REDUCE_SHORT_LOADS / max(w, 4u);
+    for (uint first = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x; first < words; first += units * per) {
+        uint v[REDUCE_SHORT_LOADS];
+        uvec2 result[WORD_ELEMENTS];
+        if (w >= REDUCE_SHORT_LOADS) {  // one word an invocation, its walk in rounds of w loads
+            uint in_base = 0u, out_at = 0u;
+            outer_offsets(g * first, in_base, out_at);
+            bool aligned = in_base % g == 0u && stride % g == 0u;
+            Acc acc[4u * WORD_ELEMENTS];  // output element j's component q: acc[4 j + q]
+            [[unroll]] for (uint i = 0u; i < 4u * g; ++i) acc[i] = acc_empty();
+            for (uint base = 0u; base < walked; base += w) {
+                [[unroll]] for (uint r = 0u; r < w; ++r)
+                    v[r] = base + r < walked ? word_row(in_base, base + r, stride, aligned) : 0u;
+                [[unroll]] for (uint r = 0u; r < w; ++r)
+                    if (base + r < walked)
+                        [[unroll]] for (uint j = 0u; j < g; ++j)
+                            acc[4u * j + r % 4u] = acc_add(acc[4u * j + r % 4u], element_of(v[r], j), index_base + base + r);
+            }
+            [[unroll]] for (uint j = 0u; j < g; ++j)
+                result[j] = acc_result(acc_merge(acc_merge(acc[4u * j], acc[4u * j + 1u]),
+                                                 acc_merge(acc[4u * j + 2u], acc[4u * j + 3u])), count);
+            store_word(out_at, result);
+            continue;
+        }
+        uint out_at[REDUCE_SHORT_LOADS / 4u];
+        [[unroll]] for (uint k = 0u; k < units; ++k) {
+            uint unit = first + k * per, in_base = 0u;
+            out_at[k] = 0u;
+            if (unit < words) outer_offsets(g * unit, in_base, out_at[k]);
+            bool live = unit < words, aligned = in_base % g == 0u && stride % g == 0u;
+            [[unroll]] for (uint r = 0u; r < w; ++r)
+                v[k * w + r] = live && r < walked ? word_row(in_base, r, stride, aligned) : 0u;
+        }
+        [[unroll]] for (uint k = 0u; k < units; ++k) {
+            if (first + k * per >= words) break;
+            [[unroll]] for (uint j = 0u; j < g; ++j) {
+                Acc acc[4] = Acc[4](acc_empty(), acc_empty(), acc_empty(), acc_empty());
+                [[unroll]] for (uint r = 0u; r < w; ++r)
+                    if (r < walked) acc[r % 4u] = r < 4u ? acc_one(element_of(v[k * w + r], j), index_base + r)
+                                                         : acc_add(acc[r % 4u], element_of(v[k * w + r], j), index_base + r);
+                result[j] = acc_result(acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3])), count);
+            }
+            store_word(out_at[k], result);
+        }
+    }
+}
+#endif
+
+#if IN_BITS == 32
 layout(std430, binding = 1) buffer OutVecs { uvec4 out_v[]; };
 
 // Walked row r's four elements of the quad from input element in_base.
@@ -679,6 +773,9 @@ void main() {
         if (QUICK_PASS == 2u && state_w[sp.aux_offset] == 0u) return;  // nothing gave up (uniform)
 #if IN_BITS == 32
         if (SHORT_QUADS) short_quads(group, groups);
+        else
+#elif IN_BITS < 32
+        if (SHORT_QUADS) short_words(group, groups);
         else
 #endif
             short_units(group, groups);

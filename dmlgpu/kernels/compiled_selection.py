@@ -25,7 +25,7 @@ import numpy as np
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
-from .short_walks import SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, walks_across
+from .short_walks import SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, walks_across, word_layout
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
@@ -226,7 +226,8 @@ class CompiledSelection:
     """A REDUCE or TOP_K1 ready to execute with any bindings that fit its descriptor.
     The device's `SpanningSelection` (dmlgpu/api/spanning_operators.py) also takes bindings of
     memory that spans several buffers. `short_walk`: the SHORT_WALK its own dispatch runs
-    with (0: the general pipeline; see short_walk); `short_quads`: whether in quads."""
+    with (0: the general pipeline; see short_walk); `short_quads`: whether in quads;
+    `short_words`: 8/16-bit elements, a word's output elements an invocation (their count, or 0)."""
 
     def __init__(self, device, operator_desc, feature_level):
         self.op = op = operator_desc.OPERATOR
@@ -260,9 +261,11 @@ class CompiledSelection:
             self.short_quads = bool(quad_walk)
             if quad_walk:
                 self.short_walk = short = quad_walk
+            # 8/16-bit elements: a word's output elements an invocation (0: one)
+            self.short_words = 4 // in_type.size if short and word_layout(params, in_type.size) else 0
             self.quick = quick = bool(short) and quick
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
-                spec[2], spec[4], spec[5] = short, int(self.short_quads), int(quick)
+                spec[2], spec[4], spec[5] = short, int(self.short_quads or bool(self.short_words)), int(quick)
                 self._own_program = Program(self.variant.name, self._program.spirv,
                                             np.array(spec, dtype=np.uint32), self._program.push_words)
             if quick:  # the pass after the quick one (shaders/reduce.comp QUICK_PASS)
@@ -270,9 +273,9 @@ class CompiledSelection:
                 self._gave_up_program = Program(self.variant.name, self._program.spirv,
                                                 np.array(spec, dtype=np.uint32), self._program.push_words)
             self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True, short_walk=short,
-                                                          quads=self.short_quads, quick=quick))
+                                                          quads=self.short_quads, words=self.short_words, quick=quick))
         else:
-            self.shape, self.short_walk, self.short_quads, self.quick = None, 0, False, False
+            self.shape, self.short_walk, self.short_quads, self.short_words, self.quick = None, 0, False, 0, False
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise
@@ -283,7 +286,7 @@ class CompiledSelection:
     def reduce_passes(self, shape: ReduceShape, *, descs=None, attributes=None, index_base: int = 0,
                       count: int | None = None, to_states: bool = False, in_base: int = 0,
                       out_base: int = 0, merge_last: bool = False, short_walk: int = 0, quads: bool = False,
-                      quick: bool = False) -> list:
+                      words: int = 0, quick: bool = False) -> list:
         """REDUCE's dispatches for this cut (`Pass`es): one, or with several chunks a first
         writing states and a second merging them; `merge_last`: where the merge is one
         workgroup's, the first's last workgroup merges (one dispatch: its state buffer needs
@@ -293,7 +296,8 @@ class CompiledSelection:
         `count` what AVERAGE divides by (default: the walk), `in_base`/`out_base` element
         offsets of the input and output. `short_walk`: the dispatch runs the short-walk
         pipeline (one pass; an invocation takes REDUCE_SHORT_LOADS / short_walk output elements, or
-        with `quads` (short_quads) REDUCE_SHORT_LOADS / (4 short_walk) quads of them, at least one);
+        with `quads` (short_quads) REDUCE_SHORT_LOADS / (4 short_walk) quads of them, at least one;
+        with `words` (short_words' output elements a word) as many words as output elements);
         `quick` (short_walks.quick_sums): two, the quick pass (REDUCE_QUICK) and the triples for the
         output elements it gave up on (REDUCE_GAVE_UP, a pipeline of its own)."""
         modes = kernels.SELECT_MODES
@@ -308,7 +312,7 @@ class CompiledSelection:
         if quads:
             units = math.ceil(items / (4 * max(1, kernels.REDUCE_SHORT_LOADS // (4 * short_walk))))
         elif short_walk:
-            units = math.ceil(items * short_walk / kernels.REDUCE_SHORT_LOADS)
+            units = math.ceil(items // max(1, words) * short_walk / kernels.REDUCE_SHORT_LOADS)
         else:
             units = items * shape.chunks
         passes = [Pass(first, _groups(units, shape.lanes, self._group), mode)]

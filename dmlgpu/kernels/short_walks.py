@@ -9,7 +9,7 @@ from . import variants as kernels
 from ..table.operators import ReduceFunction
 
 __all__ = ["QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
-           "short_walk", "walks_across"]
+           "short_walk", "walks_across", "word_layout"]
 
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
 #: at most 4 (an invocation loads 8 output elements' walks first), 32 for longer ones, of any length
@@ -56,20 +56,34 @@ SUMMED = (ReduceFunction.SUM, ReduceFunction.AVERAGE, ReduceFunction.L1, ReduceF
           ReduceFunction.L2, ReduceFunction.LOG_SUM)
 
 
-def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
-    """Whether a REDUCE's output elements come in quads (shaders/reduce.comp SHORT_QUADS): 32-bit
-    elements, and the innermost kept dimension of more than one element (`words`: the parameter
-    words, outer dimensions innermost first) has input and output stride 1 and a multiple of 4
-    elements, so that four adjacent output elements read four adjacent input elements at every
-    walked row."""
-    if element_bytes != 4:
-        return False
+def _grouped(words: np.ndarray, group: int) -> bool:
+    """Whether the innermost kept dimension of more than one element (`words`: the parameter
+    words, outer dimensions innermost first) has input and output stride 1 and a multiple of
+    `group` elements: `group` adjacent output elements then read `group` adjacent input
+    elements at every walked row."""
     first = len(kernels.SELECT_HEADER)
     for d in range(int(words[kernels.SELECT_WORD["outer_dims"]])):
         size, in_stride, out_stride = (int(w) for w in words[first + 3 * d:first + 3 * d + 3])
         if size > 1:
-            return size % 4 == 0 and in_stride == 1 and out_stride == 1
+            return size % group == 0 and in_stride == 1 and out_stride == 1
     return False
+
+
+def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
+    """Whether a REDUCE's output elements come in quads (shaders/reduce.comp SHORT_QUADS): 32-bit
+    elements whose innermost kept dimension of more than one element has input and output
+    stride 1 and a multiple of 4 elements."""
+    return element_bytes == 4 and _grouped(words, 4)
+
+
+def word_layout(words: np.ndarray, element_bytes: int) -> bool:
+    """Whether a short walk over 8- or 16-bit elements takes a word's output elements an
+    invocation (shaders/reduce.comp short_words, SHORT_QUADS on them): the innermost kept
+    dimension of more than one element has input and output stride 1 and a multiple of a
+    word's elements (4 or 2). Any function: before, each output element was its own invocation,
+    with a load of its own a row and, for 8/16-bit results, two atomics a store (H200, 256 MiB
+    of INT16 over 5 rows: 569 us; benchmarks/NOTES.md, session 21)."""
+    return element_bytes in (1, 2) and _grouped(words, 4 // element_bytes)
 
 
 #: The longest SHORT_WALK of the quads pipelines whose invocation takes one quad's walk, every

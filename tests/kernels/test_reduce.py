@@ -413,6 +413,70 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
             assert testing.same_bits(got, want), (walk, shape, pad, out_row)
 
 
+@pytest.mark.parametrize("function, dtype", [(F.MAX, np.int16), (F.MIN, np.uint8), (F.MAX, np.int8),
+                                             (F.MIN, np.uint16), (F.ARGMAX, np.int16), (F.ARGMIN, np.uint8),
+                                             (F.SUM, np.float16), (F.MAX, np.float16), (F.MULTIPLY, np.float16),
+                                             (F.AVERAGE, np.float16)],
+                         ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
+def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, function, dtype):
+    """Short walks across over 8/16-bit elements whose output elements fill words (GPUs:
+    shaders/reduce.comp short_words, a word's output elements an invocation), here on this device:
+    walks of 1 to 33 elements over the leading axis and the middle one of three; rows starting
+    a word (a stride a multiple of the word's elements) and not; an output whose rows start
+    mid-word (stored element by element, other rows' elements in the same words kept); extreme values and, for floats, an infinity and a NaN
+    in some words and not in their neighbours: the reference's bits, every output element
+    written, nothing else."""
+    from dmlgpu.kernels import compiled_selection
+    general = compiled_selection.short_walk
+    monkeypatch.setattr(compiled_selection, "short_walk",
+                        lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
+    dt = np.dtype(dtype)
+    g = 4 // dt.itemsize
+    out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(dt)
+    arithmetic = dt.kind == "f" and function not in (F.MIN, F.MAX, F.ARGMIN, F.ARGMAX)
+    for walk in (1, 2, 3, 4, 5, 9, 17, 33):
+        if arithmetic and walk > 4:
+            continue  # (float arithmetic takes the general pipeline past 4 rows)
+        for shape, axis, pad, out_row in (((walk, 64), 0, 0, None), ((walk, 64), 0, 1, None),
+                                          ((3, walk, 12), 1, 0, None), ((3, walk, 12), 1, 1, None),
+                                          ((3, walk, 12), 1, 0, 13)):  # (pad 1: rows start mid-word; 13: so do outputs)
+            if dt.kind == "f":
+                x = rng.normal(0, 3, size=shape).astype(dtype)
+                flat = x.reshape(-1)
+                flat[[41 % flat.size, 102 % flat.size, 155 % flat.size]] = (6e4, -np.inf, np.nan)
+            else:
+                info = np.iinfo(dt)
+                x = rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dtype)
+                x.reshape(-1)[[3, 17 % x.size]] = (info.min, info.max)
+            if function is F.MULTIPLY:
+                x = rng.integers(0, 3, size=shape).astype(dtype)
+            padded = np.zeros(shape[:-1] + (shape[-1] + pad,), x.dtype)
+            padded[..., :shape[-1]] = x
+            strides = np.array(padded.strides) // x.itemsize
+            in_desc = TensorDesc(DataType.from_numpy(x.dtype), shape, tuple(int(v) for v in strides))
+            out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
+            out_strides = None if out_row is None else (out_row, out_row, 1)
+            out_desc = TensorDesc(out_type, out_shape, out_strides)
+            desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
+            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
+            assert compiled.short_words == g and compiled.short_walk == (4 if walk <= 4 else 32), (walk, shape)
+            source = device.upload(padded)
+            nbytes = out_desc.total_size
+            out = device.upload(np.full(nbytes + 16, POISON, np.uint8))
+            compiled.execute([Binding(source)], [Binding(out)])
+            raw = out.read()[:nbytes].view(out_type.numpy)
+            want = reference_reduce(x, function, (axis,), out_type.numpy)
+            if out_row is None:
+                got = raw.reshape(out_shape)
+            else:
+                got = np.lib.stride_tricks.as_strided(raw, out_shape, tuple(v * out_type.size for v in out_strides))
+                gaps = np.ones(raw.size, bool)
+                gaps[[i * out_row + j for i in range(3) for j in range(12)]] = False
+                assert np.all(raw[gaps].view(np.uint8) == POISON)  # (nothing written between the rows)
+            assert np.all(out.read()[nbytes:].view(np.uint8) == POISON)
+            assert testing.same_bits(got, want), (walk, shape, pad, out_row)
+
+
 def test_which_layouts_take_quads():
     """quad_layout: 32-bit elements whose innermost kept dimension of more than one element has
     input and output stride 1 and a multiple of 4 elements; short_quads: not the float sums', and
@@ -445,6 +509,30 @@ def test_which_layouts_take_quads():
                                                              (rounds, 100))] \
         == [four, half, rounds, rounds]  # quick float sums: rounds past QUAD_WALK / 2
     assert short_quads(four, 3, False, False) == 0  # not the layout
+
+
+def test_which_layouts_take_words():
+    """word_layout: 8- and 16-bit elements whose innermost kept dimension of more than one
+    element has input and output stride 1 and a multiple of a word's elements (4 or 2)."""
+    from dmlgpu.kernels.compiled_selection import selection_params
+    from dmlgpu.kernels.short_walks import word_layout
+    from dmlgpu.describe.validation import checked_attributes
+
+    def words(shape, strides, axis, dtype, out_strides=None):
+        out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
+        desc = ReduceOperatorDesc(TensorDesc(dtype, shape, strides), TensorDesc(dtype, out_shape, out_strides),
+                                  F.MAX, (axis,))
+        params, _ = selection_params(desc.OPERATOR, checked_attributes(desc, FeatureLevel.newest()), desc.tensor_descs())
+        return word_layout(params, dtype.size)
+
+    assert words((4, 6), None, 0, DataType.INT16) and words((4, 8), None, 0, DataType.UINT8)
+    assert words((4, 6), (7, 1), 0, DataType.FLOAT16)  # (rows apart by an odd stride: loaded element by element)
+    assert words((3, 5, 8), None, 1, DataType.INT8) and words((4, 1, 2), (2, 2, 1), 0, DataType.UINT16)
+    assert not words((4, 6), None, 0, DataType.UINT8)  # not a multiple of a word's 4
+    assert not words((4, 7), None, 0, DataType.INT16)  # nor of 2
+    assert not words((4, 8), None, 0, DataType.INT32) and not words((4, 8), None, 0, DataType.INT64)
+    assert not words((4, 8), (1, 4), 0, DataType.INT16)  # the kept dimension strided
+    assert not words((4, 8), None, 0, DataType.INT16, out_strides=(16, 2))  # the output strided
 
 
 def test_which_cuts_take_the_short_walk_pipeline():
