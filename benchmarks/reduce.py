@@ -28,9 +28,10 @@ Rows:
   (--quick: 64 MiB), GPU time against torch's (`torch.sum`, `amax`, `argmax`, `amin`; a CPU device:
   the call against numpy's): the functions that take no float triples.
 
-- `short walks`: (on a GPU) FLOAT32 SUM, FLOAT32 MAX and INT32 SUM over axis 0 of 256 MiB cut
-  into 2 to 64 rows (many output elements of a few elements each: short_walks.short_walk),
-  GPU time against torch's with dim=0.
+- `short walks`: (on a GPU) SHORT_FUNCTIONS (32-bit, and INT16 / UINT8 / FLOAT16 picking
+  functions) over axis 0 of 256 MiB cut into 2 to 2,048 rows (many output elements of a few
+  elements each: short_walks.short_walk, short_quads, short_words), GPU time against torch's
+  with dim=0.
 
 Targets (docs/guide/reductions.md): H100/H200 kernel >= 0.9 x the read floor and >= 1.0 x
 torch.sum; lavapipe call >= 1.0 x np.sum.
@@ -268,17 +269,21 @@ SHORT_SHAPES = [(2, 1 << 25), (3, 1 << 24), (4, 1 << 24), (5, 1 << 23), (8, 1 <<
                 (17, 1 << 22), (32, 1 << 21), (33, 1 << 20), (64, 1 << 20), (128, 1 << 19), (129, 1 << 18),
                 (256, 1 << 18), (257, 1 << 18), (1024, 1 << 16), (2048, 1 << 15)]
 #: (function, input type, torch's) of the short-walks sweep.
+#: 8/16-bit types take as many more columns as fit in the same bytes (short_walks.short_words).
 SHORT_FUNCTIONS = [("SUM", np.float32, "sum"), ("MAX", np.float32, "amax"), ("SUM", np.int32, "sum"),
-                   ("MIN", np.int32, "amin"), ("ARGMAX", np.float32, "argmax")]
+                   ("MIN", np.int32, "amin"), ("ARGMAX", np.float32, "argmax"), ("MAX", np.int16, "amax"),
+                   ("MIN", np.uint8, "amin"), ("MAX", np.float16, "amax")]
 
 
-def short_walk_rows(device) -> list:
-    """SHORT_FUNCTIONS over axis 0 of SHORT_SHAPES on a GPU: ours (GPU time) against torch's with
-    dim=0, each result checked against numpy's first (float sums: against float64 sums)."""
+def short_walk_rows(device, functions=SHORT_FUNCTIONS) -> list:
+    """`functions` (of SHORT_FUNCTIONS) over axis 0 of SHORT_SHAPES on a GPU: ours (GPU time)
+    against torch's with dim=0, each result checked against numpy's first (float sums: against
+    float64 sums)."""
     rng = np.random.default_rng(4)
     rows = []
-    for shape in SHORT_SHAPES:
-        for name, dtype, torch_name in SHORT_FUNCTIONS:
+    for rows_columns in SHORT_SHAPES:
+        for name, dtype, torch_name in functions:
+            shape = (rows_columns[0], rows_columns[1] * 4 // np.dtype(dtype).itemsize)
             x = (rng.standard_normal(shape) if np.dtype(dtype).kind == "f" else rng.integers(-100, 100, shape)).astype(dtype)
             function = getattr(ReduceFunction, name)
             out_shape = (1, shape[1])
@@ -295,7 +300,7 @@ def short_walk_rows(device) -> list:
             row = {"case": f"REDUCE({name}) over axis 0 of {shape[0]} x {shape[1]} {x.dtype.name}", "shape": list(shape),
                    "bytes": x.nbytes, "seconds": sum(times), "dispatch_seconds": times,
                    "cut": compiled.shape._asdict(), "short_walk": compiled.short_walk,
-                   "short_quads": compiled.short_quads, "quick": compiled.quick}
+                   "short_quads": compiled.short_quads, "short_words": compiled.short_words, "quick": compiled.quick}
             if torch:
                 tx = torch.from_numpy(x).cuda()
                 peer = getattr(torch, torch_name)
@@ -315,8 +320,17 @@ def main(argv=None) -> int:
                         help="the functions sweep (default: on a GPU)")
     parser.add_argument("--short-walks", action=argparse.BooleanOptionalAction, default=None,
                         help="the short-walks sweep (default: on a GPU)")
+    parser.add_argument("--short-functions", default=None,
+                        help="the short-walks sweep's functions only, e.g. MAX:int16,MIN:uint8 (default: all)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "reduce.json"))
     args = parser.parse_args(argv)
+    short_functions = SHORT_FUNCTIONS
+    if args.short_functions:
+        wanted = {tuple(item.split(":")) for item in args.short_functions.split(",")}
+        short_functions = [f for f in SHORT_FUNCTIONS if (f[0], np.dtype(f[1]).name) in wanted]
+        if len(short_functions) != len(wanted):
+            parser.error(f"--short-functions {args.short_functions}: known "
+                         f"{','.join(f'{f[0]}:{np.dtype(f[1]).name}' for f in SHORT_FUNCTIONS)}")
     device = dmlgpu.default_device()
     nbytes = (64 if args.quick else 256) * MiB
     n = nbytes // 4
@@ -380,7 +394,7 @@ def main(argv=None) -> int:
     if args.functions or (args.functions is None and not device.is_cpu):
         report["rows"] += function_rows(device, nbytes)
     if (args.short_walks or args.short_walks is None) and not device.is_cpu:
-        report["rows"] += short_walk_rows(device)
+        report["rows"] += short_walk_rows(device, short_functions)
     if device.is_cpu:
         report["load_average"] = os.getloadavg()
         report["cpu_count"] = os.cpu_count()

@@ -546,8 +546,10 @@ void store_word(uint out_at, uvec2 result[WORD_ELEMENTS]) {
 }
 
 // short_units with a word's output elements an invocation (SHORT_QUADS on 8/16-bit elements):
-// SHORT_WALK 4, REDUCE_SHORT_LOADS / 4 words an invocation, every load first; SHORT_WALK
-// REDUCE_SHORT_LOADS, one word in rounds of that many rows. Each output element in short_units'
+// SHORT_WALK 4 or 8 (short_walks.WORD_WALK: walks of at most that many), REDUCE_SHORT_LOADS /
+// SHORT_WALK words an invocation, every load first; SHORT_WALK REDUCE_SHORT_LOADS, one word in
+// rounds of that many rows (8-bit elements only: 16-bit ones ran slower so than one element an
+// invocation, cause not found; short_walks.short_words). Each output element in short_units'
 // order (element r to component r % 4, the components merged as (0 + 1) + (2 + 3)).
 void short_words(uint group, uint groups) {
     const uint w = SHORT_WALK, g = WORD_ELEMENTS;

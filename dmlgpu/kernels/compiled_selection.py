@@ -25,7 +25,7 @@ import numpy as np
 from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
-from .short_walks import SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, walks_across, word_layout
+from .short_walks import SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, short_words, walks_across, word_layout
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
@@ -258,11 +258,9 @@ class CompiledSelection:
             float_sums = in_type.is_float and function in SUMMED and not quick
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
             quad_walk = short_quads(short, self.walked, quad_layout(params, in_type.size), float_sums, quick)
-            self.short_quads = bool(quad_walk)
-            if quad_walk:
-                self.short_walk = short = quad_walk
-            # 8/16-bit elements: a word's output elements an invocation (0: one)
-            self.short_words = 4 // in_type.size if short and word_layout(params, in_type.size) else 0
+            self.short_quads, short = bool(quad_walk), quad_walk or short  # (8/16-bit: words, or 0 for none)
+            self.short_words, short = short_words(short, self.walked, word_layout(params, in_type.size), in_type.size)
+            self.short_walk = short
             self.quick = quick = bool(short) and quick
             if short:  # this operator's own dispatch (a spanning call's pieces keep the general one)
                 spec[2], spec[4], spec[5] = short, int(self.short_quads or bool(self.short_words)), int(quick)

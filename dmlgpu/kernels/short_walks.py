@@ -9,7 +9,7 @@ from . import variants as kernels
 from ..table.operators import ReduceFunction
 
 __all__ = ["QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
-           "short_walk", "walks_across", "word_layout"]
+           "short_walk", "short_words", "walks_across", "word_layout", "WORD_WALK"]
 
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
 #: at most 4 (an invocation loads 8 output elements' walks first), 32 for longer ones, of any length
@@ -76,13 +76,37 @@ def quad_layout(words: np.ndarray, element_bytes: int) -> bool:
     return element_bytes == 4 and _grouped(words, 4)
 
 
+#: The longest walk of 16-bit elements that takes words (short_words), and the SHORT_WALK of
+#: those past SHORT_WALKS[0] (every load first, REDUCE_SHORT_LOADS / WORD_WALK words an invocation).
+WORD_WALK = 8
+
+
+def short_words(short: int, walked: int, words: bool, element_bytes: int) -> tuple[int, int]:
+    """(output elements an invocation takes, SHORT_WALK) for a short walk (`short`: short_walk's,
+    over `walked` elements) of 8/16-bit elements whose layout allows words (`words`:
+    word_layout), or (0, `short`) for one output element an invocation. 8-bit elements take
+    words at any length (in rounds past SHORT_WALKS[0]); 16-bit ones up to WORD_WALK, every
+    load first (SHORT_WALK WORD_WALK past SHORT_WALKS[0]), and one element an invocation past it.
+    H200, 256 MiB over axis 0, us, words / one element an invocation (benchmarks/NOTES.md,
+    session 21): UINT8 MIN 2 rows 352 / 1,867, 17 rows 144 / 315, 1,024 rows 126 / 212; INT16
+    MAX 2 rows 356 / 956, 5 rows 291 / 569, 8 rows 249 / 361, but in rounds 291 / 187 at 17 rows
+    and 429 / 128 at 1,024 (not found why: 8-bit rounds have twice the states)."""
+    if not short or not words or element_bytes not in (1, 2):
+        return 0, short
+    if element_bytes == 1:
+        return 4, short
+    if walked <= SHORT_WALKS[0]:
+        return 2, short
+    return (2, WORD_WALK) if walked <= WORD_WALK else (0, short)
+
+
 def word_layout(words: np.ndarray, element_bytes: int) -> bool:
     """Whether a short walk over 8- or 16-bit elements takes a word's output elements an
     invocation (shaders/reduce.comp short_words, SHORT_QUADS on them): the innermost kept
     dimension of more than one element has input and output stride 1 and a multiple of a
-    word's elements (4 or 2). Any function: before, each output element was its own invocation,
-    with a load of its own a row and, for 8/16-bit results, two atomics a store (H200, 256 MiB
-    of INT16 over 5 rows: 569 us; benchmarks/NOTES.md, session 21)."""
+    word's elements (4 or 2). Any function (which walks: short_words): else each output element
+    is its own invocation, with a load of its own a row and, for 8/16-bit results, two atomics a
+    store."""
     return element_bytes in (1, 2) and _grouped(words, 4 // element_bytes)
 
 

@@ -427,6 +427,7 @@ def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, funct
     in some words and not in their neighbours: the reference's bits, every output element
     written, nothing else."""
     from dmlgpu.kernels import compiled_selection
+    from dmlgpu.kernels.short_walks import WORD_WALK
     general = compiled_selection.short_walk
     monkeypatch.setattr(compiled_selection, "short_walk",
                         lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
@@ -434,7 +435,7 @@ def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, funct
     g = 4 // dt.itemsize
     out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(dt)
     arithmetic = dt.kind == "f" and function not in (F.MIN, F.MAX, F.ARGMIN, F.ARGMAX)
-    for walk in (1, 2, 3, 4, 5, 9, 17, 33):
+    for walk in (1, 2, 3, 4, 5, 8, 9, 17, 33):
         if arithmetic and walk > 4:
             continue  # (float arithmetic takes the general pipeline past 4 rows)
         for shape, axis, pad, out_row in (((walk, 64), 0, 0, None), ((walk, 64), 0, 1, None),
@@ -459,7 +460,11 @@ def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, funct
             out_desc = TensorDesc(out_type, out_shape, out_strides)
             desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
             compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
-            assert compiled.short_words == g and compiled.short_walk == (4 if walk <= 4 else 32), (walk, shape)
+            if g == 2 and walk > WORD_WALK:  # (16-bit: one output element an invocation past WORD_WALK)
+                assert compiled.short_words == 0 and compiled.short_walk == 32, (walk, shape)
+            else:
+                assert compiled.short_words == g, (walk, shape)
+                assert compiled.short_walk == (4 if walk <= 4 else WORD_WALK if g == 2 else 32), (walk, shape)
             source = device.upload(padded)
             nbytes = out_desc.total_size
             out = device.upload(np.full(nbytes + 16, POISON, np.uint8))
@@ -533,6 +538,13 @@ def test_which_layouts_take_words():
     assert not words((4, 8), None, 0, DataType.INT32) and not words((4, 8), None, 0, DataType.INT64)
     assert not words((4, 8), (1, 4), 0, DataType.INT16)  # the kept dimension strided
     assert not words((4, 8), None, 0, DataType.INT16, out_strides=(16, 2))  # the output strided
+    from dmlgpu.kernels.short_walks import SHORT_WALKS, WORD_WALK, short_words
+    four, rounds = SHORT_WALKS
+    assert [short_words(s, w, True, 1) for s, w in ((0, 2), (four, 3), (rounds, 5), (rounds, 1_000))] == \
+        [(0, 0), (4, four), (4, rounds), (4, rounds)]  # 8-bit: words at any length
+    assert [short_words(s, w, True, 2) for s, w in ((four, 3), (rounds, 5), (rounds, WORD_WALK), (rounds, WORD_WALK + 1))] \
+        == [(2, four), (2, WORD_WALK), (2, WORD_WALK), (0, rounds)]  # 16-bit: to WORD_WALK, every load first
+    assert short_words(four, 3, False, 2) == (0, four) and short_words(four, 3, True, 4) == (0, four)
 
 
 def test_which_cuts_take_the_short_walk_pipeline():
