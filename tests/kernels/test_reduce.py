@@ -416,8 +416,9 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
 @pytest.mark.parametrize("function, dtype", [(F.MAX, np.int16), (F.MIN, np.uint8), (F.MAX, np.int8),
                                              (F.MIN, np.uint16), (F.ARGMAX, np.int16), (F.ARGMIN, np.uint8),
                                              (F.SUM, np.float16), (F.MAX, np.float16), (F.MULTIPLY, np.float16),
-                                             (F.AVERAGE, np.float16)],
-                         ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
+                                             (F.AVERAGE, np.float16), (F.ARGMIN, (np.int8, np.int64)),
+                                             (F.ARGMAX, (np.float16, np.uint64))],
+                         ids=lambda v: getattr(v, "name", None) or "-".join(np.dtype(t).name for t in np.atleast_1d(v)))
 def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, function, dtype):
     """Short walks across over 8/16-bit elements whose output elements fill words (GPUs:
     shaders/reduce.comp short_words, a word's output elements an invocation), here on this device:
@@ -431,9 +432,10 @@ def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, funct
     general = compiled_selection.short_walk
     monkeypatch.setattr(compiled_selection, "short_walk",
                         lambda shape, walked, across, is_cpu, arithmetic: general(shape, walked, across, False, arithmetic))
+    dtype, index_type = dtype if isinstance(dtype, tuple) else (dtype, np.uint32)  # (ARG*: the output's type)
     dt = np.dtype(dtype)
     g = 4 // dt.itemsize
-    out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(dt)
+    out_type = DataType.from_numpy(np.dtype(index_type)) if function in REDUCE.index_functions else DataType.from_numpy(dt)
     arithmetic = dt.kind == "f" and function not in (F.MIN, F.MAX, F.ARGMIN, F.ARGMAX)
     for walk in (1, 2, 3, 4, 5, 8, 9, 17, 33):
         if arithmetic and walk > 4:
