@@ -360,6 +360,42 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
             assert testing.same_bits(got, reference_reduce(x, function, (0,), out_type.numpy)), (walk, pad)
 
 
+def _grouped_walk(device, x, function, axis, pad, out_row, out_type):
+    """A REDUCE of `x` over `axis` compiled as a test's own (not the memo's), its input's rows
+    `pad` elements longer than they are and, with `out_row`, its output's rows (of 12
+    elements, 3 of them) that many apart: (compiled operator, input padded, output desc)."""
+    from dmlgpu.kernels import compiled_selection
+    shape = x.shape
+    padded = np.zeros(shape[:-1] + (shape[-1] + pad,), x.dtype)
+    padded[..., :shape[-1]] = x
+    strides = np.array(padded.strides) // x.itemsize
+    in_desc = TensorDesc(DataType.from_numpy(x.dtype), shape, tuple(int(v) for v in strides))
+    out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
+    out_desc = TensorDesc(out_type, out_shape, None if out_row is None else (out_row, out_row, 1))
+    desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
+    return compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest()), padded, out_desc
+
+
+def _check_grouped_walk(device, compiled, x, padded, out_desc, function, axis, out_row, case):
+    """Runs `compiled` on `padded` into a poisoned output: the reference's bits in every output
+    element, and nothing written between the output's rows or after it."""
+    out_type = out_desc.data_type
+    nbytes = out_desc.total_size
+    out = device.upload(np.full(nbytes + 16, POISON, np.uint8))
+    compiled.execute([Binding(device.upload(padded))], [Binding(out)])
+    raw = out.read()[:nbytes].view(out_type.numpy)
+    want = reference_reduce(x, function, (axis,), out_type.numpy)
+    if out_row is None:
+        got = raw.reshape(want.shape)
+    else:
+        got = np.lib.stride_tricks.as_strided(raw, want.shape, tuple(v * out_type.size for v in out_desc.strides))
+        gaps = np.ones(raw.size, bool)
+        gaps[[i * out_row + j for i in range(3) for j in range(12)]] = False
+        assert np.all(raw[gaps].view(np.uint8) == POISON), case  # (nothing written between the rows)
+    assert np.all(out.read()[nbytes:] == POISON), case
+    assert testing.same_bits(got, want), case
+
+
 @pytest.mark.parametrize("function, dtype", [(F.MAX, np.float32), (F.SUM, np.int32), (F.ARGMIN, np.uint32)],
                          ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
 def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, function, dtype):
@@ -386,31 +422,10 @@ def test_short_walks_in_quads_give_the_reference(device, rng, monkeypatch, funct
                 flat[[41 % flat.size, 402 % flat.size, 555 % flat.size]] = (3e30, -np.inf, np.nan)
             else:
                 x = rng.integers(0, 200, size=shape).astype(dtype)
-            padded = np.zeros(shape[:-1] + (shape[-1] + pad,), x.dtype)
-            padded[..., :shape[-1]] = x
-            strides = np.array(padded.strides) // x.itemsize
-            in_desc = TensorDesc(DataType.from_numpy(x.dtype), shape, tuple(int(v) for v in strides))
-            out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
-            out_strides = None if out_row is None else (out_row, out_row, 1)
-            out_desc = TensorDesc(out_type, out_shape, out_strides)
-            desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
-            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
+            compiled, padded, out_desc = _grouped_walk(device, x, function, axis, pad, out_row, out_type)
             assert compiled.short_quads == (walk <= QUAD_WALK), (walk, shape)
             assert compiled.short_walk == next(w for w in (4, 8, 16, 32) if walk <= w or w == 32), (walk, shape)
-            source = device.upload(padded)
-            nbytes = out_desc.total_size
-            out = device.upload(np.full(max(16, nbytes), POISON, np.uint8))
-            compiled.execute([Binding(source)], [Binding(out)])
-            raw = out.read()[:nbytes].view(out_type.numpy)
-            want = reference_reduce(x, function, (axis,), out_type.numpy)
-            if out_row is None:
-                got = raw.reshape(out_shape)
-            else:
-                got = np.lib.stride_tricks.as_strided(raw, out_shape, tuple(v * out_type.size for v in out_strides))
-                gaps = np.ones(raw.size, bool)
-                gaps[[i * out_row + j for i in range(3) for j in range(12)]] = False
-                assert np.all(raw[gaps].view(np.uint8) == POISON)  # (nothing written between the rows)
-            assert testing.same_bits(got, want), (walk, shape, pad, out_row)
+            _check_grouped_walk(device, compiled, x, padded, out_desc, function, axis, out_row, (walk, shape, pad, out_row))
 
 
 @pytest.mark.parametrize("function, dtype", [(F.MAX, np.int16), (F.MIN, np.uint8), (F.MAX, np.int8),
@@ -424,9 +439,9 @@ def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, funct
     shaders/reduce.comp short_words, a word's output elements an invocation), here on this device:
     walks of 1 to 33 elements over the leading axis and the middle one of three; rows starting
     a word (a stride a multiple of the word's elements) and not; an output whose rows start
-    mid-word (stored element by element, other rows' elements in the same words kept); extreme values and, for floats, an infinity and a NaN
-    in some words and not in their neighbours: the reference's bits, every output element
-    written, nothing else."""
+    mid-word (stored element by element, other rows' elements in the same words kept); 32- and
+    64-bit indices; extreme values and, for floats, an infinity and a NaN in some words and not
+    in their neighbours: the reference's bits, every output element written, nothing else."""
     from dmlgpu.kernels import compiled_selection
     from dmlgpu.kernels.short_walks import WORD_WALK
     general = compiled_selection.short_walk
@@ -453,35 +468,13 @@ def test_short_walks_in_words_give_the_reference(device, rng, monkeypatch, funct
                 x.reshape(-1)[[3, 17 % x.size]] = (info.min, info.max)
             if function is F.MULTIPLY:
                 x = rng.integers(0, 3, size=shape).astype(dtype)
-            padded = np.zeros(shape[:-1] + (shape[-1] + pad,), x.dtype)
-            padded[..., :shape[-1]] = x
-            strides = np.array(padded.strides) // x.itemsize
-            in_desc = TensorDesc(DataType.from_numpy(x.dtype), shape, tuple(int(v) for v in strides))
-            out_shape = tuple(1 if d == axis else n for d, n in enumerate(shape))
-            out_strides = None if out_row is None else (out_row, out_row, 1)
-            out_desc = TensorDesc(out_type, out_shape, out_strides)
-            desc = ReduceOperatorDesc(in_desc, out_desc, function, (axis,))
-            compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())  # (not the memo's)
+            compiled, padded, out_desc = _grouped_walk(device, x, function, axis, pad, out_row, out_type)
             if g == 2 and walk > WORD_WALK:  # (16-bit: one output element an invocation past WORD_WALK)
                 assert compiled.short_words == 0 and compiled.short_walk == 32, (walk, shape)
             else:
                 assert compiled.short_words == g, (walk, shape)
                 assert compiled.short_walk == (4 if walk <= 4 else WORD_WALK if g == 2 else 32), (walk, shape)
-            source = device.upload(padded)
-            nbytes = out_desc.total_size
-            out = device.upload(np.full(nbytes + 16, POISON, np.uint8))
-            compiled.execute([Binding(source)], [Binding(out)])
-            raw = out.read()[:nbytes].view(out_type.numpy)
-            want = reference_reduce(x, function, (axis,), out_type.numpy)
-            if out_row is None:
-                got = raw.reshape(out_shape)
-            else:
-                got = np.lib.stride_tricks.as_strided(raw, out_shape, tuple(v * out_type.size for v in out_strides))
-                gaps = np.ones(raw.size, bool)
-                gaps[[i * out_row + j for i in range(3) for j in range(12)]] = False
-                assert np.all(raw[gaps].view(np.uint8) == POISON)  # (nothing written between the rows)
-            assert np.all(out.read()[nbytes:].view(np.uint8) == POISON)
-            assert testing.same_bits(got, want), (walk, shape, pad, out_row)
+            _check_grouped_walk(device, compiled, x, padded, out_desc, function, axis, out_row, (walk, shape, pad, out_row))
 
 
 def test_which_layouts_take_quads():
