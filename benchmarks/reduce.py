@@ -162,15 +162,17 @@ def error(value, exact) -> float:
 
 def kernel_run(device, desc, source, out_bytes) -> tuple:
     """REDUCE `desc` compiled for `device`, run once over the Buffer `source`: (its output's
-    bytes, GPU seconds of its dispatches timed one by one behind a barrier (median of 20 each),
-    the compiled operator)."""
+    bytes, GPU seconds of each of its dispatches timed alone behind a barrier, the compiled
+    operator, GPU seconds of all its dispatches in order with their barriers: median of 20)."""
     compiled = device.create_operator(desc)
     out = device.allocate(max(16, out_bytes))
     bindings = [Binding(source)], [Binding(out)]
     compiled.execute(*bindings)
     got = out.read()[:out_bytes]
     launches = compiled.launches(compiled.check(*bindings))
-    return got, [float(np.median(device.time_dispatches(launch, 20))) for launch in launches], compiled
+    times = [float(np.median(device.time_dispatches(launch, 20))) for launch in launches]
+    seconds = times[0] if len(launches) == 1 else float(np.median(device.time_dispatches(launches, 20)))
+    return got, times, compiled, seconds
 
 
 #: (rows, columns) of the axis sweep: 4 KiB to 256 MiB of FLOAT32, wide and narrow.
@@ -203,9 +205,9 @@ def axis_rows(device, shapes) -> list:
             else:
                 desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, shape), TensorDesc(DataType.FLOAT32, out_shape),
                                           ReduceFunction.SUM, (axis,))
-                raw, times, compiled = kernel_run(device, desc, device.upload(x), 4 * math.prod(out_shape))
+                raw, times, compiled, seconds = kernel_run(device, desc, device.upload(x), 4 * math.prod(out_shape))
                 got = raw.view(np.float32)
-                row |= {"seconds": sum(times), "dispatch_seconds": times, "cut": compiled.shape._asdict()}
+                row |= {"seconds": seconds, "dispatch_seconds": times, "cut": compiled.shape._asdict()}
                 if tx is not None:
                     row["torch_sum_seconds"] = torch_seconds(lambda: torch.sum(tx, dim=axis))
                     row["vs_torch_sum"] = row["torch_sum_seconds"] / row["seconds"]
@@ -242,9 +244,9 @@ def function_rows(device, nbytes) -> list:
         else:
             desc = ReduceOperatorDesc(TensorDesc(DataType.from_numpy(x.dtype), (x.size,)), TensorDesc(out_type, (1,)),
                                       function, (0,))
-            raw, times, compiled = kernel_run(device, desc, device.upload(x), out_type.size)
+            raw, times, compiled, seconds = kernel_run(device, desc, device.upload(x), out_type.size)
             got = raw.view(out_type.numpy)[0]
-            row |= {"seconds": sum(times), "dispatch_seconds": times, "cut": compiled.shape._asdict()}
+            row |= {"seconds": seconds, "dispatch_seconds": times, "cut": compiled.shape._asdict()}
             if torch:
                 tx = torch.from_numpy(x).cuda()
                 peer = getattr(torch, torch_name)
@@ -290,7 +292,7 @@ def short_walk_rows(device, functions=SHORT_FUNCTIONS) -> list:
             out_type = np.dtype(np.uint32) if name == "ARGMAX" else x.dtype
             desc = ReduceOperatorDesc(TensorDesc(DataType.from_numpy(x.dtype), shape),
                                       TensorDesc(DataType.from_numpy(out_type), out_shape), function, (0,))
-            raw, times, compiled = kernel_run(device, desc, device.upload(x), out_type.itemsize * shape[1])
+            raw, times, compiled, seconds = kernel_run(device, desc, device.upload(x), out_type.itemsize * shape[1])
             got = raw.view(out_type)
             if name == "SUM" and x.dtype.kind == "f":
                 assert np.allclose(got, np.sum(x.astype(np.float64), axis=0), rtol=1e-5, atol=1e-5), shape
@@ -298,7 +300,7 @@ def short_walk_rows(device, functions=SHORT_FUNCTIONS) -> list:
                 want = {"MAX": np.max, "MIN": np.min, "ARGMAX": np.argmax}.get(name, np.sum)(x, axis=0).astype(out_type)
                 assert np.array_equal(got, want), (name, shape)
             row = {"case": f"REDUCE({name}) over axis 0 of {shape[0]} x {shape[1]} {x.dtype.name}", "shape": list(shape),
-                   "bytes": x.nbytes, "seconds": sum(times), "dispatch_seconds": times,
+                   "bytes": x.nbytes, "seconds": seconds, "dispatch_seconds": times,
                    "cut": compiled.shape._asdict(), "short_walk": compiled.short_walk,
                    "short_quads": compiled.short_quads, "short_words": compiled.short_words, "quick": compiled.quick}
             if torch:
@@ -355,12 +357,12 @@ def main(argv=None) -> int:
             del a
         floor = min(floors.get("vulkan_read_seconds"), floors.get("cuda_read_seconds", math.inf))
         report |= floors
-        raw, times, compiled = kernel_run(device, desc, source_buffer, 4)
+        raw, times, compiled, seconds = kernel_run(device, desc, source_buffer, 4)
         got = raw.view(np.float32)[0]
         assert got == expected, (got, expected)
-        row = {"case": f"REDUCE(SUM) over {nbytes // MiB} MiB FLOAT32, GPU time", "seconds": sum(times),
+        row = {"case": f"REDUCE(SUM) over {nbytes // MiB} MiB FLOAT32, GPU time", "seconds": seconds,
                "dispatch_seconds": times, "shape": compiled.shape._asdict(), "floor_seconds": floor,
-               "of_floor": floor / sum(times), "error": error(got, exact)}
+               "of_floor": floor / seconds, "error": error(got, exact)}
         if torch:
             tx = torch.from_numpy(x).cuda()
             row |= {"torch_sum_seconds": torch_seconds(lambda: torch.sum(tx)),

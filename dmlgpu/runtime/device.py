@@ -260,8 +260,9 @@ class Device:
         """Record a list of launches (with None for a barrier) into a reusable command buffer."""
         return launches.record(self._resources, steps, name)
 
-    def time_dispatches(self, launch: Launch, repeats: int) -> np.ndarray:
-        """GPU seconds of `repeats` back-to-back runs of `launch`, each behind a barrier."""
+    def time_dispatches(self, launch, repeats: int) -> np.ndarray:
+        """GPU seconds of `repeats` back-to-back runs of `launch` (a Launch, or a sequence of
+        them run in order with a barrier after each), each behind a barrier."""
         return timing.time_dispatches(self._resources, launch, repeats, self.properties["timestamp_period"])
 
     def submit_floor(self, launch: Launch, repeats: int) -> np.ndarray:

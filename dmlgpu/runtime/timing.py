@@ -1,4 +1,4 @@
-"""Benchmark-only timing of one prepared dispatch: GPU timestamps of back-to-back runs, and the
+"""Benchmark-only timing of prepared dispatches: GPU timestamps of back-to-back runs, and the
 floor of submitting a recorded command buffer and waiting for it. Used by `dmlgpu.profiling`
 and the benchmarks, never on a call's way."""
 from __future__ import annotations
@@ -9,24 +9,30 @@ import numpy as np
 
 
 def time_dispatches(resources, launch, repeats: int, timestamp_period: float) -> np.ndarray:
-    """GPU seconds of `repeats` back-to-back runs of `launch`, each behind a barrier."""
+    """GPU seconds of `repeats` back-to-back runs of `launch`, each behind a barrier; `launch` may
+    be a sequence of launches, each run then the whole sequence with a barrier after each (from
+    before its first dispatch to after its last)."""
+    launches = list(launch) if isinstance(launch, (list, tuple)) else [launch]
+    steps = 2 * len(launches)  # (a timestamp after each dispatch and after each barrier)
     with resources.lock:
         resources.synchronize()
-        commands = resources.context.commands(2 * repeats)
+        commands = resources.context.commands(steps * repeats)
         try:
-            handle = resources.current(launch).handle
+            handles = [resources.current(one).handle for one in launches]
             for _ in range(repeats):
-                commands.dispatch(handle, launch.push)
-                commands.compute_barrier()
+                for handle, one in zip(handles, launches):
+                    commands.dispatch(handle, one.push)
+                    commands.compute_barrier()
             commands.submit()
             commands.wait()
             ticks = np.array(commands.timestamps(), dtype=np.float64)
         finally:
             commands.destroy()
-        for ref in launch.buffers:
-            ref().last_use = resources.stream.completed
+        for one in launches:
+            for ref in one.buffers:
+                ref().last_use = resources.stream.completed
     seconds = ticks * timestamp_period * 1e-9
-    return seconds[1::2][:repeats] - seconds[0::2][:repeats]
+    return seconds[steps - 1::steps][:repeats] - seconds[0::steps][:repeats]
 
 
 def submit_floor(resources, launch, repeats: int) -> np.ndarray:

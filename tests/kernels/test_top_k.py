@@ -109,7 +109,7 @@ def test_sorted_selection_in_every_order(device, order, in_type, index_type, rng
 
 def test_sort_steps_cover_every_pass():
     """The planner's passes for the cases above: the steps each K takes (the test's claim)."""
-    from dmlgpu.kernels.compiled_selection import top_k_sort_steps
+    from dmlgpu.kernels.top_k_sort import top_k_sort_steps
     from dmlgpu.kernels.variants import TOP_K_SORT_STEPS
     names = {v: k for k, v in TOP_K_SORT_STEPS.items()}
 

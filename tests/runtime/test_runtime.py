@@ -440,3 +440,20 @@ def test_timed_dispatches_are_numbered_operations(fresh):
     seconds = profiling.kernel_seconds(compiled, [Binding(source)], [Binding(target)], repeats=5)
     assert seconds.shape == (5,) and np.all(seconds > 0) and np.all(seconds < 10), seconds
     assert testing.same_bits(target.read().view(np.uint32), ~np.arange(1 << 16, dtype=np.uint32))
+
+
+def test_a_sequence_of_dispatches_is_timed_whole(fresh):
+    """`Device.time_dispatches` of a list of launches times each run of the whole sequence, from
+    before its first dispatch to after its last, barriers between included: a run of two
+    dispatches takes longer than either alone, and the second sees the first's result."""
+    desc = TensorDesc(DataType.UINT32, [1 << 18])
+    compiled = fresh.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
+    a, b = fresh.upload(np.arange(1 << 18, dtype=np.uint32)), fresh.allocate(1 << 20)
+    c = fresh.allocate(1 << 20)
+    first = compiled.launch(compiled.check([Binding(a)], [Binding(b)]))
+    second = compiled.launch(compiled.check([Binding(b)], [Binding(c)]))
+    alone = [np.median(fresh.time_dispatches(launch, 5)) for launch in (first, second)]
+    both = fresh.time_dispatches([first, second], 5)
+    assert both.shape == (5,) and np.all(both > 0), both
+    assert np.median(both) > max(alone), (both, alone)
+    assert testing.same_bits(c.read().view(np.uint32), np.arange(1 << 18, dtype=np.uint32))
