@@ -219,7 +219,7 @@ def axis_rows(device, shapes) -> list:
 
 #: (function, input type, torch's, numpy's) of the functions sweep.
 FUNCTIONS = [("SUM", np.int32, "sum", "sum"), ("MAX", np.float32, "amax", "max"), ("ARGMAX", np.float32, "argmax", "argmax"),
-             ("MIN", np.uint8, "amin", "min"), ("MAX", np.int16, "amax", "max")]
+             ("MIN", np.uint8, "amin", "min"), ("MAX", np.int16, "amax", "max"), ("SUM", np.float16, "sum", "sum")]
 
 
 def function_rows(device, nbytes) -> list:
@@ -228,7 +228,9 @@ def function_rows(device, nbytes) -> list:
     rng = np.random.default_rng(3)
     rows = []
     for name, dtype, torch_name, numpy_name in FUNCTIONS:
-        x = rng.integers(0, 100, nbytes // np.dtype(dtype).itemsize).astype(dtype)
+        n = nbytes // np.dtype(dtype).itemsize
+        floats = np.dtype(dtype).kind == "f" and name == "SUM"  # (normal data: a sum in FLOAT16's range)
+        x = (rng.standard_normal(n) if floats else rng.integers(0, 100, n)).astype(dtype)
         function = getattr(ReduceFunction, name)
         out_type = DataType.UINT32 if name.startswith("ARG") else DataType.from_numpy(x.dtype)
         want = getattr(np, numpy_name)(x)
@@ -253,6 +255,11 @@ def function_rows(device, nbytes) -> list:
                 row["torch_seconds"] = torch_seconds(lambda: peer(tx))
                 row["vs_torch"] = row["torch_seconds"] / row["seconds"]
                 del tx
+        if floats:  # (the correctly rounded sum: the float64 sum's, a double rounding apart at most)
+            want = np.sum(x.astype(np.float64))
+            assert abs(float(got) - want) <= float(np.spacing(np.float16(want))), row["case"]
+            rows.append(row)
+            continue
         if name == "SUM":
             want = np.array(want).astype(x.dtype)  # (DirectML's SUM wraps at the input's width)
         assert np.array_equal(np.asarray(got).reshape(()), np.asarray(want).astype(np.asarray(got).dtype)), row["case"]
@@ -274,7 +281,7 @@ SHORT_SHAPES = [(2, 1 << 25), (3, 1 << 24), (4, 1 << 24), (5, 1 << 23), (8, 1 <<
 #: 8/16-bit types take as many more columns as fit in the same bytes (short_walks.short_words).
 SHORT_FUNCTIONS = [("SUM", np.float32, "sum"), ("MAX", np.float32, "amax"), ("SUM", np.int32, "sum"),
                    ("MIN", np.int32, "amin"), ("ARGMAX", np.float32, "argmax"), ("MAX", np.int16, "amax"),
-                   ("MIN", np.uint8, "amin"), ("MAX", np.float16, "amax")]
+                   ("MIN", np.uint8, "amin"), ("MAX", np.float16, "amax"), ("SUM", np.float16, "sum")]
 
 
 def short_walk_rows(device, functions=SHORT_FUNCTIONS) -> list:
@@ -294,8 +301,10 @@ def short_walk_rows(device, functions=SHORT_FUNCTIONS) -> list:
                                       TensorDesc(DataType.from_numpy(out_type), out_shape), function, (0,))
             raw, times, compiled, seconds = kernel_run(device, desc, device.upload(x), out_type.itemsize * shape[1])
             got = raw.view(out_type)
-            if name == "SUM" and x.dtype.kind == "f":
-                assert np.allclose(got, np.sum(x.astype(np.float64), axis=0), rtol=1e-5, atol=1e-5), shape
+            if name == "SUM" and x.dtype.kind == "f":  # (FLOAT16: the float64 sums rounded, a double rounding apart)
+                want = np.sum(x.astype(np.float64), axis=0)
+                tolerance = np.spacing(want.astype(x.dtype)).astype(np.float64) if x.dtype.itemsize == 2 else 1e-5
+                assert np.all(np.abs(got.astype(np.float64) - want) <= np.maximum(tolerance, 1e-5 * np.abs(want))), shape
             else:
                 want = {"MAX": np.max, "MIN": np.min, "ARGMAX": np.argmax}.get(name, np.sum)(x, axis=0).astype(out_type)
                 assert np.array_equal(got, want), (name, shape)

@@ -34,6 +34,12 @@
 #define ACC_BITS uint(IN_BITS)
 #define ACC_KIND uint(IN_KIND)
 #define ACC_OUT_BITS uint(OUT_BITS)
+// Set where a FLOAT16 sum walks across (dmlgpu/kernels/compiled_selection.py: short_walks.fixed_sums
+// and walks_across): its states are exact fixed-point integers (reduce_acc.glsl acc_fixed), the
+// same bits as the triples' at less cost there; lanes sharing a contiguous walk keep the triples,
+// which ran faster there (H200: benchmarks/NOTES.md, session 22).
+layout(constant_id = 6) const bool FIXED_SUMS = false;
+#define ACC_FIXED FIXED_SUMS
 #include "reduce_acc.glsl"
 
 layout(std430, binding = 0) readonly buffer InVecs { uvec4 in_v[]; };

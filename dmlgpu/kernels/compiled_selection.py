@@ -26,7 +26,7 @@ from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
 from .top_k_sort import top_k_sort_steps
-from .short_walks import SHORT_WALKS, SUMMED, quad_layout, quick_sums, short_quads, short_walk, short_words, walks_across, word_layout
+from .short_walks import FIXED_WALK, SHORT_WALKS, SUMMED, fixed_sums, quad_layout, quick_sums, short_quads, short_walk, short_words, walks_across, word_layout
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
@@ -169,7 +169,8 @@ class CompiledSelection:
     The device's `SpanningSelection` (dmlgpu/api/spanning_operators.py) also takes bindings of
     memory that spans several buffers. `short_walk`: the SHORT_WALK its own dispatch runs
     with (0: the general pipeline; see short_walk); `short_quads`: whether in quads;
-    `short_words`: 8/16-bit elements, a word's output elements an invocation (their count, or 0)."""
+    `short_words`: 8/16-bit elements, a word's output elements an invocation (their count, or 0);
+    `fixed_sums`: a FLOAT16 sum whose states are fixed-point integers (short_walks.fixed_sums)."""
 
     def __init__(self, device, operator_desc, feature_level):
         self.op = op = operator_desc.OPERATOR
@@ -183,21 +184,26 @@ class CompiledSelection:
         self.variant = kernels.selection_variant(op, in_type, out_type, self.attributes.get("Function"))
         cpu = bool(device.is_cpu)
         self._group = REDUCE_GROUP[cpu]  # REDUCE's workgroup size: the pipeline's and its grids'
-        # REDUCE's specialization constants by id: WIDE_LOADS, group size, SHORT_WALK (0: general), FLUSHES,
-        # SHORT_QUADS, QUICK_PASS.
-        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device)), 0, 0] if op.family == REDUCE_FAMILY else []
-        self._program = self._own_program = Program(self.variant.name, spirv.load(self.variant.name),
-                                                    np.array(spec, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
         params, items = selection_params(op, self.attributes, self._descs)
         self.items, self.walked = items, int(params[_HEADER["walked"]])
+        across = fixed = False
         if op.family == REDUCE_FAMILY:
-            source = tensors[0]
+            source, function = tensors[0], self.attributes["Function"]
             across = walks_across(source.sizes, source.effective_strides, self.attributes["Axes"])
+            fixed = fixed_sums(function, in_type.bits, in_type.is_float)  # (short walks as the integer sums' to FIXED_WALK)
+        # REDUCE's specialization constants by id: WIDE_LOADS, group size, SHORT_WALK (0: general), FLUSHES,
+        # SHORT_QUADS, QUICK_PASS, FIXED_SUMS (a FLOAT16 sum walking across: in fixed point).
+        self.fixed_sums = fixed and across
+        spec = [int(WIDE_LOADS[cpu]), self._group, 0, int(flushes_subnormals(device)), 0, 0, int(self.fixed_sums)] \
+            if op.family == REDUCE_FAMILY else []
+        self._program = self._own_program = Program(self.variant.name, spirv.load(self.variant.name),
+                                                    np.array(spec, dtype=np.uint32), len(kernels.SELECTION_PUSH_FIELDS))
+        if op.family == REDUCE_FAMILY:
             self.shape = reduce_shape(items, self.walked, device.is_cpu, across)
-            function = self.attributes["Function"]
             quick = quick_sums(function, in_type.bits, out_type.bits, in_type.is_float, self.walked)
-            arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS and not quick
-            float_sums = in_type.is_float and function in SUMMED and not quick
+            arithmetic = in_type.is_float and function not in PICKING_FUNCTIONS and not quick and not (
+                fixed and self.walked <= FIXED_WALK)
+            float_sums = in_type.is_float and function in SUMMED and not quick and not fixed
             self.short_walk = short = short_walk(self.shape, self.walked, across, cpu, arithmetic)
             quad_walk = short_quads(short, self.walked, quad_layout(params, in_type.size), float_sums, quick)
             self.short_quads, short = bool(quad_walk), quad_walk or short  # (8/16-bit: words, or 0 for none)

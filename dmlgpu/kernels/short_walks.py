@@ -8,7 +8,8 @@ import numpy as np
 from . import variants as kernels
 from ..table.operators import ReduceFunction
 
-__all__ = ["QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "quad_layout", "quick_sums", "short_quads",
+__all__ = ["FIXED_SUMS", "FIXED_WALK", "QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "fixed_sums", "quad_layout",
+           "quick_sums", "short_quads",
            "short_walk", "short_words", "walks_across", "word_layout", "WORD_WALK"]
 
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
@@ -54,6 +55,24 @@ def quick_sums(function, in_bits: int, out_bits: int, is_float: bool, walked: in
 #: never take quads (their arithmetic, not their loads, bounds them: benchmarks/NOTES.md, session 16).
 SUMMED = (ReduceFunction.SUM, ReduceFunction.AVERAGE, ReduceFunction.L1, ReduceFunction.SUM_SQUARE,
           ReduceFunction.L2, ReduceFunction.LOG_SUM)
+
+
+#: The float functions whose FLOAT16 state, where the walk goes across (walks_across), is an exact
+#: fixed-point integer sum (shaders/include/reduce_acc.glsl acc_fixed; the same bits as the
+#: triples'): their short walks are cut as the integer sums' up to FIXED_WALK elements (in rounds,
+#: words), longer ones take the general pipeline's walk across. H200, 256 MiB FLOAT16 SUM over axis
+#: 0, us, fixed point / triples (benchmarks/NOTES.md, session 22): 2 rows 837 / 955, 5 rows 558 /
+#: 1,496, 17 rows 494 / 837, 128 rows 349 / 619, 1,024 rows 371 / 654; short walks past 256 rows
+#: lost to the general walk across (1,024 rows 430 against 371). Lanes sharing a contiguous walk
+#: keep the triples: fixed point ran 387 us there against 224 (the whole array).
+FIXED_SUMS = (ReduceFunction.SUM, ReduceFunction.AVERAGE, ReduceFunction.L1, ReduceFunction.LOG_SUM)
+FIXED_WALK = 256
+
+
+def fixed_sums(function, in_bits: int, is_float: bool) -> bool:
+    """Whether a REDUCE of `function` over floats of `in_bits` sums in fixed point where its walk
+    goes across (shaders/include/reduce_acc.glsl acc_fixed: FLOAT16 SUM, AVERAGE, L1, LOG_SUM)."""
+    return is_float and in_bits == 16 and function in FIXED_SUMS
 
 
 def _grouped(words: np.ndarray, group: int) -> bool:

@@ -27,6 +27,8 @@
 //   LOG_SUM_EXP: the largest finite element m, the sum of exp(x - m) as a pair, flags (NaN, +inf);
 //   float MULTIPLY: the product's mantissa as a pair in [0.5, 1), its exponent, flags (the sign,
 //     a zero, an infinity, a NaN): no partial product overflows or underflows.
+//   FLOAT16 SUM, AVERAGE, L1, LOG_SUM where the includer sets ACC_FIXED: the exact sum as a 96-bit
+//     fixed-point integer of 2^-24 units and flags (acc_fixed, below);
 // Floats are rounded once, at acc_result (FLOAT16 inputs accumulate in float32 too); a NaN result
 // is the quiet NaN 0x7FC00000 (FLOAT16 0x7E00), whatever NaN the input held.
 #ifndef DMLGPU_REDUCE_ACC_GLSL
@@ -103,12 +105,20 @@ struct Acc {
     uvec4 y;
 };
 
+// The float sums' empty state: both triples -0.0 (a sum of no terms, or of -0.0s, is -0.0).
+Acc acc_empty_sums() {
+    return Acc(uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u), uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u));
+}
+
+bool acc_fixed();
+
 Acc acc_empty() {
     if (acc_selects()) return acc_indexes() ? Acc(uvec4(0u, 0u, ACC_NONE, 0u), uvec4(0u)) : Acc(uvec4(acc_identity(), 0u, 0u), uvec4(0u));
     if (!acc_floats()) return Acc(uvec4(ACC_FUNCTION == RED_MULTIPLY ? 1u : 0u, 0u, 0u, 0u), uvec4(0u));
     if (ACC_FUNCTION == RED_MULTIPLY) return Acc(uvec4(acc_u(0.5), 0u, 1u, 0u), uvec4(0u));  // 1 = 0.5 * 2^1
     if (ACC_FUNCTION == RED_LOG_SUM_EXP) return Acc(uvec4(acc_u(-ACC_INF), 0u, 0u, 0u), uvec4(0u));
-    return Acc(uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u), uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u));
+    if (acc_fixed()) return Acc(uvec4(0u), uvec4(0u));
+    return acc_empty_sums();
 }
 
 // -- the float sums ---------------------------------------------------------------------------
@@ -260,6 +270,83 @@ uvec2 sums_result(Acc a, uint count) {
     return acc_out_pair(w, scale);
 }
 
+// -- FLOAT16 SUM, AVERAGE, L1 and LOG_SUM, in fixed point, where the includer sets ACC_FIXED ----
+// Every finite float16 is an integer multiple k of 2^-24 with |k| < 2^40, so the state x holds the
+// sum of the terms' k as a 96-bit two's-complement integer (x.x the low word, x.z the high one),
+// exact in any order (fewer than 2^32 terms stay under 2^72), and in x.w its flags: a NaN, +inf or
+// -inf term met (FIXED_*), a term other than -0.0 met (a sum of -0.0s alone is -0.0); y is unused.
+// The result is that exact sum as a float triple scaled as the triples' (sums_result), rounded once
+// there: the correctly rounded value, in every case. (An add is a few integer operations where a
+// triple's is about thirteen float ones.)
+#define FIXED_NAN 1u
+#define FIXED_POS_INF 2u
+#define FIXED_NEG_INF 4u
+#define FIXED_NONZERO 8u
+#ifndef ACC_FIXED
+#define ACC_FIXED false
+#endif
+bool acc_fixed() {
+    return ACC_FIXED && ACC_KIND == KIND_FLOAT && ACC_BITS == 16u && (ACC_FUNCTION == RED_SUM || ACC_FUNCTION == RED_AVERAGE
+        || ACC_FUNCTION == RED_L1 || ACC_FUNCTION == RED_LOG_SUM);
+}
+
+// a + b, 96 bits (x, y, z), wrapping; w: the flags, or'ed.
+uvec4 fixed_merge(uvec4 a, uvec4 b) {
+    uint c0, c1, c2;
+    uint lo = uaddCarry(a.x, b.x, c0);
+    uint mid = uaddCarry(a.y, b.y, c1);
+    uint mid2 = uaddCarry(mid, c0, c2);
+    return uvec4(lo, mid2, a.z + b.z + c1 + c2, a.w | b.w);
+}
+
+// a with the float16 term of bits h (|h| for L1) added.
+uvec4 fixed_add(uvec4 a, uint h) {
+    if (ACC_FUNCTION == RED_L1) h &= 0x7FFFu;
+    // No branch on the term (selects only): a branch on each loaded value holds the next loads
+    // back (benchmarks/NOTES.md, session 19).
+    uint e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    bool special = e == 31u;  // an infinity or a NaN: a flag, and 0 added
+    uint flags = (special ? (m != 0u ? FIXED_NAN : h > 0x8000u ? FIXED_NEG_INF : FIXED_POS_INF) : 0u)
+                 | (h != 0x8000u ? FIXED_NONZERO : 0u);
+    // k = m (subnormal) or (1024 + m) 2^(e - 1), as (lo, hi); then two's complement where negative
+    uint significand = special ? 0u : e == 0u ? m : m | 0x400u, shift = min(max(e, 1u) - 1u, 29u);
+    uint lo = significand << shift, hi = (significand >> 1) >> (31u - shift);
+    uint negative = h >> 15, mask = 0u - negative;
+    uint c0, c1, c2;
+    uint low = uaddCarry(lo ^ mask, negative, c0);  // (-k = ~k + 1, carried through the three words)
+    uint high = uaddCarry(hi ^ mask, c0, c1);
+    return fixed_merge(a, uvec4(low, high, mask + c1, a.w | flags));
+}
+
+// The float nearest below or at the 24-bit piece `bits` of a magnitude, times 2^scale (exact).
+float fixed_piece(uint bits, int scale) { return float(bits) * pow2(scale); }
+
+// The sums' state (sums_result's) of the same value: the triple of the exact sum in the first
+// triple's units (2^-32: k 2^-24 is k 2^8 of them), normalised by TwoSums (each float at most half
+// an ulp of the one before), and y empty, or holding the NaN or infinity that IEEE gives.
+Acc fixed_sums(uvec4 a) {
+    Acc r = acc_empty_sums();
+    bool pos = (a.w & FIXED_POS_INF) != 0u, neg = (a.w & FIXED_NEG_INF) != 0u;
+    if ((a.w & FIXED_NAN) != 0u || (pos && neg)) r.y.x = acc_u(ACC_NAN);
+    else if (pos || neg) r.y.x = acc_u(pos ? ACC_INF : -ACC_INF);
+    bool negative = (a.z & 0x80000000u) != 0u;
+    uvec3 k = a.xyz;
+    if (negative) {  // the magnitude (under 2^72)
+        uint c0, c1;
+        k.x = uaddCarry(~k.x, 1u, c0);
+        k.y = uaddCarry(~k.y, c0, c1);
+        k.z = ~k.z + c1;
+    }
+    // 24-bit pieces: k = p2 2^48 + p1 2^24 + p0, each a float exactly
+    uint p0 = k.x & 0xFFFFFFu, p1 = (k.x >> 24) | ((k.y & 0xFFFFu) << 8), p2 = (k.y >> 16) | ((k.z & 0xFFu) << 16);
+    float sign = negative ? -1.0 : 1.0;
+    vec2 b = two_sum(sign * fixed_piece(p1, 32), sign * fixed_piece(p0, 8));
+    vec2 t = two_sum(sign * fixed_piece(p2, 56), b.x);
+    r.x = acc_words(vec3(t.x, t.y, b.y));
+    if (k == uvec3(0u) && (a.w & FIXED_NONZERO) == 0u) r.x = uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u);  // -0.0s alone
+    return r;
+}
+
 // -- LOG_SUM_EXP ---------------------------------------------------------------------------
 uvec4 lse_add(uvec4 a, float x) {
     if (isnan(x)) return uvec4(a.xyz, a.w | ACC_FLAG_NAN);
@@ -359,6 +446,7 @@ Acc acc_add(Acc a, uvec2 v, uint r) {
                       || (acc_largest() ? acc_key_less(acc_key(a.x.xy), acc_key(v)) : acc_key_less(acc_key(v), acc_key(a.x.xy)));
         return better ? acc_picked(v, r) : a;  // strict: of equal keys, the earlier element stays
     }
+    if (acc_fixed()) return Acc(fixed_add(a.x, v.x & 0xFFFFu), a.y);
     if (acc_floats()) {
         float x = acc_value(v);
         if (ACC_FUNCTION == RED_MULTIPLY) return Acc(product_add(a.x, x), a.y);
@@ -389,6 +477,7 @@ Acc acc_merge(Acc a, Acc b) {
         bool take_b = acc_largest() ? acc_key_less(ka, kb) : acc_key_less(kb, ka);
         return take_b || (acc_indexes() && ka == kb && b.x.z < a.x.z) ? b : a;
     }
+    if (acc_fixed()) return Acc(fixed_merge(a.x, b.x), a.y);
     if (acc_floats()) {
         if (ACC_FUNCTION == RED_MULTIPLY) return Acc(product_merge(a.x, b.x), a.y);
         if (ACC_FUNCTION == RED_LOG_SUM_EXP) return Acc(lse_merge(a.x, b.x), a.y);
@@ -402,6 +491,7 @@ uvec2 acc_result(Acc a, uint count) {
     if (acc_floats()) {
         if (ACC_FUNCTION == RED_MULTIPLY) return product_result(a.x);
         if (ACC_FUNCTION == RED_LOG_SUM_EXP) return lse_result(a.x);
+        if (acc_fixed()) return sums_result(fixed_sums(a.x), count);
         return sums_result(a, count);
     }
     return a.x.xy;

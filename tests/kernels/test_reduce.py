@@ -282,6 +282,52 @@ def test_subnormal_terms_where_the_device_flushes_them(device, rng, monkeypatch,
         assert np.any((want != 0) & (np.abs(want) < tiny))
 
 
+def _float16_edges(rng, rows: int, columns: int) -> np.ndarray:
+    """FLOAT16 columns of edge values: random encodings (infinities, NaNs, subnormals, both zeros),
+    -0.0 alone, +0.0 and -0.0, sums past 65,504 (to infinity) and just under 65,520, terms that
+    cancel to one subnormal, sums beside a tie of the result (1 + 2^-11 + 2^-24, 2048 + 1 - 2^-24),
+    +inf with -inf, normal data."""
+    x = rng.normal(0, 3, (rows, columns)).astype(np.float16)
+    x[:, 0] = rng.integers(0, 1 << 16, rows, dtype=np.uint16).view(np.float16)
+    x[:, 1] = -0.0
+    x[:, 2] = np.where(np.arange(rows) % 2 == 0, -0.0, 0.0)
+    x[:, 3] = 65504
+    x[:, 4] = 0
+    x[:2, 4] = [65504, 15]  # 65,519: the largest half below
+    half = rng.normal(0, 100, rows // 2).astype(np.float16)
+    x[:, 5] = np.concatenate([half, -half[::-1], [2 ** -24] * (rows % 2)])
+    x[:, 6], x[:, 7] = 0, 0
+    x[:3, 6] = [1.0, 2 ** -11, 2 ** -24]
+    x[:3, 7] = [2048, 1, -2 ** -24]
+    x[:, 8] = 1
+    x[:2, 8] = [np.inf, -np.inf]
+    return x
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.AVERAGE, F.L1, F.LOG_SUM], ids=lambda f: f.name)
+def test_float16_sums_in_fixed_point(device, rng, function):
+    """A FLOAT16 SUM, AVERAGE, L1 or LOG_SUM walking across sums exactly in fixed point (96-bit
+    integers of 2^-24: shaders/include/reduce_acc.glsl acc_fixed), the other walks in triples:
+    both the reference's bits (the correctly rounded value) on edge columns (_float16_edges),
+    walks of 3 to 3,001 rows; IEEE's NaN and infinities; a sum of -0.0s alone is -0.0."""
+    for rows in (3, 4, 17, 64, 3_001):
+        x = _float16_edges(rng, rows, 40)
+        if function is F.LOG_SUM:
+            x = np.abs(x)
+        for data, axes in ((x, (0,)), (np.ascontiguousarray(x.T), (1,))):
+            out_shape = tuple(1 if d in axes else n for d, n in enumerate(data.shape))
+            desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT16, data.shape), TensorDesc(DataType.FLOAT16, out_shape),
+                                      function, axes)
+            compiled = device.create_operator(desc)
+            assert compiled.fixed_sums == (axes == (0,)), (rows, axes)
+            got = _run(device, data, function, axes, DataType.FLOAT16)
+            want = reference_reduce(data, function, axes, np.float16)
+            assert testing.same_bits(got, want), (rows, axes, np.flatnonzero(got.view(np.uint16) != want.view(np.uint16)))
+    if function is F.SUM:
+        assert np.signbit(want.reshape(-1)[1]) and want.reshape(-1)[1] == 0  # (-0.0s alone)
+        assert np.isinf(want.reshape(-1)[3]) and want.reshape(-1)[4] == 65504
+
+
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.float32), (F.L2, np.float32), (F.AVERAGE, np.float16),
                                              (F.MAX, np.float32), (F.ARGMIN, np.int8), (F.SUM, np.int64),
                                              (F.MULTIPLY, np.float32), (F.LOG_SUM_EXP, np.float32)],
@@ -324,7 +370,8 @@ def test_which_walks_go_across():
 
 
 @pytest.mark.parametrize("function, dtype", [(F.SUM, np.float32), (F.L2, np.float16), (F.ARGMAX, np.float32),
-                                             (F.MIN, np.int64), (F.SUM, np.uint32), (F.LOG_SUM_EXP, np.float32)],
+                                             (F.MIN, np.int64), (F.SUM, np.uint32), (F.LOG_SUM_EXP, np.float32),
+                                             (F.SUM, np.float16), (F.L1, np.float16)],
                          ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
 def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtype):
     """Many output elements of a short walk across (GPUs: the short-walk pipeline, several
@@ -343,6 +390,8 @@ def test_short_walks_give_the_reference(device, rng, monkeypatch, function, dtyp
             x = rng.normal(0, 3, size=shape).astype(dtype)
             if dtype == np.float32:
                 x[walk - 1, 5], x[0, 7] = 3e30, -np.inf
+            elif function in (F.SUM, F.L1):  # (fixed point: an infinity, a NaN, the largest half)
+                x[walk - 1, 5], x[0, 7], x[0, 9] = -np.inf, np.nan, 65504
         else:
             x = rng.integers(-100 if np.dtype(dtype).kind == "i" else 0, 200, size=shape).astype(dtype)
         out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.from_numpy(x.dtype)
