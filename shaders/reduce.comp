@@ -79,7 +79,7 @@ void load_four(uint e, out uvec2 v[4]) {
 // (sums_add scales a subnormal from its bits).
 layout(constant_id = 3) const bool FLUSHES = false;
 
-#if IN_KIND == KIND_FLOAT && IN_BITS == 32
+#if IN_KIND == KIND_FLOAT && IN_BITS != 64
 // One block's four terms added to the four components' triples (s, c1, c2), scaled as the first
 // triple holds them (reduce_acc.glsl: sums_shift); their magnitudes.
 vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
@@ -96,7 +96,7 @@ vec4 sums_block(inout vec4 s, inout vec4 c1, inout vec4 c2, vec4 x) {
 }
 
 // Where the fast loops look for subnormal terms (FLUSHES; squares are not scaled).
-bool sums_look() { return FLUSHES && !acc_squares(); }
+bool sums_look() { return FLUSHES && !acc_squares() && IN_BITS == 32; }  // (no half is a float32 subnormal)
 // The least of a block's keys (2 |x|'s bits - 2, wrapping: zeros are the largest keys), and
 // whether a key is a subnormal's (below 2^24 - 2, a normal float's least).
 uint subnormal_key(vec4 x) {
@@ -109,10 +109,22 @@ bool subnormal_in(uint least_key) { return least_key < 0x00FFFFFEu; }
 // floats). `vector`: the walk is contiguous and aligned (one 16-byte load at `at` + b / 4); else
 // four loads `stride` elements apart from in_base (a strided walk: the lanes of a workgroup then
 // take adjacent output elements, so their loads are adjacent).
+// FLOAT16 elements are converted exactly (a contiguous block: two words; the float sums' triples
+// then take them as they take FLOAT32 ones: no half is huge, and none is a float32 subnormal).
 vec4 float_block(uint at, uint in_base, uint b, uint stride, bool vector) {
+#if IN_BITS == 16
+    if (vector) {
+        uint w = sp.in_offset + (in_base + b) / 2u;
+        return vec4(unpackHalf2x16(in_w[w]), unpackHalf2x16(in_w[w + 1u]));
+    }
+    uint e = in_base + b * stride;
+    return vec4(acc_value(load_value(e)), acc_value(load_value(e + stride)), acc_value(load_value(e + 2u * stride)),
+                acc_value(load_value(e + 3u * stride)));
+#else
     if (vector) return uintBitsToFloat(in_v[at + b / 4u]);
     uint e = sp.in_offset + in_base + b * stride;
     return uintBitsToFloat(uvec4(in_w[e], in_w[e + stride], in_w[e + 2u * stride], in_w[e + 3u * stride]));
+#endif
 }
 
 // lane_elements of a float sum (SUM, AVERAGE, L1, SUM_SQUARE, L2, LOG_SUM) over a walk of one
@@ -281,9 +293,9 @@ Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
     bool single = param(SP_WALKED_DIMS) == 1u;
     uint stride = single ? param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u) : 0u;
     bool contiguous = aligned && single && stride == 1u;
-#if IN_KIND == KIND_FLOAT && IN_BITS == 32
-    if (acc_sums() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes, 1u, true);
-    if (acc_sums() && single) return lane_float_sums(in_base, start, end, lane, lanes, stride, false);
+#if IN_KIND == KIND_FLOAT && IN_BITS != 64
+    if (acc_sums() && !acc_fixed() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes, 1u, true);
+    if (acc_sums() && !acc_fixed() && single) return lane_float_sums(in_base, start, end, lane, lanes, stride, false);
 #endif
     uint b = start + 4u * lane;
     if (contiguous) b = lane_blocks(in_base, b, end, 4u * lanes, index_base, 1u, true, acc);

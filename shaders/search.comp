@@ -6,7 +6,7 @@
 // kernel orders rows by an integer key, smaller first, ties by lower row:
 //   Hamming: the distance popcount(a ^ q);
 //   Tanimoto: SCALE - floor(c * SCALE / u), c = popcount(a & q), u = popcount(a | q), SCALE =
-//     2^27, 0/0 counted as 1 (RDKit's rule). Distinct fractions with denominators up to 8,192 lie
+//     2^27, 0/0 counted as 0 (RDKit's rule since its 2025.09.5; 1 before). Distinct fractions with denominators up to 8,192 lie
 //     more than 2^-26 apart, so the floor is exact and keeps their order: equal keys are equal
 //     fractions. The bound tests compare fractions by cross-multiplication.
 // The kernels (one define each). Every kernel runs over a grid fixed per device
@@ -48,7 +48,7 @@ const uint ALL = 0xFFFFFFFFu;
 const uint GROUP = SELECTION_WORKGROUP_SIZE;
 
 uint tanimoto_key(uint c, uint u) {
-    if (u == 0u) return 0u;
+    if (u == 0u) return 1u << SCALE_BITS;  // (0/0: similarity 0)
     uint a = c << 13u;  // c <= u <= 2^13
     uint q1 = a / u, r = a - q1 * u;
     uint q2 = (r << 14u) / u;
@@ -168,6 +168,7 @@ DEFINE_ROW_COUNTS(UNROLL_WORDS)
 // key <= bound <=> c / u >= f / 2^27 (f = 2^27 - bound) <=> c * 2^27 >= f * u.
 bool within(uvec2 counts, uint bound, uint f) {
     if (METRIC == 0u) return counts.x <= bound;
+    if (counts.y == 0u) return f == 0u;  // 0/0: key 2^27, as any similarity 0
     uint high, low;
     umulExtended(f, counts.y, high, low);
     uint c_high = counts.x >> (32u - SCALE_BITS), c_low = counts.x << SCALE_BITS;
@@ -432,11 +433,11 @@ layout(std430, binding = 1) readonly buffer Ids { uint id_w[]; };
 layout(std430, binding = 2) buffer Values { uint value_w[]; };
 layout(std430, binding = 3) buffer IdsOut { uint ids_out_w[]; };
 
-// c / u rounded to the nearest float32 with integers alone (0/0 = 1, RDKit's rule): the
+// c / u rounded to the nearest float32 with integers alone (0/0 = 0, RDKit's rule): the
 // quotient's bits by long division, then round half to even.
 uint ratio_bits(uint c, uint u) {
-    if (u == 0u || c == u) return 0x3F800000u;
     if (c == 0u) return 0u;
+    if (c == u) return 0x3F800000u;
     uint e = 0u, r = c;
     while (r < u) { r <<= 1u; ++e; }
     uint m = 1u;

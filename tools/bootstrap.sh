@@ -151,13 +151,13 @@ venv() {  # venv DIR PACKAGES...: create it if needed, install the packages when
   fi
 }
 py="$root/.venv/bin/python"
-venv .venv "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}" "${WHEEL_PIP_PACKAGES[@]}"
+venv .venv "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}" "${CHEM_TEST_PIP_PACKAGES[@]}" "${WHEEL_PIP_PACKAGES[@]}"
 # The test job's own venv (step 4) is made meanwhile: pip waits on the network and the disk
 # while the compilers below take the cores.
 if [ "$job" = test ]; then
   test_venv_log=$root/.cache/test-venv.log
   mkdir -p "$root/.cache"
-  venv .cache/test-venv "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}" >"$test_venv_log" 2>&1 &
+  venv .cache/test-venv "${BUILD_PIP_PACKAGES[@]}" "${TEST_PIP_PACKAGES[@]}" "${CHEM_TEST_PIP_PACKAGES[@]}" >"$test_venv_log" 2>&1 &
   test_venv_pid=$!
 fi
 # A .venv made before dmlgpu carried Kompute has a separate kp installed: remove it.

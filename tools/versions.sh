@@ -44,6 +44,10 @@ TEST_PIP_PACKAGES=(
   "mkdocstrings[python]==1.0.8"
   "mkdocstrings-python==2.0.11"
 )
+# tests/search: Tanimoto against RDKit's BulkTanimotoSimilarity (0/0 is 0 from RDKit 2025.09.5 on)
+# and the user guide's Morgan fingerprints. CI's test environments only: not in the offline
+# bundle (tools/offline_bundle.sh), where those tests skip.
+CHEM_TEST_PIP_PACKAGES=("rdkit==2026.9.1")
 
 # The portable wheel (tools/build_wheel.sh, CMakePresets.json's manylinux preset): compiled by zig
 # for glibc 2.28, with glslang and fmt built from Debian's source packages for the same target

@@ -12,7 +12,7 @@ Tanimoto (Jaccard) similarity popcount(a & b) / popcount(a | b):
 - `add`, `remove_ids`, `reconstruct`, `save`/`load` (one versioned file), pickling.
 
 The answer is numpy's exactly: rows ordered by (distance, id), or by (similarity descending,
-id), the similarity compared as an exact fraction (0/0 counts as 1, RDKit's rule).
+id), the similarity compared as an exact fraction (0/0 counts as 0, RDKit's rule since its 2025.09.5).
 
 Longer than 500 lines: the index's whole public face (construction, contents, reading back,
 files, search, range search, the shards' merge) in one class, as FAISS's index classes are;
@@ -462,7 +462,7 @@ class HammingIndex:
         if self._metric == HAMMING:
             return np.ascontiguousarray(keys, dtype=np.uint32)
         c, u = (cu >> 16).astype(np.float64), (cu & 0xFFFF).astype(np.float64)
-        return np.where(u == 0, 1.0, c / np.maximum(u, 1)).astype(np.float32)
+        return np.where(u == 0, 0.0, c / np.maximum(u, 1)).astype(np.float32)  # (0/0: 0, RDKit's rule)
 
     def _run(self, work):
         """work(shard, cancel) on every shard, concurrently where there are several; a Ctrl-C

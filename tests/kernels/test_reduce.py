@@ -207,14 +207,16 @@ def test_long_walks_match_the_reference(device, rng, function, shape, axes):
     assert testing.same_bits(got, reference_reduce(x, function, axes, out_type.numpy))
 
 
-@pytest.mark.parametrize("function", [F.SUM], ids=lambda f: f.name)  # (|x|, x^2: the subnormal test's)
-def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
+@pytest.mark.parametrize("function, dtype", [(F.SUM, np.float32), (F.SUM, np.float16)],  # (|x|, x^2: the subnormal test's)
+                         ids=lambda v: getattr(v, "name", None) or np.dtype(v).name)
+def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function, dtype):
     """Float sums with eight blocks' loads in flight (judged once, at the end), and in workgroups
     of 128 lanes, on this device: the reference's bits every time, along rows and down columns
-    (a strided walk, a lane per chunk); a huge and an infinite term among them."""
+    (a strided walk, a lane per chunk); a huge and an infinite term among them. FLOAT16 blocks
+    are converted into the same loops (a NaN among them; down columns FLOAT16 sums in fixed point)."""
     from dmlgpu.kernels import compiled_selection
-    x = rng.normal(0, 3, size=(2, 200_003)).astype(np.float32)
-    x[1, 150_017] = 3e30
+    x = rng.normal(0, 3, size=(2, 200_003)).astype(dtype)
+    x[1, 150_017] = 3e30 if dtype == np.float32 else np.nan
     x[0, 1_234] = -np.inf  # (a triple sum taking it as a term would give NaN)
     cases = [(x, (1,)), (np.ascontiguousarray(x.T), (0,))]
     # (The GPUs' own pair, wide loads in workgroups of 128, runs in the GPU runs of this file; on
@@ -230,17 +232,18 @@ def test_gpu_wide_loads_give_the_same_bits(device, rng, monkeypatch, function):
 
 
 def _compiled_float_run(device, data, function, axes):
-    """REDUCE of FLOAT32 `data` over `axes`, compiled anew (not the memo's operator: the tables a
-    test patched apply) and run once into a poisoned output: (the compiled operator, the result)."""
+    """REDUCE of float `data` over `axes` (its type in and out), compiled anew (not the memo's
+    operator: the tables a test patched apply) and run once into a poisoned output: (the compiled
+    operator, the result)."""
     from dmlgpu.kernels import compiled_selection
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(data.shape))
-    desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, data.shape), TensorDesc(DataType.FLOAT32, out_shape),
-                              function, axes)
+    data_type = DataType.from_numpy(data.dtype)
+    desc = ReduceOperatorDesc(TensorDesc(data_type, data.shape), TensorDesc(data_type, out_shape), function, axes)
     compiled = compiled_selection.CompiledSelection(device, desc, FeatureLevel.newest())
-    nbytes = 4 * math.prod(out_shape)
+    nbytes = data.itemsize * math.prod(out_shape)
     source, out = device.upload(data), device.upload(np.full(max(16, nbytes), POISON, np.uint8))
     compiled.execute([Binding(source)], [Binding(out)])
-    return compiled, out.read()[:nbytes].view(np.float32).reshape(out_shape)
+    return compiled, out.read()[:nbytes].view(data.dtype).reshape(out_shape)
 
 
 @pytest.mark.parametrize("function", [F.SUM, F.AVERAGE, F.L1, F.LOG_SUM, F.SUM_SQUARE], ids=lambda f: f.name)

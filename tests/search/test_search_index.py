@@ -1,5 +1,5 @@
 """HammingIndex as a product: ids, add and remove_ids, reconstruct, Tanimoto (exact fractions,
-0/0 = 1 as RDKit), range search for both metrics, save/load and pickling, sharding over two
+0/0 = 0 as RDKit), range search for both metrics, save/load and pickling, sharding over two
 devices (a private second device on one driver), and ValidationError labelled with the index."""
 import pickle
 from fractions import Fraction
@@ -22,13 +22,13 @@ def hamming_ref(database, ids, queries, k):
 
 
 def tanimoto_ref(database, ids, queries, k):
-    """Sorted by the exact fraction (largest first), then id; 0/0 = 1."""
+    """Sorted by the exact fraction (largest first), then id; 0/0 = 0 (RDKit's rule since 2025.09.5)."""
     qa, da = as_bytes(queries), as_bytes(database)
     common = np.bitwise_count(qa[:, None, :] & da[None]).sum(2)
     union = np.bitwise_count(qa[:, None, :] | da[None]).sum(2)
     sims, found = [], []
     for c, u in zip(common, union):
-        fractions = [Fraction(int(a), int(b)) if b else Fraction(1) for a, b in zip(c, u)]
+        fractions = [Fraction(int(a), int(b)) if b else Fraction(0) for a, b in zip(c, u)]
         order = sorted(range(len(fractions)), key=lambda r: (-fractions[r], ids[r]))[:k]
         found.append(ids[order])
         sims.append([np.float32(float(fractions[r])) for r in order])
@@ -77,7 +77,7 @@ def test_empty_index_then_adds(rng):
 @pytest.mark.parametrize("k", [1, 10, 33, 300])
 def test_tanimoto_exact_with_empty_codes(k, rng):
     database = fingerprints(rng, 300, density=0.05)
-    database[[3, 40]] = 0  # 0/0 against an empty query: similarity 1 (RDKit's rule)
+    database[[3, 40]] = 0  # 0/0 against an empty query: similarity 0 (RDKit's rule)
     database[50:60] = database[60:70]  # equal fractions: ties by lower id
     queries = np.concatenate([np.zeros((1, 16), np.uint8), fingerprints(rng, 3, density=0.05), database[[60]]])
     index = dmlgpu.HammingIndex(database, metric="jaccard")
@@ -135,7 +135,7 @@ def test_range_search_both_metrics(rng):
             assert np.array_equal(ids[lims[q]:lims[q + 1]], want)
             assert np.array_equal(distances[lims[q]:lims[q + 1]], d[q][want])
     prints = fingerprints(rng, 400, bits=24, density=0.3)  # few bits: many fractions equal to 1/3, 1/4
-    prints[5] = 0  # 0/0 against an empty query: 1
+    prints[5] = 0  # 0/0 against an empty query: 0
     queries = np.concatenate([prints[:3], np.zeros((1, 3), np.uint8)])
     tanimoto = dmlgpu.HammingIndex(prints, metric="tanimoto")
     common = np.bitwise_count(queries[:, None, :] & prints[None]).sum(2)
@@ -143,7 +143,7 @@ def test_range_search_both_metrics(rng):
     for threshold in (0.0, 0.25, 1 / 3, 0.5, 1.0):  # (similarity >= the threshold's exact double value)
         lims, sims, ids = tanimoto.range_search(queries, threshold)
         for q in range(len(queries)):
-            exact = [Fraction(int(c), int(u)) if u else Fraction(1) for c, u in zip(common[q], union[q])]
+            exact = [Fraction(int(c), int(u)) if u else Fraction(0) for c, u in zip(common[q], union[q])]
             want = sorted((r for r in range(400) if exact[r] >= Fraction(threshold)), key=lambda r: (-exact[r], r))
             assert np.array_equal(ids[lims[q]:lims[q + 1]], want), (threshold, q)
             assert np.array_equal(sims[lims[q]:lims[q + 1]], np.array([float(exact[r]) for r in want], np.float32))

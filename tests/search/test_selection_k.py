@@ -216,7 +216,7 @@ def test_tanimoto_misled_sample_searched_again(rng, searches):
     common = np.bitwise_count(queries[:, None, :] & database[None]).sum(2)
     union = np.bitwise_count(queries[:, None, :] | database[None]).sum(2)
     for q in range(2):
-        exact = [Fraction(int(c), int(u)) if u else Fraction(1) for c, u in zip(common[q], union[q])]
+        exact = [Fraction(int(c), int(u)) if u else Fraction(0) for c, u in zip(common[q], union[q])]
         order = sorted(range(n), key=lambda r: (-exact[r], r))[:k]
         assert list(ids[q]) == order
         assert np.array_equal(similarities[q], np.array([float(exact[r]) for r in order], np.float32))
