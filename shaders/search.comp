@@ -6,7 +6,8 @@
 // kernel orders rows by an integer key, smaller first, ties by lower row:
 //   Hamming: the distance popcount(a ^ q);
 //   Tanimoto: SCALE - floor(c * SCALE / u), c = popcount(a & q), u = popcount(a | q), SCALE =
-//     2^27, 0/0 counted as 0 (RDKit's rule since its 2025.09.5; 1 before). Distinct fractions with denominators up to 8,192 lie
+//     2^27; an empty union counts as 1 (row_counts), so 0/0 is 0 (RDKit's rule since its 2025.09.5;
+//     1 before) in every kernel. Distinct fractions with denominators up to 8,192 lie
 //     more than 2^-26 apart, so the floor is exact and keeps their order: equal keys are equal
 //     fractions. The bound tests compare fractions by cross-multiplication.
 // The kernels (one define each). Every kernel runs over a grid fixed per device
@@ -48,7 +49,6 @@ const uint ALL = 0xFFFFFFFFu;
 const uint GROUP = SELECTION_WORKGROUP_SIZE;
 
 uint tanimoto_key(uint c, uint u) {
-    if (u == 0u) return 1u << SCALE_BITS;  // (0/0: similarity 0)
     uint a = c << 13u;  // c <= u <= 2^13
     uint q1 = a / u, r = a - q1 * u;
     uint q2 = (r << 14u) / u;
@@ -71,7 +71,8 @@ const uint QW_SIZE = WORDS <= UNROLL_WORDS ? WORDS : 1u;
 uint qw[QW_SIZE];
 uint qbase;
 
-// (distance, 0) for Hamming, (popcount(a & q), popcount(a | q)) for Tanimoto, of the row at word `at`.
+// (distance, 0) for Hamming, (popcount(a & q), popcount(a | q)) for Tanimoto, of the row at word `at`
+// (row_counts: an empty union as 1).
 #define COUNT_WORDS(LOOP) \
     if (WORDS % 4u == 0u) { \
         LOOP for (uint v = 0u; v < WORDS / 4u; ++v) { \
@@ -97,7 +98,7 @@ uvec2 row_counts(uint at) { \
     } else { \
         COUNT_WORDS([[dont_unroll]]) \
     } \
-    return uvec2(a, b); \
+    return uvec2(a, METRIC == 0u ? b : max(b, 1u)); /* (Tanimoto: 0/0 as 0/1, RDKit's 0) */ \
 }
 #endif
 
@@ -168,7 +169,6 @@ DEFINE_ROW_COUNTS(UNROLL_WORDS)
 // key <= bound <=> c / u >= f / 2^27 (f = 2^27 - bound) <=> c * 2^27 >= f * u.
 bool within(uvec2 counts, uint bound, uint f) {
     if (METRIC == 0u) return counts.x <= bound;
-    if (counts.y == 0u) return f == 0u;  // 0/0: key 2^27, as any similarity 0
     uint high, low;
     umulExtended(f, counts.y, high, low);
     uint c_high = counts.x >> (32u - SCALE_BITS), c_low = counts.x << SCALE_BITS;
@@ -433,8 +433,8 @@ layout(std430, binding = 1) readonly buffer Ids { uint id_w[]; };
 layout(std430, binding = 2) buffer Values { uint value_w[]; };
 layout(std430, binding = 3) buffer IdsOut { uint ids_out_w[]; };
 
-// c / u rounded to the nearest float32 with integers alone (0/0 = 0, RDKit's rule): the
-// quotient's bits by long division, then round half to even.
+// c / u (u >= 1: row_counts) rounded to the nearest float32 with integers alone: the quotient's
+// bits by long division, then round half to even.
 uint ratio_bits(uint c, uint u) {
     if (c == 0u) return 0u;
     if (c == u) return 0x3F800000u;

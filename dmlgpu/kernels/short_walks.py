@@ -8,9 +8,9 @@ import numpy as np
 from . import variants as kernels
 from ..table.operators import ReduceFunction
 
-__all__ = ["FIXED_SUMS", "FIXED_WALK", "QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "fixed_sums", "quad_layout",
-           "quick_sums", "short_quads",
-           "short_walk", "short_words", "walks_across", "word_layout", "WORD_WALK"]
+__all__ = ["FIXED_SUMS", "FIXED_WALK", "QUAD_WALK", "QUICK_SUMS", "QUICK_WALK", "SHORT_WALKS", "SUMMED", "WORD_WALK",
+           "fixed_sums", "quad_layout", "quick_sums", "short_quads", "short_walk", "short_words", "walks_across",
+           "word_layout"]
 
 #: REDUCE's short-walk pipelines (shaders/reduce.comp short_units, spec constant 2): 4 for walks of
 #: at most 4 (an invocation loads 8 output elements' walks first), 32 for longer ones, of any length

@@ -462,7 +462,7 @@ class HammingIndex:
         if self._metric == HAMMING:
             return np.ascontiguousarray(keys, dtype=np.uint32)
         c, u = (cu >> 16).astype(np.float64), (cu & 0xFFFF).astype(np.float64)
-        return np.where(u == 0, 0.0, c / np.maximum(u, 1)).astype(np.float32)  # (0/0: 0, RDKit's rule)
+        return (c / u).astype(np.float32)  # (u >= 1: shaders/search.comp row_counts; 0/0 is 0/1)
 
     def _run(self, work):
         """work(shard, cancel) on every shard, concurrently where there are several; a Ctrl-C

@@ -312,13 +312,13 @@ uvec4 fixed_add(uvec4 a, uint h) {
     uint significand = special ? 0u : e == 0u ? m : m | 0x400u, shift = min(max(e, 1u) - 1u, 29u);
     uint lo = significand << shift, hi = (significand >> 1) >> (31u - shift);
     uint negative = h >> 15, mask = 0u - negative;
-    uint c0, c1, c2;
+    uint c0, c1;
     uint low = uaddCarry(lo ^ mask, negative, c0);  // (-k = ~k + 1, carried through the three words)
     uint high = uaddCarry(hi ^ mask, c0, c1);
-    return fixed_merge(a, uvec4(low, high, mask + c1, a.w | flags));
+    return fixed_merge(a, uvec4(low, high, mask + c1, flags));
 }
 
-// The float nearest below or at the 24-bit piece `bits` of a magnitude, times 2^scale (exact).
+// The 24-bit piece `bits` of a magnitude times 2^scale, as a float (exactly).
 float fixed_piece(uint bits, int scale) { return float(bits) * pow2(scale); }
 
 // The sums' state (sums_result's) of the same value: the triple of the exact sum in the first
