@@ -89,7 +89,7 @@ class _Plan:
     input's buffer only over the identical range, as when the plan was checked)."""
 
     __slots__ = ("rebound", "inputs", "out_size", "make", "shape", "out_type", "out_offset", "out_strides",
-                 "out_layout")
+                 "out_layout", "fresh")
 
     def __init__(self, rebound, scalars, sizes, make, shape, out_type, out_offset, out_strides, out_layout):
         self.rebound, self.make = rebound, make
@@ -97,6 +97,13 @@ class _Plan:
         self.out_size = sizes[-1]
         self.shape, self.out_type, self.out_offset, self.out_strides = shape, out_type, out_offset, out_strides
         self.out_layout = out_layout  # a new result's `View.layout` (None where `out` is given)
+        #: 1 or 2 where a new result of that many inputs goes to a fresh buffer (`fresh_one`,
+        #: `fresh_two`: the common Tensor call, with no lists made), else 0 (`run`). (A count, not
+        #: a bound method: that would be a cycle, keeping a plan evicted from the memo alive
+        #: until the garbage collector runs, with its scalars' buffers.)
+        self.fresh = 0
+        if out_layout is not None and rebound.fresh_bytes is not None and len(self.inputs) <= 2:
+            self.fresh = len(self.inputs)
 
     def run(self, arrays, out):
         """The call over these operands (as given) and `out`: the result, or None where the
@@ -132,6 +139,47 @@ class _Plan:
         return out if self.rebound(buffers, starts) is not None else None
 
 
+    def fresh_one(self, arrays):
+        """`run(arrays, None)` where `fresh` is 1."""
+        x = arrays[0]
+        scalar, size = self.inputs[0]
+        if scalar is None:
+            buffer, offset = x.buffer, x.offset
+            start = offset - offset % 16
+            if start + size > buffer.size_in_bytes:
+                return None
+        else:
+            buffer, start = scalar, 0
+        made = self.rebound.fresh(buffer, start)
+        if made is None:
+            return None
+        return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides, self.out_layout)
+
+    def fresh_two(self, arrays):
+        """`run(arrays, None)` where `fresh` is 2."""
+        (first_scalar, first_size), (second_scalar, second_size) = self.inputs
+        if first_scalar is None:
+            x = arrays[0]
+            first, offset = x.buffer, x.offset
+            first_start = offset - offset % 16
+            if first_start + first_size > first.size_in_bytes:
+                return None
+        else:
+            first, first_start = first_scalar, 0
+        if second_scalar is None:
+            x = arrays[1]
+            second, offset = x.buffer, x.offset
+            second_start = offset - offset % 16
+            if second_start + second_size > second.size_in_bytes:
+                return None
+        else:
+            second, second_start = second_scalar, 0
+        made = self.rebound.fresh(first, first_start, second, second_start)
+        if made is None:
+            return None
+        return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides, self.out_layout)
+
+
 def _scalar_buffer(device, value: np.ndarray):
     """The device buffer holding a Python scalar operand (`value`, converted), made once per
     device, data type and value while `_SCALARS` keeps it."""
@@ -154,7 +202,18 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
     call = (op.name, feature_level, out_dtype)  # the arguments as given: part of the cache key
     try:  # a call of a layout planned before, whichever views it names
         if out is None:
-            plan = _PLANS.get((call, _layouts(arrays)))
+            if len(arrays) == 2 and isinstance(arrays[0], View) and isinstance(arrays[1], View):
+                layouts = (arrays[0].layout, arrays[1].layout)  # (the common cases, inline)
+            elif len(arrays) == 1 and isinstance(arrays[0], View):
+                layouts = (arrays[0].layout,)
+            else:
+                layouts = _layouts(arrays)
+            plan = _PLANS.get((call, layouts))
+            if plan is not None and plan.fresh:
+                made = plan.fresh_one(arrays) if plan.fresh == 1 else plan.fresh_two(arrays)
+                if made is not None:
+                    return made
+                plan = None
         else:
             target = out.buffer
             plan = _PLANS.get((call, _layouts(arrays), out.layout,

@@ -264,6 +264,11 @@ class Rebound:
         # and spans; a retired pipeline (its handle None) is looked up again.
         self._made: dict = {}
 
+    @property
+    def fresh_bytes(self):
+        """Bytes of a new output buffer per call, or None when the output is given."""
+        return self._fresh
+
     def __call__(self, buffers, starts, shift: int = 0):
         """Queue the dispatch over `buffers` (the output last; None there for a fresh one)
         from byte `starts` (`shift` elements more for a strided output); returns the output
@@ -296,6 +301,49 @@ class Rebound:
             for buffer in buffers:
                 buffer.last_use = position
             return buffers[-1]
+        finally:
+            lock.release()
+
+    def fresh(self, first, first_start: int, second=None, second_start: int = 0):
+        """`self([first, second, None], [first_start, second_start, 0])` for a call of one or two
+        inputs and a fresh output (`~t`, `t ^ u`, `t >> 3`: the common Tensor call), with no lists
+        made: the new output Buffer, or None, queuing nothing, if an input was released or
+        belongs to another device."""
+        resources, device = self._resources, self.device
+        threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
+        lock = resources.lock
+        lock.acquire()
+        try:
+            if resources.closed:
+                resources.check_open()
+            block = first.block
+            if block is None or first.device is not device:
+                return None
+            if second is not None:
+                other = second.block
+                if other is None or second.device is not device:
+                    return None
+            memory, fresh = resources.memory, self._fresh
+            # (a block parked on this stream first: the dispatch writes it first)
+            written = memory.take_parked(fresh) or resources.take(memory, fresh)
+            result = Buffer(device, resources, fresh, written)
+            if second is None:
+                key = (block, written, first_start, 0, 0)
+            else:
+                key = (block, other, written, first_start, second_start, 0, 0)
+            made = self._made.get(key)
+            if made is None or made[0].handle is None:
+                if second is None:
+                    made = self._prepare(key, [block, written], [first_start, 0], 0)
+                else:
+                    made = self._prepare(key, [block, other, written], [first_start, second_start, 0], 0)
+            stream = resources.stream
+            position = stream.position
+            stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4], made[5])
+            first.last_use = result.last_use = position
+            if second is not None:
+                second.last_use = position
+            return result
         finally:
             lock.release()
 

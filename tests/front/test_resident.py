@@ -108,6 +108,31 @@ def test_a_new_tensor_of_a_seen_layout_plans_nothing(device, rng, monkeypatch):
         dmlgpu.bit_not(Tensor.from_numpy(x), out=Tensor.from_numpy(x[:512]))
 
 
+def test_a_plan_dropped_from_the_memo_frees_its_scalars_at_once(device, rng):
+    """A planned Tensor call with a Python scalar holds the scalar's device buffer; clearing the
+    memo frees it by reference counting alone (no cycle through the plan that only the garbage
+    collector would break), for one and for two inputs."""
+    import gc
+
+    x = testing.sample(DataType.UINT32, (1024,), rng)
+    t = Tensor.from_numpy(x)
+    dmlgpu.layout.memo.clear()
+    device.synchronize()
+    live = device.memory_stats()["live_buffers"]
+    gc.disable()
+    try:
+        for _ in range(2):  # planned, then the planned path
+            assert testing.same_bits((~t).numpy(), ~x)
+            assert testing.same_bits((t ^ 0x1234567).numpy(), x ^ np.uint32(0x1234567))
+            assert testing.same_bits((0x7654321 & t).numpy(), np.uint32(0x7654321) & x)
+        assert device.memory_stats()["live_buffers"] > live  # the scalars' buffers, held by the plans
+        dmlgpu.layout.memo.clear()
+        device.synchronize()
+        assert device.memory_stats()["live_buffers"] == live
+    finally:
+        gc.enable()
+
+
 def _not_and_xor(device, n):
     desc = TensorDesc(DataType.UINT32, [n])
     not_op = device.create_operator(dmlgpu.ElementWiseBitNotOperatorDesc(desc, desc))
