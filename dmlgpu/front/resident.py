@@ -140,40 +140,21 @@ class _Plan:
 
 
     def fresh_one(self, arrays):
-        """`run(arrays, None)` where `fresh` is 1."""
-        x = arrays[0]
-        scalar, size = self.inputs[0]
-        if scalar is None:
-            buffer, offset = x.buffer, x.offset
-            start = offset - offset % 16
-            if start + size > buffer.size_in_bytes:
-                return None
-        else:
-            buffer, start = scalar, 0
-        made = self.rebound.fresh(buffer, start)
+        """`run(arrays, None)` where `fresh` is 1 (inline: the hot path of `u = ~u`)."""
+        x, (scalar, size) = arrays[0], self.inputs[0]
+        buffer, start = (scalar, 0) if scalar is not None else (x.buffer, (at := x.offset) - at % 16)
+        made = None if start + size > buffer.size_in_bytes else self.rebound.fresh(buffer, start)
         if made is None:
             return None
         return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides, self.out_layout)
 
     def fresh_two(self, arrays):
-        """`run(arrays, None)` where `fresh` is 2."""
-        (first_scalar, first_size), (second_scalar, second_size) = self.inputs
-        if first_scalar is None:
-            x = arrays[0]
-            first, offset = x.buffer, x.offset
-            first_start = offset - offset % 16
-            if first_start + first_size > first.size_in_bytes:
-                return None
-        else:
-            first, first_start = first_scalar, 0
-        if second_scalar is None:
-            x = arrays[1]
-            second, offset = x.buffer, x.offset
-            second_start = offset - offset % 16
-            if second_start + second_size > second.size_in_bytes:
-                return None
-        else:
-            second, second_start = second_scalar, 0
+        """`run(arrays, None)` where `fresh` is 2 (a scalar's buffer is bound whole, from 0)."""
+        (x, y), ((x_scalar, x_size), (y_scalar, y_size)) = arrays, self.inputs
+        first, first_start = (x_scalar, 0) if x_scalar is not None else (x.buffer, (at := x.offset) - at % 16)
+        second, second_start = (y_scalar, 0) if y_scalar is not None else (y.buffer, (at := y.offset) - at % 16)
+        if first_start + x_size > first.size_in_bytes or second_start + y_size > second.size_in_bytes:
+            return None
         made = self.rebound.fresh(first, first_start, second, second_start)
         if made is None:
             return None

@@ -191,14 +191,8 @@ class Buffer:
 
     @interrupts.critical  # a Ctrl-C here is raised after it, not lost
     def __del__(self):
-        try:  # (`release`, inline: one of these per new result dropped, `u = ~u`)
-            resources = self._resources
-            with resources.lock:
-                block, self.block = self.block, None
-                if block is None or resources.closed:
-                    return
-                resources.live -= 1
-                resources.memory.free(block, self.last_use if self.last_use > resources.stream.completed else None)
+        try:
+            self.release()
         except Exception:  # interpreter shutdown: kp may already be gone
             pass
 

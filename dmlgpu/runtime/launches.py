@@ -222,6 +222,17 @@ class Results:
         return entry
 
 
+def _enter(resources) -> None:
+    """A device call starts (`threads.entered`: SystemExit in a daemon thread once the
+    interpreter's exit began), holding the device's lock; ValidationError, the lock released
+    again, where the device was closed. The caller releases the lock."""
+    threads.entered()
+    resources.lock.acquire()
+    if resources.closed:
+        resources.lock.release()
+        resources.check_open()
+
+
 class Rebound:
     """One prepared dispatch aimed, call after call, at other buffers laid out as its template's
     were (`u = ~u` in a loop: a new operand and a new result every call).
@@ -274,12 +285,8 @@ class Rebound:
         from byte `starts` (`shift` elements more for a strided output); returns the output
         Buffer, or None, queuing nothing, if a buffer was released or belongs to another device."""
         resources, device = self._resources, self.device
-        threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
-        lock = resources.lock
-        lock.acquire()
+        _enter(resources)
         try:
-            if resources.closed:
-                resources.check_open()
             fresh = self._fresh
             if fresh is not None:  # a block parked on this stream first: the dispatch writes it first
                 memory = resources.memory
@@ -302,7 +309,7 @@ class Rebound:
                 buffer.last_use = position
             return buffers[-1]
         finally:
-            lock.release()
+            resources.lock.release()
 
     def fresh(self, first, first_start: int, second=None, second_start: int = 0):
         """`self([first, second, None], [first_start, second_start, 0])` for a call of one or two
@@ -311,7 +318,7 @@ class Rebound:
         belongs to another device."""
         resources, device = self._resources, self.device
         threads.entered()  # (SystemExit in a daemon thread once the interpreter's exit began)
-        lock = resources.lock
+        lock = resources.lock  # (inline, not `_enter`: the hot path of `u = ~u`)
         lock.acquire()
         try:
             if resources.closed:
