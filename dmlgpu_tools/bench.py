@@ -479,6 +479,10 @@ def wall_seconds(fn, repeats=None, seconds=0.5) -> float:
     return float(np.median(times))
 
 
+#: The harness's parts, in the order they run.
+PARTS = ("kernels", "front-end", "numpy", "search", "runtime")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dmlgpu bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/out", help="folder for JSON, PNG and markdown")
@@ -486,12 +490,21 @@ def main(argv=None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip PyTorch and CuPy")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--skip-kernels", action="store_true",
-                        help="skip the kernel-bandwidth cases (runtime, latency and front end only)")
+                        help="skip the kernel-bandwidth cases (the same as --parts without kernels)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated parts to run, of {','.join(PARTS)} (default: all); the report "
+                             "is written after each part, so a run cut short keeps what it measured")
     parser.add_argument("--ballast-gib", type=float, default=None,
                         help="device buffers held during the runtime cases (default 4, quick 0.25)")
     parser.add_argument("--ops", nargs="+", choices=[op.short for op in OPERATORS],
                         help="only these operators' kernel cases (default: all)")
     args = parser.parse_args(argv)
+    parts = [part.strip() for part in args.parts.split(",") if part.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        parser.error(f"--parts: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(PARTS)}")
+    if args.skip_kernels and "kernels" in parts:
+        parts.remove("kernels")
     sizes = [4 * KiB, 64 * KiB] if args.quick else [4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB, 1 * GiB]
     harness = Harness(sizes, args.repeats, peers=not args.no_peers)
     out = Path(args.out)
@@ -499,26 +512,39 @@ def main(argv=None) -> int:
     env = harness.environment()
     print(f"device: {env['device']} ({env['device_type']}; {env['driver']})", flush=True)
     env["clocks_warm_up"] = harness.warm_up(0.2 if args.quick else 2.0)
-    cases = [] if args.skip_kernels else [
-        c for c in harness.kernel_cases() if not args.ops or c[0].short in args.ops]
-    for case in _progress(cases, "kernels"):
-        record = harness.run_kernel_case(*case)
-        if record:
-            harness.records.append(record)
-    env["clocks_after_kernels"] = gpu_clocks()
-    if not args.skip_kernels:
-        harness.peer_kernel_records()
-    harness.front_end_records([64 * KiB] if args.quick else [1 * MiB, 64 * MiB, 256 * MiB])
-    harness.numpy_target_records()
-    harness.search_records(*((1 << 16, 16) if args.quick else (1 << 20, 1024)))
-    harness.device.empty_cache()  # memory cached by the cases above goes back first
-    held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None
-                                 else (0.25 if args.quick else 4.0))
-    harness.warm_up(0.2 if args.quick else 1.5)
-    harness.records += bench_runtime.records(harness.device, harness.peers.torch, wall_seconds, args.quick,
-                                             peer_function, kernel_type)
-    del held
-    env["clocks_end"] = gpu_clocks()
-    write_report(out, env, harness.records)
+    env["parts"] = parts
+    for part in PARTS:
+        if part not in parts:
+            continue
+        start = time.perf_counter()
+        _run_part(part, harness, args)
+        print(f"part {part}: {time.perf_counter() - start:.1f} s", flush=True)
+        env[f"clocks_after_{part.replace('-', '_')}"] = env["clocks_end"] = gpu_clocks()
+        write_report(out, env, harness.records)
     print(f"results in {out}/")
     return 0
+
+
+def _run_part(part: str, harness: "Harness", args) -> None:
+    """Measure one part of the harness into `harness.records`."""
+    if part == "kernels":
+        cases = [c for c in harness.kernel_cases() if not args.ops or c[0].short in args.ops]
+        for case in _progress(cases, "kernels"):
+            record = harness.run_kernel_case(*case)
+            if record:
+                harness.records.append(record)
+        harness.peer_kernel_records()
+    elif part == "front-end":
+        harness.front_end_records([64 * KiB] if args.quick else [1 * MiB, 64 * MiB, 256 * MiB])
+    elif part == "numpy":
+        harness.numpy_target_records()
+    elif part == "search":
+        harness.search_records(*((1 << 16, 16) if args.quick else (1 << 20, 1024)))
+    else:  # runtime
+        harness.device.empty_cache()  # memory cached by the cases above goes back first
+        held = bench_runtime.ballast(harness.device, args.ballast_gib if args.ballast_gib is not None
+                                     else (0.25 if args.quick else 4.0))
+        harness.warm_up(0.2 if args.quick else 1.5)
+        harness.records += bench_runtime.records(harness.device, harness.peers.torch, wall_seconds, args.quick,
+                                                 peer_function, kernel_type)
+        del held

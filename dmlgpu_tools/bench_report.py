@@ -127,7 +127,8 @@ def markdown(env, records) -> str:
              + (f"; torch {env['torch']} on {env['cuda_device']}" if "torch" in env else "")
              + (f"; cupy {env['cupy']}" if "cupy" in env else "") + f"; {env['time']}.", "",
              f"GPU clocks: warm-up {clocks_text(env['clocks_warm_up'])}; "
-             f"after kernels {clocks_text(env.get('clocks_after_kernels'))}; end {clocks_text(env.get('clocks_end'))}.", ""]
+             f"after kernels {clocks_text(env.get('clocks_after_kernels'))}; end {clocks_text(env.get('clocks_end'))}"
+             f" (parts run: {', '.join(env.get('parts', ()))}).", ""]
     if env.get("plots", []) is None:
         lines += [f"Plots: {NO_PLOTS}.", ""]
     lines += ["## Targets", "", "| target | case | measured | met |", "|---|---|---|---|"]

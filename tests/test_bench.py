@@ -27,6 +27,31 @@ def test_bench_quick_run_writes_reports(tmp_path, capsys):
     assert "{" not in clocks and "None" not in clocks, clocks
 
 
+def test_bench_parts_run_alone_and_report_after_each(tmp_path, capsys, monkeypatch):
+    """`--parts` runs the parts named, in the harness's order, and writes the report after each:
+    a run cut short (the second part fails here) keeps the first part's records."""
+    import pytest
+
+    import dmlgpu_tools.bench as bench
+
+    assert main(["--quick", "--no-peers", "--out", str(tmp_path), "--repeats", "3", "--parts", "search"]) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert {r["kind"] for r in data["records"]} == {"search"} and data["environment"]["parts"] == ["search"]
+    assert "parts run: search" in (tmp_path / "results.md").read_text()
+    assert "part search:" in capsys.readouterr().out
+
+    def cut(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bench.bench_runtime, "records", cut)
+    with pytest.raises(KeyboardInterrupt):
+        main(["--quick", "--no-peers", "--out", str(tmp_path / "cut"), "--repeats", "3", "--parts", "runtime, numpy"])
+    data = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert {r["kind"] for r in data["records"]} == {"numpy_target"}  # (numpy runs before runtime)
+    with pytest.raises(SystemExit):
+        main(["--parts", "kernels,gpu"])
+    assert "unknown gpu; choose from kernels, front-end, numpy, search, runtime" in capsys.readouterr().err
+
+
 def test_report_prints_gpu_clocks_as_text():
     sample = {"sm_clock": "1980 MHz", "mem_clock": "2619 MHz", "temperature": "45", "power": "120.50 W"}
     assert clocks_text(sample) == "SM 1980 MHz, memory 2619 MHz, 45 °C, 120.50 W"
