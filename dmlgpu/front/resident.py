@@ -138,7 +138,6 @@ class _Plan:
         starts.append(start)
         return out if self.rebound(buffers, starts) is not None else None
 
-
     def fresh_one(self, arrays):
         """`run(arrays, None)` where `fresh` is 1 (inline: the hot path of `u = ~u`)."""
         x, (scalar, size) = arrays[0], self.inputs[0]
