@@ -343,7 +343,7 @@ Acc fixed_sums(uvec4 a) {
     vec2 b = two_sum(sign * fixed_piece(p1, 32), sign * fixed_piece(p0, 8));
     vec2 t = two_sum(sign * fixed_piece(p2, 56), b.x);
     r.x = acc_words(vec3(t.x, t.y, b.y));
-    if (k == uvec3(0u) && (a.w & FIXED_NONZERO) == 0u) r.x = uvec4(0x80000000u, 0x80000000u, 0x80000000u, 0u);  // -0.0s alone
+    if (k == uvec3(0u) && (a.w & FIXED_NONZERO) == 0u) r.x = acc_empty_sums().x;  // -0.0s alone: -0.0
     return r;
 }
 
