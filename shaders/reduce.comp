@@ -40,6 +40,12 @@
 // which ran faster there (H200: benchmarks/NOTES.md, session 22).
 layout(constant_id = 6) const bool FIXED_SUMS = false;
 #define ACC_FIXED FIXED_SUMS
+// DOUBLES (a variant of its own: dmlgpu/kernels/variants.py DOUBLE_SUMS, run where the device has
+// 64-bit floats): FLOAT32 SUM and L1 in double accumulators with an error bound, each result
+// proved to be the correctly rounded sum or else computed again with the triples (reduce_units).
+#ifdef DOUBLES
+#define ACC_DOUBLES
+#endif
 #include "reduce_acc.glsl"
 
 layout(std430, binding = 0) readonly buffer InVecs { uvec4 in_v[]; };
@@ -48,6 +54,9 @@ layout(std430, binding = 2) coherent buffer StateWords { uint state_w[]; };  // 
 
 shared Acc tree[gl_WorkGroupSize.x];
 shared bool merges;  // REDUCE_MERGE_LAST: this workgroup counted last
+#ifdef DOUBLES
+shared bool gave_up;  // a unit of this workgroup's round could not prove its double sum
+#endif
 
 // Set on GPUs (dmlgpu/kernels/compiled_selection.py WIDE_LOADS): a lane keeps eight blocks' loads
 // in flight (64-bit inputs: four), and a float sum's lane judges its terms' magnitudes once, at
@@ -199,6 +208,62 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
 }
 #endif
 
+#ifdef DOUBLES
+// lane_float_sums in doubles (reduce_acc.glsl accd_*): a component's running sum s and b, the sum
+// of |s| after each addition, for the error bound. Terms convert to doubles exactly, but where the
+// device flushes float32 subnormals (FLUSHES), whose conversion may; a lane that met one adds its
+// terms again from their bits. Same loads and loop as lane_float_sums (eight blocks in flight).
+Acc lane_double_sums(uint in_base, uint start, uint end, uint lane, uint lanes, uint stride, bool vector) {
+    dvec4 s = dvec4(-0.0lf), m = dvec4(0.0lf);
+    uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
+    uint least = 0xFFFFFFFFu;  // (FLUSHES) the least subnormal_key
+    if (WIDE_LOADS && b + 7u * step + 4u <= end) {
+        vec4 x[8];
+        for (uint k = 0u; k < 8u; ++k) x[k] = float_block(at, in_base, b + k * step, stride, vector);
+        while (true) {
+            uint next = b + 8u * step;
+            bool more = next + 7u * step + 4u <= end;
+            vec4 y[8];
+            if (more)
+                for (uint k = 0u; k < 8u; ++k) y[k] = float_block(at, in_base, next + k * step, stride, vector);
+            for (uint k = 0u; k < 8u; ++k) {
+                dvec4 d = dvec4(x[k]);
+                s += ACC_FUNCTION == RED_L1 ? abs(d) : d;
+                m += abs(s);
+                if (FLUSHES) least = min(least, subnormal_key(x[k]));
+            }
+            b = next;
+            if (!more) break;
+            x = y;
+        }
+    }
+    for (; b + 4u <= end; b += step) {
+        vec4 x = float_block(at, in_base, b, stride, vector);
+        dvec4 d = dvec4(x);
+        s += ACC_FUNCTION == RED_L1 ? abs(d) : d;
+        m += abs(s);
+        if (FLUSHES) least = min(least, subnormal_key(x));
+    }
+    if (FLUSHES && subnormal_in(least)) {  // again, every term from its bits (accd_term)
+        s = dvec4(-0.0lf);
+        m = dvec4(0.0lf);
+        for (b = start + 4u * lane; b + 4u <= end; b += step) {
+            uvec4 w = floatBitsToUint(float_block(at, in_base, b, stride, vector));
+            for (uint q = 0u; q < 4u; ++q) {
+                s[q] += accd_term(w[q]);
+                m[q] += abs(s[q]);
+            }
+        }
+    }
+    Acc acc[4];
+    for (uint q = 0u; q < 4u; ++q) {
+        acc[q] = accd_state(s[q], m[q]);
+        if (b + q < end) acc[q] = acc_add(acc[q], load_value(in_base + (b + q) * stride), 0u);  // the lane's last, partial block
+    }
+    return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
+}
+#endif
+
 // Walked block b's four elements (b .. b + 3) of a one-dimension walk: one load where `vector`
 // (contiguous and aligned), else four, `stride` elements apart.
 void load_block(uint in_base, uint b, uint stride, bool vector, out uvec2 v[4]) {
@@ -293,6 +358,10 @@ Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
     bool single = param(SP_WALKED_DIMS) == 1u;
     uint stride = single ? param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u) : 0u;
     bool contiguous = aligned && single && stride == 1u;
+#ifdef DOUBLES
+    if (!acc_exact && contiguous) return lane_double_sums(in_base, start, end, lane, lanes, 1u, true);
+    if (!acc_exact && single) return lane_double_sums(in_base, start, end, lane, lanes, stride, false);
+#endif
 #if IN_KIND == KIND_FLOAT && IN_BITS != 64
     if (acc_sums() && !acc_fixed() && contiguous) return lane_float_sums(in_base, start, end, lane, lanes, 1u, true);
     if (acc_sums() && !acc_fixed() && single) return lane_float_sums(in_base, start, end, lane, lanes, stride, false);
@@ -306,6 +375,21 @@ Acc lane_elements(uint in_base, uint chunk, uint lane, uint lanes) {
     }
     return acc_merge(acc_merge(acc[0], acc[1]), acc_merge(acc[2], acc[3]));
 }
+
+#ifdef DOUBLES
+// Lane `lane` of `lanes`: its elements of item `item`'s whole walk, every chunk in order, by the
+// first round's parameter words (also in REDUCE_MERGE_LAST's merge): the triples' pass where a
+// double sum was not proved (acc_exact; the triples' result does not depend on the order).
+Acc lane_walk(uint item, uint lane, uint lanes) {
+    uint saved = params_base, in_base = 0u, out_at = 0u;
+    params_base = 0u;
+    outer_offsets(item, in_base, out_at);
+    Acc acc = acc_empty();
+    for (uint chunk = 0u; chunk < param(SP_CHUNKS); ++chunk) acc = acc_merge(acc, lane_elements(in_base, chunk, lane, lanes));
+    params_base = saved;
+    return acc;
+}
+#endif
 
 // Lane `lane` of `lanes`: its states of item `item` (states j, j + lanes, ...).
 Acc lane_states(uint item, uint lane, uint lanes) {
@@ -756,12 +840,23 @@ void reduce_units(uint group, uint groups) {
     uint local = gl_LocalInvocationID.x, lane = local % lanes;
     uint per_group = gl_WorkGroupSize.x / lanes, units = items * chunks;
     for (uint first = group * per_group; first < units; first += groups * per_group) {  // uniform per group
+#ifdef DOUBLES
+      // Pass 1, only where a unit's result was not proved in pass 0: the triples (acc_exact), for
+      // every unit of the round (the proved ones write the same bits again).
+      for (uint pass = 0u; pass < 2u; ++pass) {
+        acc_exact = pass == 1u;
+        if (local == 0u) gave_up = false;  // (read after the tree's barriers)
+#endif
         uint unit = first + local / lanes, item = unit % items, chunk = unit / items;
         bool live = unit < units;
         uint in_base = 0u, out_at = 0u;
         Acc acc = acc_empty();
         if (live) {
             outer_offsets(item, in_base, out_at);
+#ifdef DOUBLES
+            if (acc_exact) acc = lane_walk(item, lane, lanes);
+            else
+#endif
             acc = (mode & REDUCE_FROM_STATES) != 0u ? lane_states(item, lane, lanes)
                                                      : lane_elements(in_base, chunk, lane, lanes);
         }
@@ -778,11 +873,24 @@ void reduce_units(uint group, uint groups) {
             if ((mode & REDUCE_TO_STATES) != 0u) {
                 states[sp.aux_offset / 8u + item * chunks + chunk] = acc;
             } else {
+#ifdef DOUBLES
+                uint bits;
+                if (!acc_exact && !accd_result(acc, bits)) gave_up = true;
+                else STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at, acc_exact ? acc_result(acc, param(SP_COUNT)) : uvec2(bits, 0u));
+#else
                 uvec2 result = acc_result(acc, param(SP_COUNT));
                 STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at, result);
+#endif
             }
         }
         barrier();
+#ifdef DOUBLES
+        bool again = gave_up && !acc_exact;
+        barrier();  // (every invocation read gave_up before the next round sets it)
+        if (!again) break;
+      }
+      acc_exact = false;
+#endif
     }
 }
 

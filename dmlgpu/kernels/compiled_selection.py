@@ -170,7 +170,8 @@ class CompiledSelection:
     memory that spans several buffers. `short_walk`: the SHORT_WALK its own dispatch runs
     with (0: the general pipeline; see short_walk); `short_quads`: whether in quads;
     `short_words`: 8/16-bit elements, a word's output elements an invocation (their count, or 0);
-    `fixed_sums`: a FLOAT16 sum whose states are fixed-point integers (short_walks.fixed_sums)."""
+    `fixed_sums`: a FLOAT16 sum whose states are fixed-point integers (short_walks.fixed_sums);
+    `doubles`: its own dispatch runs the DOUBLES variant (kernels.double_sums)."""
 
     def __init__(self, device, operator_desc, feature_level):
         self.op = op = operator_desc.OPERATOR
@@ -220,8 +221,18 @@ class CompiledSelection:
                                                 np.array(spec, dtype=np.uint32), self._program.push_words)
             self._passes = self.upload(self.reduce_passes(self.shape, merge_last=True, short_walk=short,
                                                           quads=self.short_quads, words=self.short_words, quick=quick))
+            # FLOAT32 SUM and L1 in one general dispatch (its own merge included, so that a result
+            # not proved can be computed again from the input in the same dispatch) in doubles,
+            # where the device has them (shaders/reduce.comp DOUBLES); the same bits either way.
+            self.doubles = (not short and len(self._passes.passes) == 1 and device.properties["float64"]
+                            and kernels.double_sums(function, in_type, out_type))
+            if self.doubles:
+                name = kernels.selection_variant(op, in_type, out_type, function, doubles=True).name
+                self._own_program = Program(name, spirv.load(name), np.array(spec, dtype=np.uint32),
+                                            self._program.push_words)
         else:
             self.shape, self.short_walk, self.short_quads, self.short_words, self.quick = None, 0, False, 0, False
+            self.doubles = False
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise

@@ -19,6 +19,7 @@ from ..table.operators import OPERATORS, SELECTIONS, Operator, ReduceFunction
 __all__ = ["CPU_UNITS_PER_INVOCATION", "KIND_CODES", "LAYOUTS", "MAX_DIMS", "MAX_GROUPS", "Module", "PUSH_FIELDS",
            "SPEC_COUNT", "SPEC_SCALAR_IN0", "SPEC_SCALAR_IN1", "SPEC_SIZES", "SPEC_STRIDES_IN0", "SPEC_STRIDES_IN1",
            "SPEC_STRIDES_OUT", "SPEC_WORKGROUP_SIZE", "Variant", "WORKGROUP_SIZE", "abi_glsl", "all_variants", "grid",
+           "DOUBLE_SUMS", "double_sums",
            "ceil_pow2", "module_names", "modules", "variant_for", "variant_lines"]
 
 #: Each tensor is bound at a 16-byte-aligned offset, so the flat layout may use 16-byte vectors.
@@ -168,12 +169,30 @@ def variant_for(op: Operator, in_type: DataType, out_type: DataType, layout: str
     return Variant(op, layout, tuple((f, _fact(f, in_type, out_type)) for f in facts))
 
 
-def selection_variant(op: Operator, in_type: DataType, out_type: DataType, function=None) -> Variant:
+#: The REDUCE functions with a variant in double accumulators (shaders/reduce.comp DOUBLES) for
+#: FLOAT32 in and out, run where the device has 64-bit floats: the same bits as the triples (each
+#: result proved correctly rounded, else computed again by them) at the read floor, where the
+#: triples' arithmetic held the 256 MiB SUM at 0.87 of it on an H200 and 0.3 on lavapipe
+#: (benchmarks/NOTES.md, session 24).
+DOUBLE_SUMS = (ReduceFunction.SUM, ReduceFunction.L1)
+
+
+def double_sums(function, in_type: DataType, out_type: DataType) -> bool:
+    """Whether REDUCE `function` from `in_type` to `out_type` has a DOUBLES variant."""
+    return function in DOUBLE_SUMS and in_type == DataType.FLOAT32 and out_type == DataType.FLOAT32
+
+
+def selection_variant(op: Operator, in_type: DataType, out_type: DataType, function=None,
+                      doubles: bool = False) -> Variant:
     """The variant that runs a reduce or top-k row (`out_type`: REDUCE's output, TOP_K1's
-    index output; `function`: REDUCE's DML_REDUCE_FUNCTION)."""
+    index output; `function`: REDUCE's DML_REDUCE_FUNCTION; `doubles`: its DOUBLES variant,
+    where double_sums)."""
     facts = tuple((f, _fact(f, in_type, out_type)) for f in op.element_facts)
     if function is not None:
         facts = (("function", ReduceFunction(function)),) + facts
+    if doubles:
+        assert double_sums(function, in_type, out_type), (function, in_type, out_type)
+        facts += (("doubles", 1),)
     return Variant(op, AXES, facts)
 
 
@@ -192,6 +211,9 @@ def all_variants() -> list[Variant]:
         for function, in_type, out_type in op.computed_cases():
             variant = selection_variant(op, in_type, out_type, function)
             seen.setdefault(variant.name, variant)
+            if double_sums(function, in_type, out_type):
+                variant = selection_variant(op, in_type, out_type, function, doubles=True)
+                seen.setdefault(variant.name, variant)
     return list(seen.values())
 
 

@@ -78,6 +78,8 @@ class Device:
         self.properties = dict(found[index])
         # the float widths whose subnormals every kernel keeps (runtime/float_controls.py)
         self.properties["denorm_preserve"] = tuple(sorted(float_controls.widths_kept({16, 32, 64}, context.float_controls)))
+        # 64-bit float arithmetic, enabled where the device has it (the float sums' DOUBLES kernels)
+        self.properties["float64"] = context.float_controls.float64
         self.name = self.properties["device_name"]
         self.type = discovery.DEVICE_TYPES.get(self.properties["device_type"], "unknown")
         self.max_buffer_size = int(self.properties["max_storage_buffer_range"]) // 16 * 16

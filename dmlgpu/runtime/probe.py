@@ -1,5 +1,5 @@
 """Ask the Vulkan loader, through ctypes, whether any physical device exists, and what each
-one's float controls are.
+one's float controls are (and whether it has 64-bit float arithmetic).
 
 kp 0.9.0 aborts the whole process (std::terminate) when instance creation finds no driver, so
 dmlgpu asks first and raises a DeviceError that says what to install instead. The same instance
@@ -44,6 +44,13 @@ class _FloatControlsProperties(ctypes.Structure):  # VkPhysicalDeviceFloatContro
         for bits in (16, 32, 64)]
 
 
+class _Features(ctypes.Structure):  # VkPhysicalDeviceFeatures: 55 VkBool32, shaderFloat64 the 40th
+    _fields_ = [("flags", ctypes.c_uint32 * 55)]
+
+
+_SHADER_FLOAT64 = 39
+
+
 class _Properties2(ctypes.Structure):  # VkPhysicalDeviceProperties2; the properties left as bytes
     _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p), ("properties", ctypes.c_uint8 * 2048)]
 
@@ -61,6 +68,9 @@ class FloatControls:
     extension: bool = False
     denorm_preserve: frozenset = frozenset()
     independence: int = 2
+    #: VkPhysicalDeviceFeatures.shaderFloat64, which dmlgpu's device enables where it is there
+    #: (third_party/kompute/patches/0013): the float sums' double accumulators need it.
+    float64: bool = False
 
 
 #: The devices' float controls once a probe found a device: later probes (every device open)
@@ -69,20 +79,23 @@ _found: tuple | None = None
 
 
 def _float_controls(vulkan, device) -> FloatControls:
+    features = _Features()
+    vulkan.vkGetPhysicalDeviceFeatures(device, ctypes.byref(features))
+    float64 = bool(features.flags[_SHADER_FLOAT64])
     count = ctypes.c_uint32(0)
     if vulkan.vkEnumerateDeviceExtensionProperties(device, None, ctypes.byref(count), None) != 0:
-        return FloatControls()
+        return FloatControls(float64=float64)
     listed = (_ExtensionProperties * count.value)()
     if vulkan.vkEnumerateDeviceExtensionProperties(device, None, ctypes.byref(count), listed) != 0:
-        return FloatControls()
+        return FloatControls(float64=float64)
     if FLOAT_CONTROLS_EXTENSION.encode() not in {e.extensionName for e in listed[:count.value]}:
-        return FloatControls()
+        return FloatControls(float64=float64)
     controls = _FloatControlsProperties(sType=_FLOAT_CONTROLS)
     properties = _Properties2(sType=_PROPERTIES_2, pNext=ctypes.cast(ctypes.pointer(controls), ctypes.c_void_p))
     vulkan.vkGetPhysicalDeviceProperties2(device, ctypes.byref(properties))
     return FloatControls(True, frozenset(bits for bits in (16, 32, 64)
                                          if getattr(controls, f"shaderDenormPreserveFloat{bits}")),
-                         int(controls.denormBehaviorIndependence))
+                         int(controls.denormBehaviorIndependence), float64)
 
 
 def physical_device_count() -> int:

@@ -112,7 +112,66 @@ Acc acc_empty_sums() {
 
 bool acc_fixed();
 
+#ifdef ACC_DOUBLES
+// FLOAT32 SUM and L1 in doubles (the includer defines ACC_DOUBLES: a variant of its own, run where
+// the device has 64-bit floats). A state holds s, the running sum, and m, the sum of |s| after
+// each addition (a term's or a merge's), as two doubles in x (unpackDouble2x32). Every float32
+// term and every partial sum of fewer than 2^32 of them is a normal double, so an addition's
+// rounding error is at most 2^-53 of its result's magnitude and the sum's at most 2^-53 m.
+// accd_result gives the float32 nearest s where s, with that bound (and room for the check's own
+// roundings), lies strictly between the midpoints to that float's neighbours: then it is the
+// correctly rounded sum, the triples' bits. Where it cannot prove that (a sum cancelling to near
+// a midpoint or to zero, a result under 2^-125, an exact tie) the includer computes the output
+// element again with the triples (acc_exact). NaN and infinities follow IEEE in doubles as in the
+// triples: a NaN term or inf - inf gives NaN, an infinite term that infinity.
+bool acc_exact = false;  // the triples (the generic functions below), not the doubles
+Acc accd_state(double s, double m) { return Acc(uvec4(unpackDouble2x32(s), unpackDouble2x32(m)), uvec4(0u)); }
+double accd_s(Acc a) { return packDouble2x32(a.x.xy); }
+double accd_m(Acc a) { return packDouble2x32(a.x.zw); }
+double accd_pow2(int e) { return packDouble2x32(uvec2(0u, uint(1023 + e) << 20)); }  // 2^e, -1022 <= e <= 1023
+// A float32 term (L1: its magnitude) from its bits, exactly: a subnormal too, where a GPU's
+// conversion would flush it.
+double accd_term(uint w) {
+    double d = (w & 0x7F800000u) == 0u ? double(w & 0x007FFFFFu) * accd_pow2(-149) : double(abs(uintBitsToFloat(w)));
+    return ACC_FUNCTION == RED_L1 || (w & 0x80000000u) == 0u ? d : -d;
+}
+Acc accd_add(Acc a, uint w) {
+    double s = accd_s(a) + accd_term(w);
+    return accd_state(s, accd_m(a) + abs(s));
+}
+Acc accd_merge(Acc a, Acc b) {
+    double s = accd_s(a) + accd_s(b);
+    return accd_state(s, (accd_m(a) + accd_m(b)) + abs(s));
+}
+// The output element's bits where they are proved (else false).
+bool accd_result(Acc a, out uint bits) {
+    double s = accd_s(a), magnitude = abs(s);
+    uint sign = unpackDouble2x32(s).y & 0x80000000u;
+    bits = 0x7FC00000u;
+    if (isnan(s)) return true;
+    bits = sign | 0x7F800000u;
+    if (isinf(s)) return true;
+    // 2^-53 m, with 2^-16 to spare for m's own roundings (fewer than 2^34 additions), doubled for
+    // the roundings of the differences below (each within 2^-53 of its value).
+    double twice_bound = accd_m(a) * (accd_pow2(-52) * (1.0lf + accd_pow2(-16)));
+    bits = sign;
+    if (magnitude == 0.0lf) return twice_bound == 0.0lf;
+    if (magnitude < accd_pow2(-125)) return false;  // (near or under float32's subnormals)
+    double overflow = accd_pow2(128) - accd_pow2(103);  // the midpoint of FLT_MAX and 2^128: rounds to inf
+    uint w = floatBitsToUint(float(magnitude));
+    bits = sign | min(w, 0x7F800000u);
+    if (w >= 0x7F800000u) return magnitude - overflow > twice_bound;
+    double v = double(uintBitsToFloat(w));
+    double below = 0.5lf * (v + double(uintBitsToFloat(w - 1u)));
+    double above = w == 0x7F7FFFFFu ? overflow : 0.5lf * (v + double(uintBitsToFloat(w + 1u)));
+    return magnitude - below > twice_bound && above - magnitude > twice_bound;
+}
+#endif
+
 Acc acc_empty() {
+#ifdef ACC_DOUBLES
+    if (!acc_exact) return accd_state(-0.0lf, 0.0lf);
+#endif
     if (acc_selects()) return acc_indexes() ? Acc(uvec4(0u, 0u, ACC_NONE, 0u), uvec4(0u)) : Acc(uvec4(acc_identity(), 0u, 0u), uvec4(0u));
     if (!acc_floats()) return Acc(uvec4(ACC_FUNCTION == RED_MULTIPLY ? 1u : 0u, 0u, 0u, 0u), uvec4(0u));
     if (ACC_FUNCTION == RED_MULTIPLY) return Acc(uvec4(acc_u(0.5), 0u, 1u, 0u), uvec4(0u));  // 1 = 0.5 * 2^1
@@ -441,6 +500,9 @@ uvec2 product_result(uvec4 a) {
 Acc acc_picked(uvec2 v, uint r) { return Acc(uvec4(v, acc_indexes() ? r : 0u, 0u), uvec4(0u)); }
 
 Acc acc_add(Acc a, uvec2 v, uint r) {
+#ifdef ACC_DOUBLES
+    if (!acc_exact) return accd_add(a, v.x);
+#endif
     if (acc_selects()) {
         bool better = (acc_indexes() && a.x.z == ACC_NONE)
                       || (acc_largest() ? acc_key_less(acc_key(a.x.xy), acc_key(v)) : acc_key_less(acc_key(v), acc_key(a.x.xy)));
@@ -470,6 +532,9 @@ Acc acc_one(uvec2 v, uint r) {
 }
 
 Acc acc_merge(Acc a, Acc b) {
+#ifdef ACC_DOUBLES
+    if (!acc_exact) return accd_merge(a, b);
+#endif
     if (acc_selects()) {
         if (acc_indexes() && b.x.z == ACC_NONE) return a;
         if (acc_indexes() && a.x.z == ACC_NONE) return b;
