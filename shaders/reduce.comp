@@ -214,7 +214,7 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
 // device flushes float32 subnormals (FLUSHES), whose conversion may; a lane that met one adds its
 // terms again from their bits. Same loads and loop as lane_float_sums (eight blocks in flight).
 Acc lane_double_sums(uint in_base, uint start, uint end, uint lane, uint lanes, uint stride, bool vector) {
-    dvec4 s = dvec4(-0.0lf), m = dvec4(0.0lf);
+    precise dvec4 s = dvec4(-0.0lf), m = dvec4(0.0lf);  // (precise: added in this order, as the bound assumes)
     uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
     uint least = 0xFFFFFFFFu;  // (FLUSHES) the least subnormal_key
     if (WIDE_LOADS && b + 7u * step + 4u <= end) {

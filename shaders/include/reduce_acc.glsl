@@ -132,39 +132,51 @@ double accd_pow2(int e) { return packDouble2x32(uvec2(0u, uint(1023 + e) << 20))
 // A float32 term (L1: its magnitude) from its bits, exactly: a subnormal too, where a GPU's
 // conversion would flush it.
 double accd_term(uint w) {
-    double d = (w & 0x7F800000u) == 0u ? double(w & 0x007FFFFFu) * accd_pow2(-149) : double(abs(uintBitsToFloat(w)));
+    uint bits = w & 0x7FFFFFFFu;
+    precise double d = bits < 0x00800000u ? double(bits) * accd_pow2(-149) : double(uintBitsToFloat(bits));
     return ACC_FUNCTION == RED_L1 || (w & 0x80000000u) == 0u ? d : -d;
 }
 Acc accd_add(Acc a, uint w) {
-    double s = accd_s(a) + accd_term(w);
-    return accd_state(s, accd_m(a) + abs(s));
+    precise double s = accd_s(a) + accd_term(w);
+    precise double m = accd_m(a) + abs(s);
+    return accd_state(s, m);
 }
 Acc accd_merge(Acc a, Acc b) {
-    double s = accd_s(a) + accd_s(b);
-    return accd_state(s, (accd_m(a) + accd_m(b)) + abs(s));
+    precise double s = accd_s(a) + accd_s(b);
+    precise double m = (accd_m(a) + accd_m(b)) + abs(s);
+    return accd_state(s, m);
 }
-// The output element's bits where they are proved (else false).
+// The double of float32 bits w (normal or infinite, positive), from the bits alone: no conversion a
+// compiler could fold away with the one it undoes.
+double accd_float(uint w) { return packDouble2x32(uvec2(w << 29, (((w >> 23) + 896u) << 20) | ((w & 0x007FFFFFu) >> 3))); }
+// The output element's bits where they are proved (else false): s's magnitude lies between two
+// adjacent float32s t (s's bits cut to 23 mantissa bits) and t + 1 ulp, and more than the error
+// bound away from their midpoint; the sign is s's.
 bool accd_result(Acc a, out uint bits) {
-    double s = accd_s(a), magnitude = abs(s);
-    uint sign = unpackDouble2x32(s).y & 0x80000000u;
+    double s = accd_s(a);
+    precise double magnitude = abs(s);
+    uvec2 words = unpackDouble2x32(s);
+    uint sign = words.y & 0x80000000u;
     bits = 0x7FC00000u;
     if (isnan(s)) return true;
     bits = sign | 0x7F800000u;
     if (isinf(s)) return true;
     // 2^-53 m, with 2^-16 to spare for m's own roundings (fewer than 2^34 additions), doubled for
     // the roundings of the differences below (each within 2^-53 of its value).
-    double twice_bound = accd_m(a) * (accd_pow2(-52) * (1.0lf + accd_pow2(-16)));
+    precise double twice_bound = accd_m(a) * (accd_pow2(-52) * (1.0lf + accd_pow2(-16)));
     bits = sign;
     if (magnitude == 0.0lf) return twice_bound == 0.0lf;
-    if (magnitude < accd_pow2(-125)) return false;  // (near or under float32's subnormals)
-    double overflow = accd_pow2(128) - accd_pow2(103);  // the midpoint of FLT_MAX and 2^128: rounds to inf
-    uint w = floatBitsToUint(float(magnitude));
-    bits = sign | min(w, 0x7F800000u);
-    if (w >= 0x7F800000u) return magnitude - overflow > twice_bound;
-    double v = double(uintBitsToFloat(w));
-    double below = 0.5lf * (v + double(uintBitsToFloat(w - 1u)));
-    double above = w == 0x7F7FFFFFu ? overflow : 0.5lf * (v + double(uintBitsToFloat(w + 1u)));
-    return magnitude - below > twice_bound && above - magnitude > twice_bound;
+    int exponent = int((words.y >> 20) & 0x7FFu) - 1023;  // of 2^exponent <= magnitude < 2^(exponent + 1)
+    if (exponent < -125) return false;  // (near or under float32's subnormals)
+    precise double overflow = accd_pow2(128) - accd_pow2(103);  // FLT_MAX's midpoint to 2^128: rounds to inf
+    bits = sign | 0x7F800000u;
+    if (exponent >= 128) return magnitude - overflow > twice_bound;
+    uint t = (uint(exponent + 127) << 23) | ((words.y & 0x000FFFFFu) << 3) | (words.x >> 29);
+    precise double midpoint = 0.5lf * (accd_float(t) + accd_float(t + 1u));  // (exact: 25 bits)
+    bits = sign | t;
+    if (midpoint - magnitude > twice_bound) return true;
+    bits = sign | (t + 1u);  // (0x7F800000 past FLT_MAX: inf)
+    return magnitude - midpoint > twice_bound;
 }
 #endif
 
