@@ -15,6 +15,11 @@ Rows:
     invocation, the grid swept; on a CPU device also one contiguous run per invocation) and, with CuPy on an NVIDIA GPU, the same as a raw CUDA kernel (grid swept);
     torch's device-to-device copy is reported beside it (it moves 2 x the bytes);
   - `torch.sum` of the same float32 data on the GPU (CUDA events, median), same run;
+  Where the kernel runs in double accumulators (the device has 64-bit floats: `doubles`), the
+  same sum with the triples (as on a device without them) is timed beside it, same bits.
+- `size`: (with --sizes, the default) FLOAT32 SUM of whole arrays of 1 KiB to 256 MiB (a CPU
+  device: to its largest buffer), the kernel and its triples (GPU time, or a CPU device's) against
+  `torch.sum` (on a CPU device `np.sum`, wall clock), every result the same bits.
 - `call`: `dmlgpu.sum(t)` on a resident Tensor (+ synchronize), wall clock, against `np.sum` of the
   host array, in alternating rounds (a CPU device shares the host: lavapipe's target is this
   ratio, >= 1.0). On lavapipe 256 MiB spans two 128 MiB buffers (reduced per piece, then merged).
@@ -181,6 +186,59 @@ SHAPES = [(32, 32), (64, 1024), (1024, 1024), (16384, 1024), (65536, 1024), (1 <
 QUICK_SHAPES = [(32, 32), (64, 1024), (1024, 1024), (16384, 1024), (1 << 20, 16), (16, 1 << 20)]
 
 
+#: Bytes of the whole-array sweep: 1 KiB to 256 MiB (64 MiB on a CPU device).
+SIZES = [1 << k for k in range(10, 29, 2)]
+
+
+def triples_kernel_run(device, n, source) -> tuple:
+    """kernel_run of FLOAT32 SUM over `n` elements with the triples, as on a device without 64-bit
+    floats (the DOUBLES variant's peer, same run): compiled with the device's "float64" off (its
+    strides given, so the descriptor is compiled anew, not the one the device remembers)."""
+    desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, (n,), strides=(1,)), TensorDesc(DataType.FLOAT32, (1,)),
+                              ReduceFunction.SUM, (0,))
+    had = device.properties["float64"]
+    device.properties["float64"] = False
+    try:
+        return kernel_run(device, desc, source, 4)
+    finally:
+        device.properties["float64"] = had
+
+
+def size_rows(device) -> list:
+    """FLOAT32 SUM of whole arrays of SIZES: the kernel (GPU time, or a CPU device's), its triples
+    (triples_kernel_run) and torch.sum (np.sum on a CPU device, wall), each checked bit for bit
+    against the correctly rounded sum."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for nbytes in SIZES:
+        if nbytes > device.max_buffer_size:
+            break
+        n = nbytes // 4
+        x = rng.standard_normal(n).astype(np.float32)
+        want = np.float32(math.fsum(x.astype(np.float64)))
+        source = device.upload(x)
+        desc = ReduceOperatorDesc(TensorDesc(DataType.FLOAT32, (n,)), TensorDesc(DataType.FLOAT32, (1,)),
+                                  ReduceFunction.SUM, (0,))
+        raw, times, compiled, seconds = kernel_run(device, desc, source, 4)
+        triples_raw, _, _, triples_seconds = triples_kernel_run(device, n, source)
+        for got in (raw, triples_raw):
+            assert abs(float(got.view(np.float32)[0]) - float(want)) <= abs(float(np.spacing(want))), (nbytes, got, want)
+        assert raw.tobytes() == triples_raw.tobytes(), nbytes
+        row = {"case": f"SUM of {nbytes} bytes FLOAT32", "bytes": nbytes, "seconds": seconds,
+               "triples_seconds": triples_seconds, "doubles": compiled.doubles,
+               "vs_triples": triples_seconds / seconds}
+        if torch and not device.is_cpu:
+            tx = torch.from_numpy(x).cuda()
+            row["torch_sum_seconds"] = torch_seconds(lambda: torch.sum(tx))
+            row["vs_torch_sum"] = row["torch_sum_seconds"] / seconds
+        elif device.is_cpu:
+            row["numpy_sum_seconds"] = min(wall(lambda: np.sum(x), 3) for _ in range(5))
+            row["vs_numpy_sum"] = row["numpy_sum_seconds"] / seconds
+        rows.append(row)
+        del source
+    return rows
+
+
 def axis_rows(device, shapes) -> list:
     """SUM over each axis of each shape: ours (GPU time, or a CPU device's call) against torch.sum
     or np.sum, each result checked against float64 sums first."""
@@ -207,7 +265,8 @@ def axis_rows(device, shapes) -> list:
                                           ReduceFunction.SUM, (axis,))
                 raw, times, compiled, seconds = kernel_run(device, desc, device.upload(x), 4 * math.prod(out_shape))
                 got = raw.view(np.float32)
-                row |= {"seconds": seconds, "dispatch_seconds": times, "cut": compiled.shape._asdict()}
+                row |= {"seconds": seconds, "dispatch_seconds": times, "cut": compiled.shape._asdict(),
+                        "doubles": compiled.doubles}
                 if tx is not None:
                     row["torch_sum_seconds"] = torch_seconds(lambda: torch.sum(tx, dim=axis))
                     row["vs_torch_sum"] = row["torch_sum_seconds"] / row["seconds"]
@@ -327,6 +386,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="64 MiB (a CPU driver such as lavapipe)")
     parser.add_argument("--shapes", action=argparse.BooleanOptionalAction, default=None,
                         help="the axis sweep (default: on a GPU; --quick: its smaller shapes)")
+    parser.add_argument("--sizes", action=argparse.BooleanOptionalAction, default=True,
+                        help="the whole-array sweep, 1 KiB up (SIZES), with the triples beside")
     parser.add_argument("--functions", action=argparse.BooleanOptionalAction, default=None,
                         help="the functions sweep (default: on a GPU)")
     parser.add_argument("--short-walks", action=argparse.BooleanOptionalAction, default=None,
@@ -371,7 +432,11 @@ def main(argv=None) -> int:
         assert got == expected, (got, expected)
         row = {"case": f"REDUCE(SUM) over {nbytes // MiB} MiB FLOAT32, GPU time", "seconds": seconds,
                "dispatch_seconds": times, "shape": compiled.shape._asdict(), "floor_seconds": floor,
-               "of_floor": floor / seconds, "error": error(got, exact)}
+               "of_floor": floor / seconds, "error": error(got, exact), "doubles": compiled.doubles}
+        if compiled.doubles:
+            triples_raw, _, _, triples_seconds = triples_kernel_run(device, n, source_buffer)
+            assert triples_raw.tobytes() == raw.tobytes()
+            row |= {"triples_seconds": triples_seconds, "triples_of_floor": floor / triples_seconds}
         if torch:
             tx = torch.from_numpy(x).cuda()
             row |= {"torch_sum_seconds": torch_seconds(lambda: torch.sum(tx)),
@@ -400,6 +465,8 @@ def main(argv=None) -> int:
         report["rows"][-1]["floor_seconds"] = floor
         report["rows"][-1]["of_floor"] = floor / ours
         report["rows"][-1]["numpy_vs_floor"] = floor / peer  # < 1: the read floor is slower than np.sum
+    if args.sizes:
+        report["rows"] += size_rows(device)
     if args.shapes or (args.shapes is None and not device.is_cpu):
         report["rows"] += axis_rows(device, QUICK_SHAPES if args.quick else SHAPES)
     if args.functions or (args.functions is None and not device.is_cpu):
