@@ -40,9 +40,10 @@
 // which ran faster there (H200: benchmarks/NOTES.md, session 22).
 layout(constant_id = 6) const bool FIXED_SUMS = false;
 #define ACC_FIXED FIXED_SUMS
-// DOUBLES (a variant of its own: dmlgpu/kernels/variants.py DOUBLE_SUMS, run where the device has
-// 64-bit floats): FLOAT32 SUM and L1 in double accumulators with an error bound, each result
-// proved to be the correctly rounded sum or else computed again with the triples (reduce_units).
+// DOUBLES (a variant of its own: dmlgpu/kernels/variants.py DOUBLE_SUMS, run on CPU drivers with
+// 64-bit floats: compiled_selection.DOUBLE_SUMS): FLOAT32 SUM and L1 in double accumulators with an
+// error bound, each result proved to be the correctly rounded sum or else computed again with the
+// triples (reduce_units), so the bits are the triples' either way.
 #ifdef DOUBLES
 #define ACC_DOUBLES
 #endif
@@ -209,34 +210,15 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
 #endif
 
 #ifdef DOUBLES
-// lane_float_sums in doubles (reduce_acc.glsl accd_*): a component's running sum s and b, the sum
-// of |s| after each addition, for the error bound. Terms convert to doubles exactly, but where the
-// device flushes float32 subnormals (FLUSHES), whose conversion may; a lane that met one adds its
-// terms again from their bits. Same loads and loop as lane_float_sums (eight blocks in flight).
+// lane_float_sums in doubles (reduce_acc.glsl accd_*), one block at a time: a component's running
+// sum s and m, the sum of |s| after each addition, for the error bound. Terms convert to doubles
+// exactly, but where the device flushes float32 subnormals (FLUSHES), whose conversion may; a lane
+// that met one adds its terms again from their bits. (Run on CPU drivers, which load a block at a
+// time: compiled_selection.DOUBLE_SUMS.)
 Acc lane_double_sums(uint in_base, uint start, uint end, uint lane, uint lanes, uint stride, bool vector) {
     precise dvec4 s = dvec4(-0.0lf), m = dvec4(0.0lf);  // (precise: added in this order, as the bound assumes)
     uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
     uint least = 0xFFFFFFFFu;  // (FLUSHES) the least subnormal_key
-    if (WIDE_LOADS && b + 7u * step + 4u <= end) {
-        vec4 x[8];
-        for (uint k = 0u; k < 8u; ++k) x[k] = float_block(at, in_base, b + k * step, stride, vector);
-        while (true) {
-            uint next = b + 8u * step;
-            bool more = next + 7u * step + 4u <= end;
-            vec4 y[8];
-            if (more)
-                for (uint k = 0u; k < 8u; ++k) y[k] = float_block(at, in_base, next + k * step, stride, vector);
-            for (uint k = 0u; k < 8u; ++k) {
-                dvec4 d = dvec4(x[k]);
-                s += ACC_FUNCTION == RED_L1 ? abs(d) : d;
-                m += abs(s);
-                if (FLUSHES) least = min(least, subnormal_key(x[k]));
-            }
-            b = next;
-            if (!more) break;
-            x = y;
-        }
-    }
     for (; b + 4u <= end; b += step) {
         vec4 x = float_block(at, in_base, b, stride, vector);
         dvec4 d = dvec4(x);

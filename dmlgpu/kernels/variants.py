@@ -170,10 +170,9 @@ def variant_for(op: Operator, in_type: DataType, out_type: DataType, layout: str
 
 
 #: The REDUCE functions with a variant in double accumulators (shaders/reduce.comp DOUBLES) for
-#: FLOAT32 in and out, run where the device has 64-bit floats: the same bits as the triples (each
-#: result proved correctly rounded, else computed again by them) at the read floor, where the
-#: triples' arithmetic held the 256 MiB SUM at 0.87 of it on an H200 and 0.3 on lavapipe
-#: (benchmarks/NOTES.md, session 24).
+#: FLOAT32 in and out, run on CPU drivers with 64-bit floats (compiled_selection.DOUBLE_SUMS): the
+#: same bits as the triples (each result proved correctly rounded, else computed again by them)
+#: with a third of their arithmetic.
 DOUBLE_SUMS = (ReduceFunction.SUM, ReduceFunction.L1)
 
 

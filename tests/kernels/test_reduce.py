@@ -884,3 +884,61 @@ def test_a_two_dispatch_reduce_in_a_command_list(device, rng):
     for _ in range(2):
         commands.execute()
         assert testing.same_bits(out.read()[:4].view(np.float32), expected.reshape(1))
+
+
+def _double_sum_cases(rng):
+    """FLOAT32 data for the double sums: sums they prove, and sums they must give up on (an exact
+    zero from cancellation, a tie, a result near the subnormals), with the values IEEE fixes."""
+    a = (rng.standard_normal(50_000) * 1e20).astype(np.float32)
+    t = np.float32(2.0 ** -24)
+    return {
+        "normal": rng.standard_normal(200_003).astype(np.float32),
+        "cancels to zero": np.concatenate([a, -a]),
+        "cancels to one": np.concatenate([a, np.float32([1.0]), -a]),
+        "tie": np.concatenate([np.float32([1.0, t]), np.zeros(70_001, np.float32)]),
+        "beside a tie": np.concatenate([np.float32([1.0, t, 2.0 ** -60]), np.zeros(70_001, np.float32)]),
+        "huge and small": np.tile(np.float32([1e30, 1.0, -1e30]), 30_000),
+        "subnormal": np.full(100_000, 1e-45, np.float32),
+        "subnormal and normal": np.concatenate([np.full(1_000, 1e-45, np.float32), np.float32([2.0 ** -120])]),
+        "negative zeros": np.full(10_000, -0.0, np.float32),
+        "overflow": np.full(100_000, 3e38, np.float32),
+        "beside the overflow": np.tile(np.float32([3.4028235e38, 1e31, -1e31]), 10_000),
+        "inf": np.tile(np.float32([1.0, np.inf, 2.0]), 10_000),
+        "inf - inf": np.tile(np.float32([1.0, np.inf, -np.inf]), 10_000),
+        "nan": np.tile(np.float32([1.0, np.nan, 2.0]), 10_000),
+        "three": np.float32([3.0, -1.0, 3 * t]),
+    }
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.L1], ids=lambda f: f.name)
+def test_float32_sums_in_doubles_give_the_triples_bits(device, function, rng):
+    """Where a CPU driver has 64-bit floats, FLOAT32 SUM and L1 run in doubles (each result proved
+    correctly rounded, else computed again by the triples in the same dispatch): the reference's
+    bits in every case, and the triples' (the same sum compiled with the device's "float64" off),
+    over a whole array (lanes and chunks merged in the dispatch) and over one axis."""
+    if not (device.is_cpu and device.properties["float64"]):
+        pytest.skip("the double sums run on CPU drivers with 64-bit floats")
+    for name, x in _double_sum_cases(rng).items():
+        for data, axes in ((x, (0,)), (x[: x.size // 2 * 2].reshape(2, -1), (1,))):
+            in_desc = TensorDesc(DataType.FLOAT32, data.shape)
+            out_shape = tuple(1 if d in axes else s for d, s in enumerate(data.shape))
+            compiled = device.create_operator(ReduceOperatorDesc(in_desc, TensorDesc(DataType.FLOAT32, out_shape),
+                                                                 function, axes))
+            assert compiled.doubles, (name, data.shape)
+            got = _run(device, data, function, axes, DataType.FLOAT32)
+            assert testing.same_bits(got, reference_reduce(data, function, axes)), (name, data.shape, got)
+            device.properties["float64"] = False
+            try:  # (strides given: a descriptor the device compiles anew, in triples)
+                triples = _run(device, data, function, axes, DataType.FLOAT32,
+                               in_strides=tuple(int(s) // 4 for s in data.strides))
+            finally:
+                device.properties["float64"] = True
+            assert testing.same_bits(got, triples), (name, data.shape, got, triples)
+
+
+def test_the_device_says_whether_it_has_64_bit_floats(device):
+    """`Device.properties["float64"]`: VkPhysicalDeviceFeatures.shaderFloat64, enabled on the
+    device where it is there (the double sums need it); lavapipe has it."""
+    assert isinstance(device.properties["float64"], bool)
+    if "llvmpipe" in device.name:
+        assert device.properties["float64"]
