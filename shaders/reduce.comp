@@ -56,7 +56,9 @@ layout(std430, binding = 2) coherent buffer StateWords { uint state_w[]; };  // 
 shared Acc tree[gl_WorkGroupSize.x];
 shared bool merges;  // REDUCE_MERGE_LAST: this workgroup counted last
 #ifdef DOUBLES
-shared bool gave_up;  // a unit of this workgroup's round could not prove its double sum
+// A unit of this workgroup's round could not prove its double sum: a word per round's parity, so
+// that a round sets its word while the one before's is still read (one barrier a round).
+shared bool gave_up[2];
 #endif
 
 // Set on GPUs (dmlgpu/kernels/compiled_selection.py WIDE_LOADS): a lane keeps eight blocks' loads
@@ -821,13 +823,18 @@ void reduce_units(uint group, uint groups) {
     uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), mode = param(SP_MODE);
     uint local = gl_LocalInvocationID.x, lane = local % lanes;
     uint per_group = gl_WorkGroupSize.x / lanes, units = items * chunks;
+#ifdef DOUBLES
+    uint parity = 0u;
+#endif
     for (uint first = group * per_group; first < units; first += groups * per_group) {  // uniform per group
 #ifdef DOUBLES
       // Pass 1, only where a unit's result was not proved in pass 0: the triples (acc_exact), for
       // every unit of the round (the proved ones write the same bits again).
       for (uint pass = 0u; pass < 2u; ++pass) {
         acc_exact = pass == 1u;
-        if (local == 0u) gave_up = false;  // (read after the tree's barriers)
+        uint slot = parity;
+        parity ^= 1u;
+        if (local == 0u) gave_up[slot] = false;  // (set after the barrier below, read after the last)
 #endif
         uint unit = first + local / lanes, item = unit % items, chunk = unit / items;
         bool live = unit < units;
@@ -844,6 +851,12 @@ void reduce_units(uint group, uint groups) {
         }
         tree[local] = acc;
         barrier();
+#ifdef DOUBLES
+        if (!acc_exact) {  // (the proved bits do not depend on the order: lane 0 merges the others in turn)
+            if (lane == 0u)
+                for (uint j = 1u; j < lanes; ++j) acc = acc_merge(acc, tree[local + j]);
+        } else
+#endif
         for (uint s = lanes / 2u; s > 0u; s /= 2u) {
             if (lane < s) {
                 acc = acc_merge(acc, tree[local + s]);
@@ -857,7 +870,7 @@ void reduce_units(uint group, uint groups) {
             } else {
 #ifdef DOUBLES
                 uint bits;
-                if (!acc_exact && !accd_result(acc, bits)) gave_up = true;
+                if (!acc_exact && !accd_result(acc, bits)) gave_up[slot] = true;
                 else STORE_ELEMENT(out_w, sp.out_offset, OUT_BITS, out_at, acc_exact ? acc_result(acc, param(SP_COUNT)) : uvec2(bits, 0u));
 #else
                 uvec2 result = acc_result(acc, param(SP_COUNT));
@@ -867,9 +880,7 @@ void reduce_units(uint group, uint groups) {
         }
         barrier();
 #ifdef DOUBLES
-        bool again = gave_up && !acc_exact;
-        barrier();  // (every invocation read gave_up before the next round sets it)
-        if (!again) break;
+        if (!gave_up[slot] || acc_exact) break;
       }
       acc_exact = false;
 #endif
