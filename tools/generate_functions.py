@@ -185,7 +185,7 @@ function (`dmlgpu.bit_xor`) would, and type checkers see each operator with its 
 """
 from __future__ import annotations
 
-from typing import TypeVar, Union, cast
+from typing import TypeVar, Union
 
 from ..layout.operands import HostOperand
 from ..table.operators import BY_SHORT
@@ -213,7 +213,8 @@ def _operator_methods(op: Operator) -> list[str]:
                   doc + " (in place: `out` is this Tensor).")]
     return [f"    def {method}({params}) -> _Self:\n"
             f'        """{text}"""\n'
-            f"        return cast(_Self, {call.format(operands, out)})"
+            f"        result: _Self = {call.format(operands, out)}  # (no cast(): a call on every operator)\n"
+            f"        return result"
             for method, params, operands, out, text in forms]
 
 

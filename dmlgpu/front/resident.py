@@ -89,7 +89,7 @@ class _Plan:
     input's buffer only over the identical range, as when the plan was checked)."""
 
     __slots__ = ("rebound", "inputs", "out_size", "make", "shape", "out_type", "out_offset", "out_strides",
-                 "out_layout", "fresh")
+                 "out_layout", "fresh", "given")
 
     def __init__(self, rebound, scalars, sizes, make, shape, out_type, out_offset, out_strides, out_layout):
         self.rebound, self.make = rebound, make
@@ -104,6 +104,10 @@ class _Plan:
         self.fresh = 0
         if out_layout is not None and rebound.fresh_bytes is not None and len(self.inputs) <= 2:
             self.fresh = len(self.inputs)
+        #: Likewise 1 or 2 where the output is given (`given_out`), else 0.
+        self.given = 0
+        if out_layout is None and rebound.fresh_bytes is None and len(self.inputs) <= 2:
+            self.given = len(self.inputs)
 
     def run(self, arrays, out):
         """The call over these operands (as given) and `out`: the result, or None where the
@@ -160,6 +164,25 @@ class _Plan:
         return self.make(made, self.shape, self.out_type, self.out_offset, self.out_strides, self.out_layout)
 
 
+    def given_out(self, arrays, out):
+        """`run(arrays, out)` where `given` is 1 or 2 (inline: the hot path of `bit_not(o, out=o)`)."""
+        x, (x_scalar, x_size) = arrays[0], self.inputs[0]
+        first, first_start = (x_scalar, 0) if x_scalar is not None else (x.buffer, (at := x.offset) - at % 16)
+        target, start = out.buffer, out.offset
+        if first_start + x_size > first.size_in_bytes or start + self.out_size > target.size_in_bytes \
+                or (first is target and first_start != start):
+            return None
+        if self.given == 1:
+            made = self.rebound.given(first, first_start, target, start)
+        else:
+            y, (y_scalar, y_size) = arrays[1], self.inputs[1]
+            second, second_start = (y_scalar, 0) if y_scalar is not None else (y.buffer, (at := y.offset) - at % 16)
+            if second_start + y_size > second.size_in_bytes or (second is target and second_start != start):
+                return None
+            made = self.rebound.given(first, first_start, target, start, second, second_start)
+        return out if made is not None else None
+
+
 def _scalar_buffer(device, value: np.ndarray):
     """The device buffer holding a Python scalar operand (`value`, converted), made once per
     device, data type and value while `_SCALARS` keeps it."""
@@ -196,8 +219,16 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
                 plan = None
         else:
             target = out.buffer
-            plan = _PLANS.get((call, _layouts(arrays), out.layout,
-                               tuple([isinstance(x, View) and x.buffer is target for x in arrays])))
+            if len(arrays) == 1 and isinstance(arrays[0], View):  # (the common case, inline)
+                plan = _PLANS.get((call, (arrays[0].layout,), out.layout, (arrays[0].buffer is target,)))
+            else:
+                plan = _PLANS.get((call, _layouts(arrays), out.layout,
+                                   tuple([isinstance(x, View) and x.buffer is target for x in arrays])))
+            if plan is not None and plan.given:
+                made = plan.given_out(arrays, out)
+                if made is not None:
+                    return made
+                plan = None
     except (AttributeError, TypeError):
         plan = None
     if plan is not None:

@@ -354,6 +354,43 @@ class Rebound:
         finally:
             lock.release()
 
+    def given(self, first, first_start: int, out, out_start: int, second=None, second_start: int = 0):
+        """`self([first, second, out], [first_start, second_start, out_start])` for a call of one
+        or two inputs into a given output (`bit_not(o, out=o)`), with no lists made: `out`, or
+        None, queuing nothing, if a buffer was released or belongs to another device."""
+        resources, device = self._resources, self.device
+        threads.entered()
+        lock = resources.lock  # (inline, as `fresh`)
+        lock.acquire()
+        try:
+            if resources.closed:
+                resources.check_open()
+            block, written = first.block, out.block
+            if block is None or written is None or first.device is not device or out.device is not device:
+                return None
+            if second is None:
+                key = (block, written, first_start, out_start, 0)
+            else:
+                other = second.block
+                if other is None or second.device is not device:
+                    return None
+                key = (block, other, written, first_start, second_start, out_start, 0)
+            made = self._made.get(key)
+            if made is None or made[0].handle is None:
+                if second is None:
+                    made = self._prepare(key, [block, written], [first_start, out_start], 0)
+                else:
+                    made = self._prepare(key, [block, other, written], [first_start, second_start, out_start], 0)
+            stream = resources.stream
+            position = stream.position
+            stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4], made[5])
+            first.last_use = out.last_use = position
+            if second is not None:
+                second.last_use = position
+            return out
+        finally:
+            lock.release()
+
     def _prepare(self, key, blocks, starts, shift):
         """Pipeline, push constants, read and written spans and replay key of a call over
         `blocks` from `starts`, remembered under `key`."""

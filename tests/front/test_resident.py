@@ -108,6 +108,41 @@ def test_a_new_tensor_of_a_seen_layout_plans_nothing(device, rng, monkeypatch):
         dmlgpu.bit_not(Tensor.from_numpy(x), out=Tensor.from_numpy(x[:512]))
 
 
+def test_a_planned_call_into_a_given_output_checks_what_its_layout_does_not_fix(device, rng):
+    """`out=` calls of a layout planned before take the given-output lane (no lists, no plan):
+    each call's buffers are still checked (released ones raise), an output overlapping an input
+    at another offset of the same buffer goes to the full path (which refuses it), and in-place forms, Python
+    scalars and two inputs give numpy's bits every time."""
+    x, y = testing.sample(DataType.UINT32, (1024,), rng), testing.sample(DataType.UINT32, (1024,), rng)
+    for _ in range(3):  # the first call of each layout plans it; the next ones take the lane
+        o, t, u = Tensor.from_numpy(x), Tensor.from_numpy(x), Tensor.from_numpy(y)
+        dmlgpu.bit_not(t, out=o)
+        assert testing.same_bits(o.numpy(), ~x)
+        dmlgpu.bit_not(o, out=o)
+        assert testing.same_bits(o.numpy(), x)
+        dmlgpu.bit_xor(t, u, out=o)
+        assert testing.same_bits(o.numpy(), x ^ y)
+        dmlgpu.bit_xor(u, t, out=t)  # the output is the second input
+        assert testing.same_bits(t.numpy(), x ^ y)
+        dmlgpu.bit_xor(o, 0x5A5A5A5A, out=o)
+        assert testing.same_bits(o.numpy(), x ^ y ^ np.uint32(0x5A5A5A5A))
+        u ^= t
+        assert testing.same_bits(u.numpy(), x)
+    both = Tensor.from_numpy(np.concatenate([x, x]))
+    dmlgpu.bit_not(both[:1024], out=both[1024:])  # the same buffer, apart: planned
+    assert testing.same_bits(both.numpy()[1024:], ~x)
+    for _ in range(2):  # the same layouts, overlapping at another offset: the full path refuses it
+        both = Tensor.from_numpy(np.concatenate([x, x]))
+        with pytest.raises(ValidationError, match="only over an identical range"):
+            dmlgpu.bit_not(both[4:1028], out=both[:1024])
+    gone, o = Tensor.from_numpy(x), Tensor.from_numpy(x)
+    gone.buffer.release()
+    with pytest.raises(ValidationError, match="released"):
+        dmlgpu.bit_not(gone, out=o)
+    with pytest.raises(ValidationError, match="released"):
+        dmlgpu.bit_not(o, out=gone)
+
+
 def test_a_plan_dropped_from_the_memo_frees_its_scalars_at_once(device, rng):
     """A planned Tensor call with a Python scalar holds the scalar's device buffer; clearing the
     memo frees it by reference counting alone (no cycle through the plan that only the garbage
