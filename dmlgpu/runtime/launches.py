@@ -323,7 +323,7 @@ class Rebound:
         try:
             if resources.closed:
                 resources.check_open()
-            block = first.block
+            block, other = first.block, None
             if block is None or first.device is not device:
                 return None
             if second is not None:
@@ -334,23 +334,7 @@ class Rebound:
             # (a block parked on this stream first: the dispatch writes it first)
             written = memory.take_parked(fresh) or resources.take(memory, fresh)
             result = Buffer(device, resources, fresh, written)
-            if second is None:
-                key = (block, written, first_start, 0, 0)
-            else:
-                key = (block, other, written, first_start, second_start, 0, 0)
-            made = self._made.get(key)
-            if made is None or made[0].handle is None:
-                if second is None:
-                    made = self._prepare(key, [block, written], [first_start, 0], 0)
-                else:
-                    made = self._prepare(key, [block, other, written], [first_start, second_start, 0], 0)
-            stream = resources.stream
-            position = stream.position
-            stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4], made[5])
-            first.last_use = result.last_use = position
-            if second is not None:
-                second.last_use = position
-            return result
+            return self._queue(first, second, result, block, other, written, first_start, second_start, 0)
         finally:
             lock.release()
 
@@ -365,31 +349,38 @@ class Rebound:
         try:
             if resources.closed:
                 resources.check_open()
-            block, written = first.block, out.block
+            block, written, other = first.block, out.block, None
             if block is None or written is None or first.device is not device or out.device is not device:
                 return None
-            if second is None:
-                key = (block, written, first_start, out_start, 0)
-            else:
+            if second is not None:
                 other = second.block
                 if other is None or second.device is not device:
                     return None
-                key = (block, other, written, first_start, second_start, out_start, 0)
-            made = self._made.get(key)
-            if made is None or made[0].handle is None:
-                if second is None:
-                    made = self._prepare(key, [block, written], [first_start, out_start], 0)
-                else:
-                    made = self._prepare(key, [block, other, written], [first_start, second_start, out_start], 0)
-            stream = resources.stream
-            position = stream.position
-            stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4], made[5])
-            first.last_use = out.last_use = position
-            if second is not None:
-                second.last_use = position
-            return out
+            return self._queue(first, second, out, block, other, written, first_start, second_start, out_start)
         finally:
             lock.release()
+
+    def _queue(self, first, second, result, block, other, written, first_start, second_start, out_start):
+        """`fresh`'s and `given`'s dispatch over these blocks (`other` None for one input), under
+        the device's lock: queued, the buffers' last use set; returns `result`. Its entries are
+        `__call__`'s (the same keys)."""
+        if other is None:
+            key = (block, written, first_start, out_start, 0)
+        else:
+            key = (block, other, written, first_start, second_start, out_start, 0)
+        made = self._made.get(key)
+        if made is None or made[0].handle is None:
+            if other is None:
+                made = self._prepare(key, [block, written], [first_start, out_start], 0)
+            else:
+                made = self._prepare(key, [block, other, written], [first_start, second_start, out_start], 0)
+        stream = self._resources.stream
+        position = stream.position
+        stream.dispatch(made[0], made[1], made[2], made[3], self._template.name, made[4], made[5])
+        first.last_use = result.last_use = position
+        if second is not None:
+            second.last_use = position
+        return result
 
     def _prepare(self, key, blocks, starts, shift):
         """Pipeline, push constants, read and written spans and replay key of a call over
