@@ -41,7 +41,7 @@
 layout(constant_id = 6) const bool FIXED_SUMS = false;
 #define ACC_FIXED FIXED_SUMS
 // DOUBLES (a variant of its own: dmlgpu/kernels/variants.py DOUBLE_SUMS, run on CPU drivers with
-// 64-bit floats: compiled_selection.DOUBLE_SUMS): FLOAT32 SUM and L1 in double accumulators with an
+// 64-bit floats: compiled_selection.DOUBLE_ACCUMULATORS): FLOAT32 SUM and L1 in double accumulators with an
 // error bound, each result proved to be the correctly rounded sum or else computed again with the
 // triples (reduce_units), so the bits are the triples' either way.
 #ifdef DOUBLES
@@ -216,7 +216,7 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
 // sum s and m, the sum of |s| after each addition, for the error bound. Terms convert to doubles
 // exactly, but where the device flushes float32 subnormals (FLUSHES), whose conversion may; a lane
 // that met one adds its terms again from their bits. (Run on CPU drivers, which load a block at a
-// time: compiled_selection.DOUBLE_SUMS.)
+// time: compiled_selection.DOUBLE_ACCUMULATORS.)
 Acc lane_double_sums(uint in_base, uint start, uint end, uint lane, uint lanes, uint stride, bool vector) {
     precise dvec4 s = dvec4(-0.0lf), m = dvec4(0.0lf);  // (precise: added in this order, as the bound assumes)
     uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;

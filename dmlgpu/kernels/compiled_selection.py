@@ -32,7 +32,7 @@ from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["DOUBLE_SUMS", "MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "flushes_subnormals", "Pass", "Passes",
+__all__ = ["DOUBLE_ACCUMULATORS", "MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "flushes_subnormals", "Pass", "Passes",
            "ReduceShape", "quad_layout", "reduce_shape", "selection_params", "short_quads", "short_walk", "walks_across"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
@@ -54,7 +54,7 @@ REDUCE_GROUP = {False: 128, True: 64}
 #: 5.3-5.7; on an H200 2-5% slower than the triples at 64-256 MiB (75.6-79 against 74 us at 256
 #: MiB, whatever the cut or loop tried), within 2-8% faster below 16 MiB (benchmarks/NOTES.md,
 #: session 24).
-DOUBLE_SUMS = {False: False, True: True}
+DOUBLE_ACCUMULATORS = {False: False, True: True}
 #: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
 _LANE_ELEMENTS = 64
 #: Lanes an output element's walk gets at least where outputs outnumber the lanes (reduce_shape;
@@ -230,7 +230,7 @@ class CompiledSelection:
             # FLOAT32 SUM and L1 in one general dispatch (its own merge included, so that a result
             # not proved can be computed again from the input in the same dispatch) in doubles,
             # on a CPU driver with them (shaders/reduce.comp DOUBLES); the same bits either way.
-            self.doubles = (DOUBLE_SUMS[cpu] and not short and len(self._passes.passes) == 1
+            self.doubles = (DOUBLE_ACCUMULATORS[cpu] and not short and len(self._passes.passes) == 1
                             and device.properties["float64"] and kernels.double_sums(function, in_type, out_type))
             if self.doubles:
                 name = kernels.selection_variant(op, in_type, out_type, function, doubles=True).name

@@ -170,7 +170,7 @@ def variant_for(op: Operator, in_type: DataType, out_type: DataType, layout: str
 
 
 #: The REDUCE functions with a variant in double accumulators (shaders/reduce.comp DOUBLES) for
-#: FLOAT32 in and out, run on CPU drivers with 64-bit floats (compiled_selection.DOUBLE_SUMS): the
+#: FLOAT32 in and out, run on CPU drivers with 64-bit floats (compiled_selection.DOUBLE_ACCUMULATORS): the
 #: same bits as the triples (each result proved correctly rounded, else computed again by them)
 #: with a third of their arithmetic.
 DOUBLE_SUMS = (ReduceFunction.SUM, ReduceFunction.L1)
