@@ -84,12 +84,12 @@ class Buffer:
     """
 
     # Slots: one is made and dropped per new result of a Tensor call (`u = ~u`).
-    __slots__ = ("device", "size_in_bytes", "serial", "_resources", "block", "last_use", "__weakref__")
+    __slots__ = ("device", "size_in_bytes", "_serial", "_resources", "block", "last_use", "__weakref__")
 
     def __init__(self, device, resources, size_in_bytes: int, block):
         self.device = device
         self.size_in_bytes = size_in_bytes
-        self.serial = next(_SERIALS)  # never reused, unlike id(): keys caches of bound ranges
+        self._serial = 0  # (`serial`, drawn on first use: most new results are never asked)
         self._resources = resources
         #: The pool block holding its bytes (None once released): for the runtime's launches,
         #: host calls and hand-overs.
@@ -100,6 +100,15 @@ class Buffer:
     def __repr__(self):
         state = "released" if self.released else f"{self.size_in_bytes} bytes"
         return f"<dmlgpu.Buffer {state} on {self.device.name}>"
+
+    @property
+    def serial(self) -> int:
+        """A number no other Buffer of this process has (unlike id(), never reused): keys caches
+        of bound ranges."""
+        serial = self._serial
+        if not serial:
+            serial = self._serial = next(_SERIALS)
+        return serial
 
     @property
     def released(self) -> bool:
@@ -168,12 +177,16 @@ class Buffer:
     def release(self) -> None:
         """Return the memory to the pool now (after queued work on it; also done by GC)."""
         resources = self._resources
-        with resources.lock:
+        lock = resources.lock  # (not `with`: `__del__`'s body too, a dropped result's every time)
+        lock.acquire()
+        try:
             block, self.block = self.block, None
             if block is None or resources.closed:
                 return
             resources.live -= 1
             resources.memory.free(block, self.last_use if self.last_use > resources.stream.completed else None)
+        finally:
+            lock.release()
 
     def __copy__(self) -> "Buffer":
         """A new buffer of the same size holding a copy of the data (never shared memory)."""
@@ -191,8 +204,21 @@ class Buffer:
 
     @interrupts.critical  # a Ctrl-C here is raised after it, not lost
     def __del__(self):
+        # `release`, inline: a dropped result (`~s` in a loop) makes and drops one Buffer a call
+        if self.block is None:
+            return
         try:
-            self.release()
+            resources = self._resources
+            lock = resources.lock
+            lock.acquire()
+            try:
+                block, self.block = self.block, None
+                if block is None or resources.closed:
+                    return
+                resources.live -= 1
+                resources.memory.free(block, self.last_use if self.last_use > resources.stream.completed else None)
+            finally:
+                lock.release()
         except Exception:  # interpreter shutdown: kp may already be gone
             pass
 
