@@ -204,22 +204,17 @@ class Buffer:
 
     @interrupts.critical  # a Ctrl-C here is raised after it, not lost
     def __del__(self):
-        # `release`, inline: a dropped result (`~s` in a loop) makes and drops one Buffer a call
-        if self.block is None:
-            return
+        # Not `release`: no lock, one list append (a dropped result of `~s` in a loop makes and
+        # drops one Buffer a call); the device frees the block under its lock before it next
+        # allocates, reclaims or reports (`Resources.dropped`), or reuses it for its next result.
         try:
-            resources = self._resources
-            lock = resources.lock
-            lock.acquire()
-            try:
-                block, self.block = self.block, None
-                if block is None or resources.closed:
-                    return
-                resources.live -= 1
-                resources.memory.free(block, self.last_use if self.last_use > resources.stream.completed else None)
-            finally:
-                lock.release()
-        except Exception:  # interpreter shutdown: kp may already be gone
+            block = self.block
+            if block is not None:
+                self.block = None
+                resources = self._resources
+                if not resources.closed:  # (a closed device's memory went with it)
+                    resources.dropped.append((self.last_use, block))
+        except AttributeError:  # (an __init__ that raised: nothing was taken)
             pass
 
 

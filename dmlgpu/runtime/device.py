@@ -133,7 +133,11 @@ class Device:
     @property
     def live_buffers(self) -> int:
         """Device buffers allocated and not yet released."""
-        return self._resources.live
+        resources = self._resources
+        with resources.lock:
+            if resources.dropped:
+                resources.absorb_dropped()
+            return resources.live
 
     def check_open(self, operator: str = "dmlgpu", what: str = "device") -> None:
         """ValidationError (naming `operator`) if the device is closed; DeviceError in a
@@ -163,6 +167,8 @@ class Device:
         reads of buffers, host calls' copies in and out, arrays handed over to the host)."""
         resources = self._resources
         with resources.lock:
+            if resources.dropped:
+                resources.absorb_dropped()
             stats = resources.memory.stats()
             staging = resources.staging
             stats["staging_reserved_bytes"] = staging.stats()["reserved_bytes"] if staging else 0
@@ -332,6 +338,7 @@ class Device:
             if resources.staging is not None:
                 resources.staging.destroy()
             resources.closed = True
+            resources.dropped.clear()  # (blocks of the memory just destroyed)
             self._hand_overs.close(closing)
 
     def _became_fork_child(self) -> None:

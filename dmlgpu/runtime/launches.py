@@ -290,7 +290,8 @@ class Rebound:
             fresh = self._fresh
             if fresh is not None:  # a block parked on this stream first: the dispatch writes it first
                 memory = resources.memory
-                block = memory.take_parked(fresh) or resources.take(memory, fresh)
+                block = (resources.take_dropped(fresh) if resources.dropped else None) \
+                    or memory.take_parked(fresh) or resources.take(memory, fresh)
                 buffers[-1] = Buffer(device, resources, fresh, block)
             blocks = []
             for buffer in buffers:
@@ -331,8 +332,10 @@ class Rebound:
                 if other is None or second.device is not device:
                     return None
             memory, fresh = resources.memory, self._fresh
-            # (a block parked on this stream first: the dispatch writes it first)
-            written = memory.take_parked(fresh) or resources.take(memory, fresh)
+            # (the block of a result just dropped, or one parked on this stream, first: the
+            # dispatch writes it first)
+            written = (resources.take_dropped(fresh) if resources.dropped else None) \
+                or memory.take_parked(fresh) or resources.take(memory, fresh)
             result = Buffer(device, resources, fresh, written)
             return self._queue(first, second, result, block, other, written, first_start, second_start, 0)
         finally:

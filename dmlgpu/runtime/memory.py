@@ -275,6 +275,15 @@ class MemoryPool:
                 return block  # still counted in use, as every parked block is
         return None
 
+    def reusable(self, block: Block, nbytes: int) -> bool:
+        """Whether `block` serves an allocation of `nbytes`, as `take_parked` would take it for
+        them (the same rounding; a dedicated block up to a quarter larger)."""
+        size = -(-nbytes // ALIGNMENT) * ALIGNMENT or ALIGNMENT
+        if size > self.arena_bytes // 2:
+            size = -(-nbytes // 16) * 16
+            return block.arena.dedicated and size <= block.size <= size + size // 4
+        return block.size == size and not block.arena.dedicated
+
     @property
     def parked_bytes(self) -> int:
         return sum(block.size for _, block in self._parked)

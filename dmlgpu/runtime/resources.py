@@ -66,7 +66,12 @@ class Resources:
         self.memory = MemoryPool(lambda n: context.memory(n, mapped), arena_bytes, self.pipelines.drop_arena)
         self.staging = None if mapped else MemoryPool(lambda n: context.memory(n, True), staging_bytes)
         self.host_calls: OrderedDict = OrderedDict()  # key -> HostCall, least recently used first
-        self.live = 0  # Buffers allocated and not yet released
+        self.live = 0  # Buffers allocated and not yet released (those in `dropped` count)
+        #: (last use, block) of Buffers dropped by the garbage collector (`Buffer.__del__`), which
+        #: appends without the lock (one list append: a dropped result of `~s` in a loop costs no
+        #: lock); taken back under the lock by `take_dropped` and `absorb_dropped`, which every
+        #: allocation, reclaim, statistic and `give_back` runs first.
+        self.dropped: list = []
         self.transfers = Transfers()
         self.closed = False
         self.closing_now = False  # `close` has begun: no host call starts
@@ -102,6 +107,8 @@ class Resources:
         threads.entered()
         if self.closed:  # (callers hold the lock: checked where no close can slip in)
             self.check_open()
+        if self.dropped:
+            self.absorb_dropped()
         block = None
         if device_writes_first and pool is self.memory:  # the most recently parked first: a loop
             block = pool.take_parked(nbytes)  # that drops its results reuses two or three blocks
@@ -124,10 +131,40 @@ class Resources:
                     raise DeviceMemoryError(f"{self.label} could not allocate {nbytes} bytes: {exc}") from exc
         return block
 
+    def absorb_dropped(self) -> None:
+        """Free the blocks of dropped Buffers (`dropped`; the caller holds the lock): parked
+        until the stream completes their last use, as `Buffer.release` frees them."""
+        dropped, memory = self.dropped, self.memory
+        while dropped:  # (other threads only append meanwhile: every pop finds an entry)
+            position, block = dropped.pop()
+            if self.closed:  # (the memory went with the device)
+                continue
+            self.live -= 1
+            memory.free(block, position if position > self.stream.completed else None)
+
+    def take_dropped(self, nbytes: int):
+        """The block of the Buffer dropped last, for `nbytes` whose first access is a dispatch
+        queued on this device's stream (as `MemoryPool.take_parked`: the stream orders that write
+        after the block's queued uses), or None with every dropped block freed. The caller holds
+        the lock and has seen `dropped` non-empty (a loop's `~s`, its result dropped)."""
+        dropped = self.dropped
+        position, block = dropped.pop()
+        if dropped:  # several: freed (parked), `take_parked` then finds them
+            dropped.append((position, block))
+            self.absorb_dropped()
+            return None
+        self.live -= 1
+        if block.size == nbytes or self.memory.reusable(block, nbytes):  # (equal: a block of that size)
+            return block
+        self.memory.free(block, position if position > self.stream.completed else None)
+        return None
+
     def give_back(self) -> None:
         """Wait for queued work (what it freed comes back), close kept host calls and give
         every arena no live buffer uses back to the driver, in both pools."""
         self.stream.synchronize()
+        if self.dropped:
+            self.absorb_dropped()
         self.close_host_calls()
         self.memory.release_unused()
         if self.staging is not None:
@@ -135,6 +172,8 @@ class Resources:
 
     def reclaim(self, completed: int) -> None:
         """Free what work up to stream position `completed` held (the stream calls it)."""
+        if self.dropped:
+            self.absorb_dropped()
         self.memory.reclaim(completed)
         if self.staging is not None:
             self.staging.reclaim(completed)

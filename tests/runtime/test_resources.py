@@ -89,6 +89,59 @@ def test_threads_share_a_device(rng):
     assert not errors, errors
 
 
+def test_results_dropped_on_any_thread_come_back_to_the_pool(tmp_path):
+    # A dropped Buffer hands its block back without the device's lock (Buffer.__del__ appends
+    # to Resources.dropped); the device takes it back under the lock before its next allocation
+    # or report, or reuses it for its next result. Results made on one thread and dropped on
+    # another, while every thread queues work, must all come back, none reused while in use.
+    assert_clean_exit("""
+import threading
+import numpy as np
+import dmlgpu
+device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
+x = np.arange(4096, dtype=np.uint32) * np.uint32(2654435761)
+s = dmlgpu.asarray(x, device=device)
+small = dmlgpu.asarray(x[:300], device=device)
+device.synchronize()
+base = device.memory_stats()
+for _ in range(2000):  # a loop dropping each result: one block, taken back at once
+    ~s
+stats = device.memory_stats()
+assert stats["peak_in_use_bytes"] <= base["in_use_bytes"] + 2 * 16384, (base, stats)
+assert device.live_buffers == 2, device.live_buffers
+handed = []
+errors = []
+def work(k):
+    try:
+        for i in range(300):
+            a, y = (s, x) if i % 3 else (small, x[:300])  # (two sizes: a block reused only at its size)
+            r = (a ^ np.uint32(k)) if i % 2 else ~a
+            handed.append(r)  # dropped by another thread (or this one) later
+            if i % 7 == 0:
+                assert (r.numpy() == ((y ^ np.uint32(k)) if i % 2 else ~y)).all()
+            while len(handed) > 8:
+                try:
+                    handed.pop(0)
+                except IndexError:
+                    break
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert not errors, errors
+handed.clear()
+device.synchronize()
+stats = device.memory_stats()
+assert device.live_buffers == 2 and stats["live_buffers"] == 2, stats
+assert stats["in_use_bytes"] == base["in_use_bytes"] and stats["pending_free_bytes"] == 0, (base, stats)
+device.close()
+print("done")
+""", tmp_path)
+
+
 def test_closed_device_refuses_work():
     device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
     desc = TensorDesc(DataType.UINT8, [4])
