@@ -95,7 +95,7 @@ def test_results_dropped_on_any_thread_come_back_to_the_pool(tmp_path):
     # or report, or reuses it for its next result. Results made on one thread and dropped on
     # another, while every thread queues work, must all come back, none reused while in use.
     assert_clean_exit("""
-import threading
+from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import dmlgpu
 device = dmlgpu.Device(dmlgpu.default_device().index, private=True)
@@ -126,11 +126,8 @@ def work(k):
                     break
     except Exception as exc:
         errors.append(repr(exc))
-threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
+with ThreadPoolExecutor(4) as pool:
+    list(pool.map(work, range(4)))
 assert not errors, errors
 handed.clear()
 device.synchronize()
