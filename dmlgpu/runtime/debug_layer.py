@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import tempfile
 
+from ..errors import DeviceError
+from . import probe
+
 _SETTINGS = """khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG
 khronos_validation.report_flags = error,warn
 khronos_validation.log_filename = {log}
@@ -25,10 +28,19 @@ def requested() -> bool:
 
 
 def configure() -> str | None:
-    """Enable the layer for this process if DMLGPU_VALIDATION asks; returns the log's path."""
+    """Enable the layer for this process if DMLGPU_VALIDATION asks; returns the log's path.
+
+    Raises:
+        DeviceError: DMLGPU_VALIDATION asks and the loader has no such layer (it would run the
+            process without validation, saying nothing).
+    """
     global _configured
     if not requested():
         return None
+    if not _configured and LAYER not in probe.instance_layers():
+        raise DeviceError(f"DMLGPU_VALIDATION asks for the Khronos validation layer ({LAYER}), which the "
+                          "Vulkan loader does not list: install it (Debian: vulkan-validationlayers; or point "
+                          "VK_ADD_LAYER_PATH at its manifest), or unset DMLGPU_VALIDATION")
     log = os.environ.setdefault(
         "DMLGPU_VALIDATION_LOG", os.path.join(tempfile.gettempdir(), f"dmlgpu-validation-{os.getpid()}.log"))
     if not _configured:

@@ -35,6 +35,11 @@ class _ExtensionProperties(ctypes.Structure):
     _fields_ = [("extensionName", ctypes.c_char * 256), ("specVersion", ctypes.c_uint32)]
 
 
+class _LayerProperties(ctypes.Structure):  # VkLayerProperties
+    _fields_ = [("layerName", ctypes.c_char * 256), ("specVersion", ctypes.c_uint32),
+                ("implementationVersion", ctypes.c_uint32), ("description", ctypes.c_char * 256)]
+
+
 class _FloatControlsProperties(ctypes.Structure):  # VkPhysicalDeviceFloatControlsProperties
     _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p),
                 ("denormBehaviorIndependence", ctypes.c_int), ("roundingModeIndependence", ctypes.c_int)] + [
@@ -112,14 +117,32 @@ def float_controls(index: int) -> FloatControls:
     return found[index] if 0 <= index < len(found) else FloatControls()
 
 
+def instance_layers() -> list[str]:
+    """Names of the instance layers the Vulkan loader can enable (vkEnumerateInstanceLayerProperties).
+    The loader skips a layer named in VK_INSTANCE_LAYERS that is not installed, silently: asking
+    here is how a missing one is found."""
+    vulkan = _loader()
+    count = ctypes.c_uint32(0)
+    if vulkan.vkEnumerateInstanceLayerProperties(ctypes.byref(count), None) != 0:
+        return []
+    listed = (_LayerProperties * count.value)()
+    if vulkan.vkEnumerateInstanceLayerProperties(ctypes.byref(count), listed) not in (0, 5):
+        return []
+    return [listed[i].layerName.decode(errors="replace") for i in range(count.value)]
+
+
+def _loader():
+    try:
+        return ctypes.CDLL("libvulkan.so.1")
+    except OSError as exc:
+        raise DeviceError(f"the Vulkan loader libvulkan.so.1 is missing ({exc}); install libvulkan1") from exc
+
+
 def _survey() -> tuple:
     global _found
     if _found is not None:
         return _found
-    try:
-        vulkan = ctypes.CDLL("libvulkan.so.1")
-    except OSError as exc:
-        raise DeviceError(f"the Vulkan loader libvulkan.so.1 is missing ({exc}); install libvulkan1") from exc
+    vulkan = _loader()
     app = _ApplicationInfo(0, None, b"dmlgpu", 1, b"dmlgpu", 1, (1 << 22) | (1 << 12))  # Vulkan 1.1
     info = _InstanceCreateInfo(1, None, 0, ctypes.pointer(app), 0, None, 0, None)
     instance = ctypes.c_void_p()
