@@ -122,6 +122,12 @@ def shape_id(shape) -> str:
     return "(" + ",".join(map(str, shape)) + ")"
 
 
+def watchdog(timeout: float) -> str:
+    """A first line for a child's code: shortly before `timeout` it prints every thread's stack
+    and exits, so a hang fails with where it hung (a child killed at the timeout leaves nothing)."""
+    return f"import faulthandler; faulthandler.dump_traceback_later({max(timeout - 10, 0.9 * timeout)!r}, exit=True)\n"
+
+
 def run_validated(code: str, log) -> subprocess.CompletedProcess:
     """Run `code` in a fresh interpreter from / under the validation layer, logging to `log`."""
     env = {**os.environ, "DMLGPU_VALIDATION": "1", "DMLGPU_VALIDATION_LOG": str(log)}

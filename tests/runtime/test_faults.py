@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import watchdog
 
 import dmlgpu
 from dmlgpu import DataType, DeviceError, DeviceMemoryError, ValidationError
@@ -23,11 +24,8 @@ def run(code: str, timeout: float = 60, env=None) -> subprocess.CompletedProcess
     interpreter must end within `timeout` seconds (a hang fails the test)."""
     environ = {**os.environ, **(env or {})}
     environ["PYTHONPATH"] = os.pathsep.join([ROOT, environ.get("PYTHONPATH", "")])
-    # A child still running shortly before the timeout prints every thread's stack and exits, so a
-    # hang fails with where it hung (a child killed at the timeout leaves no output).
-    watchdog = f"import faulthandler; faulthandler.dump_traceback_later({max(timeout - 10, 0.9 * timeout)!r}, exit=True)\n"
     try:
-        return subprocess.run([sys.executable, "-c", watchdog + textwrap.dedent(code)], env=environ, cwd="/",
+        return subprocess.run([sys.executable, "-c", watchdog(timeout) + textwrap.dedent(code)], env=environ, cwd="/",
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"hung for {timeout} s; output so far:\n{exc.stdout}\n{exc.stderr}")

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import watchdog
 
 import dmlgpu
 
@@ -22,7 +23,7 @@ def child(code: str, timeout: float) -> str:
     cleanly within `timeout` seconds; its stdout."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     try:
-        result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd="/",
+        result = subprocess.run([sys.executable, "-c", watchdog(timeout) + textwrap.dedent(code)], env=env, cwd="/",
                                 capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"hung for {timeout} s; output so far:\n{exc.stdout}\n{exc.stderr}")
