@@ -217,10 +217,39 @@ Acc lane_float_sums(uint in_base, uint start, uint end, uint lane, uint lanes, u
 // exactly, but where the device flushes float32 subnormals (FLUSHES), whose conversion may; a lane
 // that met one adds its terms again from their bits. (Run on CPU drivers, which load a block at a
 // time: compiled_selection.DOUBLE_ACCUMULATORS.)
+// The contiguous loop of lane_double_sums for this invocation's first unit, run first thing in
+// main() (hoist_double_sums): llvmpipe ran the same loop 1.75x slower nested in reduce_units' loops
+// (64 MiB: 7.0-7.6 ms against 4.0-4.1; benchmarks/NOTES.md, session 25). lane_double_sums takes its
+// s, m and stopping block when called for that chunk; the operations and their order are the same.
+bool hoisted = false;
+uint hoisted_start, hoisted_end, hoisted_base, hoisted_b;
+dvec4 hoisted_s, hoisted_m;
+
+// s and m of the blocks of [start, end) lane `lane` of `lanes` takes, from input element
+// in_base (contiguous and aligned); b: the block where it stopped.
+void double_blocks(uint in_base, uint start, uint end, uint lane, uint lanes, out dvec4 s_out, out dvec4 m_out, out uint b_out) {
+    precise dvec4 s = dvec4(-0.0lf), m = dvec4(0.0lf);
+    uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
+    for (; b + 4u <= end; b += step) {
+        dvec4 d = dvec4(uintBitsToFloat(in_v[at + b / 4u]));
+        s += ACC_FUNCTION == RED_L1 ? abs(d) : d;
+        m += abs(s);
+    }
+    s_out = s;
+    m_out = m;
+    b_out = b;
+}
+
 Acc lane_double_sums(uint in_base, uint start, uint end, uint lane, uint lanes, uint stride, bool vector) {
     precise dvec4 s = dvec4(-0.0lf), m = dvec4(0.0lf);  // (precise: added in this order, as the bound assumes)
     uint b = start + 4u * lane, step = 4u * lanes, at = (sp.in_offset + in_base) / 4u;
     uint least = 0xFFFFFFFFu;  // (FLUSHES) the least subnormal_key
+    if (hoisted && vector && start == hoisted_start && end == hoisted_end && in_base == hoisted_base) {
+        s = hoisted_s;
+        m = hoisted_m;
+        b = hoisted_b;
+    }
+    hoisted = false;
     for (; b + 4u <= end; b += step) {
         vec4 x = float_block(at, in_base, b, stride, vector);
         dvec4 d = dvec4(x);
@@ -818,6 +847,26 @@ void short_quads(uint group, uint groups) {
 }
 #endif
 
+#ifdef DOUBLES
+// hoisted's loop for the unit reduce_units' first round gives this invocation first, where its
+// walk is contiguous and aligned. No branch encloses the loop (an invocation it does not serve
+// walks no block): llvmpipe runs a loop under a branch it cannot prove uniform masked, as nested.
+void hoist_double_sums(uint group) {
+    bool ok = !FLUSHES && (param(SP_MODE) & REDUCE_FROM_STATES) == 0u && param(SP_WALKED_DIMS) == 1u
+              && param(SP_DIMS + 3u * param(SP_OUTER_DIMS) + 1u) == 1u;
+    uint lanes = max(param(SP_LANES), 1u), items = max(param(SP_ITEMS), 1u), units = items * param(SP_CHUNKS);
+    uint local = gl_LocalInvocationID.x, unit = group * (gl_WorkGroupSize.x / lanes) + local / lanes;
+    uint in_base = 0u, out_at = 0u;
+    outer_offsets(unit % items, in_base, out_at);
+    ok = ok && unit < units && (sp.in_offset + in_base) % 4u == 0u;
+    hoisted_start = (unit / items) * param(SP_CHUNK);
+    hoisted_end = min(param(SP_WALKED), hoisted_start + param(SP_CHUNK));
+    hoisted_base = in_base;
+    double_blocks(in_base, hoisted_start, ok ? hoisted_end : 0u, local % lanes, lanes, hoisted_s, hoisted_m, hoisted_b);
+    hoisted = ok;
+}
+#endif
+
 // Every unit of the parameter words' that falls to workgroup `group` of `groups`.
 void reduce_units(uint group, uint groups) {
     uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), mode = param(SP_MODE);
@@ -910,6 +959,9 @@ void main() {
         }
         return;
     }
+#ifdef DOUBLES
+    hoist_double_sums(group);
+#endif
     bool merged = false;
     // The units' code once, run twice at most (a pipeline half the size to build): this
     // workgroup's units, then, with REDUCE_MERGE_LAST in the last workgroup to finish, the merge.
