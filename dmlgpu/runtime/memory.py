@@ -270,7 +270,7 @@ class MemoryPool:
             return block
         for i in range(len(parked) - 1, -1, -1):
             block = parked[i][1]
-            if block.size == size or (dedicated and block.arena.dedicated and size <= block.size <= size + size // 4):
+            if self.reusable(block, nbytes):
                 del parked[i]
                 return block  # still counted in use, as every parked block is
         return None
