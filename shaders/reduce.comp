@@ -248,6 +248,11 @@ Acc lane_double_sums(uint in_base, uint start, uint end, uint lane, uint lanes, 
         s = hoisted_s;
         m = hoisted_m;
         b = hoisted_b;
+    } else if (vector && !FLUSHES) {  // (the hoisted loop's own code: the same operations by construction)
+        dvec4 ds, dm;
+        double_blocks(in_base, start, end, lane, lanes, ds, dm, b);
+        s = ds;
+        m = dm;
     }
     hoisted = false;
     for (; b + 4u <= end; b += step) {
