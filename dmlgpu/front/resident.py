@@ -209,6 +209,8 @@ def apply(op: Operator, arrays, out, out_dtype, feature_level):
                 layouts = (arrays[0].layout, arrays[1].layout)  # (the common cases, inline)
             elif len(arrays) == 1 and isinstance(arrays[0], View):
                 layouts = (arrays[0].layout,)
+            elif len(arrays) == 2 and type(arrays[1]) is int and isinstance(arrays[0], View):
+                layouts = (arrays[0].layout, (int, arrays[1]))  # (`t >> 3`: scalar_key of an int)
             else:
                 layouts = _layouts(arrays)
             plan = _PLANS.get((call, layouts))
