@@ -56,8 +56,11 @@ TARGET_LANES, TARGET_LANES_CPU = 1 << 19, 1 << 10
 #: follows the rate measured as the search runs). Few, long tiles: the register path's lanes
 #: insert about k (1 + ln(rows / k)) rows into their lists per tile (lavapipe, 100k x 256-bit x 64
 #: queries, k = 32: 8 items per submit 245-320 ms, 2 items 120-140 ms, unpaced 95-125 ms), but two
-#: items per dispatch at least, for a CPU driver's two threads.
-ITEMS_PER_SUBMIT, DISPATCHES_PER_SUBMIT = 4, 2
+#: items per dispatch at least, for a CPU driver's two threads. DISPATCHES_PER_SUBMIT is keyed by
+#: `device.is_cpu`: a GPU's dispatch is a whole submit's worth, as a dispatch cut shorter leaves
+#: the GPU part empty at its end (H200, 16M x 256-bit codes, 256 queries, top-10: the main scan
+#: in three dispatches 13.2 ms end to end, in one 11.1; benchmarks/NOTES.md, session 26).
+ITEMS_PER_SUBMIT, DISPATCHES_PER_SUBMIT = 4, {True: 2, False: 1}
 #: Queries a CPU driver runs as one vector (lavapipe's 256-bit vectors): fewer cost as much, so
 #: the cost of kernels whose lanes are queries counts them in eights.
 LANES_AT_ONCE = 8
@@ -133,9 +136,10 @@ def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int 
     return min(limit, max(floor, wanted, math.ceil(rows * k * 8 / partial_bytes(device))))
 
 
-def dispatch_budget(budget: int | None) -> int | None:
-    """Row-words of one dispatch of a plan made for submits of `budget` (DISPATCHES_PER_SUBMIT)."""
-    return None if budget is None else max(1, budget // DISPATCHES_PER_SUBMIT)
+def dispatch_budget(budget: int | None, cpu: bool) -> int | None:
+    """Row-words of one dispatch of a plan made for submits of `budget` on a CPU driver or a GPU
+    (DISPATCHES_PER_SUBMIT)."""
+    return None if budget is None else max(1, budget // DISPATCHES_PER_SUBMIT[cpu])
 
 
 def lane_cost(queries: int) -> int:
@@ -149,8 +153,9 @@ def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
     row-words (but one item at least); budget None: one dispatch."""
     if budget is None:
         yield 0, groups, 0, tiles
-    elif groups * item_cost <= budget:  # whole tiles: every group of queries
+    elif groups * item_cost <= budget:  # whole tiles: every group of queries, in dispatches of equal size
         step = max(1, min(tiles, budget // (groups * item_cost)))
+        step = math.ceil(tiles / math.ceil(tiles / step))  # (no short last one: it would leave the device part idle)
         for tile in range(0, tiles, step):
             yield 0, groups, tile, min(step, tiles - tile)
     else:
@@ -208,13 +213,14 @@ class SearchPlan:
     budget: int | None  # row-words of a submit the plan was made for (None: one dispatch per piece)
     sample_rows: int = 0  # rows of piece 0 whose k-th distance bounds the answer (0: no bound)
     sample_slice: int = 0  # rows per tile of the sample's scan (shorter: it runs alone)
+    cpu: bool = False  # made for a CPU driver (`dispatch_budget`)
 
     def _scans(self, count: int, piece: int, first: int, rows: int, per_slice: int, slices: int, slice_base: int,
                slices_total: int, **fields):
         """The scan steps of `count` queries over `rows` rows of piece `piece` (tiles `cut`)."""
         groups = math.ceil(count / GROUP)
         item = per_slice * lane_cost(min(count, GROUP)) * self.words
-        for group, n_groups, tile_base, tiles in cut(groups, slices, item, dispatch_budget(self.budget)):
+        for group, n_groups, tile_base, tiles in cut(groups, slices, item, dispatch_budget(self.budget, self.cpu)):
             query_base, query_end = group * GROUP, min(count, (group + n_groups) * GROUP)
             push = dict(words=self.words, rows=rows, row_base=first, rows_per_slice=per_slice, k=self.k,
                         slices=slices, slice_base=slice_base, slices_total=slices_total, queries=count,
@@ -296,4 +302,4 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
         sample, sample_slice, per_query = 0, 0, total * k * 8
     batch = max(1, min(count, 32768, partial // per_query))
     return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget, sample,
-                      sample_slice)
+                      sample_slice, device.is_cpu)

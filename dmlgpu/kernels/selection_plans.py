@@ -76,6 +76,7 @@ class SelectionPlan:
     shift: int
     budget: int | None  # row-words of a submit the plan was made for (None: one dispatch each)
     reach: int = 0  # the sample's count the bound's bin reaches
+    cpu: bool = False  # made for a CPU driver (`dispatch_budget`)
 
     @property
     def tiles_total(self) -> int:
@@ -143,7 +144,7 @@ class SelectionPlan:
         first, end = queries
         groups = math.ceil((end - first) / per_group)
         item = self.rows_per_tile * lanes(min(end - first, per_group)) * self.words
-        for group, n_groups, base, n in cut(groups, tiles, item, dispatch_budget(self.budget)):
+        for group, n_groups, base, n in cut(groups, tiles, item, dispatch_budget(self.budget, self.cpu)):
             query_base, query_end = first + group * per_group, min(end, first + (group + n_groups) * per_group)
             yield (dict(query_base=query_base, query_end=query_end), base, n,
                    n * self.rows_per_tile * lanes(query_end - query_base) * self.words)
@@ -173,7 +174,7 @@ class SelectionPlan:
         first, end = queries or (0, size)
         digits = math.ceil(self.key_bits / kernels.SEARCH_DIGIT_BITS) + math.ceil(self.key_bits / kernels.SEARCH_SORT_BITS)
         per_query = max(1, candidates // max(1, end - first)) * self.entry * digits + self.tiles_total
-        budget = dispatch_budget(self.budget)
+        budget = dispatch_budget(self.budget, self.cpu)
         step = end - first if budget is None else max(1, min(end - first, budget // per_query))
         for base in range(first, end, step):
             n = min(step, end - base)
@@ -240,7 +241,7 @@ def plan_selection(device, pieces: list, words: int, bits: int, k: int, count: i
     sizes = (total * capacity * entry, 2 * max(k, 1) * entry)
     batch = _batch(count, partial, sizes, _aux_words(mode in ("sampled", "exact"), total), k)
     return SelectionPlan(mode, metric, k, count, batch, words, bits, per_tile, tiles, tuple(pieces), stride,
-                         capacity, histogram_shift(bits, metric), budget, reach if k else 0)
+                         capacity, histogram_shift(bits, metric), budget, reach if k else 0, device.is_cpu)
 
 
 def _sample(rows_of: list, stride: int) -> int:

@@ -33,8 +33,11 @@ __all__ = ["Cancelled", "Pacer", "planned_budget"]
 SLICE_S = 0.015
 #: A wait shorter than this did not block: its slice had already ended.
 BLOCKED_S = 0.0005
-#: First guesses of the rate (row-words per second) before a slice has been measured.
-RATE_GPU, RATE_CPU = 2e12, 4e8
+#: First guesses of the rate (row-words per second) before a slice has been measured. A GPU's is
+#: about an H200's register-path scan (3.3e12: 410 G distances/s of 256-bit codes), so that a
+#: plan's dispatches (sized by it: `planned_budget`) fill the device; a slower GPU's first
+#: slices run longer until its rate is measured.
+RATE_GPU, RATE_CPU = 4e12, 4e8
 #: The rate last measured per device, per (metric, kernel): {device: {(kind, work): rate}}
 #: (bounded by the devices alive and their kernels).
 _RATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
