@@ -153,11 +153,13 @@ def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
     row-words (but one item at least); budget None: one dispatch."""
     if budget is None:
         yield 0, groups, 0, tiles
-    elif groups * item_cost <= budget:  # whole tiles: every group of queries, in dispatches of equal size
-        step = max(1, min(tiles, budget // (groups * item_cost)))
-        step = math.ceil(tiles / math.ceil(tiles / step))  # (no short last one: it would leave the device part idle)
-        for tile in range(0, tiles, step):
-            yield 0, groups, tile, min(step, tiles - tile)
+    elif groups * item_cost <= budget:  # whole tiles: every group of queries
+        # As few dispatches as the budget allows, their tiles shared out evenly (sizes one apart):
+        # a short last one would leave the device part idle (NOTES, session 26).
+        dispatches = math.ceil(tiles / max(1, min(tiles, budget // (groups * item_cost))))
+        for i in range(dispatches):
+            first = i * tiles // dispatches
+            yield 0, groups, first, (i + 1) * tiles // dispatches - first
     else:
         step = max(1, budget // item_cost)
         for tile in range(tiles):

@@ -299,3 +299,28 @@ def test_register_scan_bounded_by_a_sample(monkeypatch, rng, k):
     plan = hamming_plan.plan_search(index.device, [(0, 6000)], 2, k, 70)
     assert plan.sample_rows == k * 64
     check(database, queries, k, index)
+
+
+@pytest.mark.parametrize("groups", [1, 3, 16])
+@pytest.mark.parametrize("tiles", [1, 2, 7, 260, 2048])
+@pytest.mark.parametrize("per_dispatch", [1, 2, 3, 894, 5000])
+def test_a_cut_covers_every_item_once_in_even_dispatches(groups, tiles, per_dispatch):
+    """`cut`: every (group, tile) item in exactly one dispatch, none over the budget (one item at
+    least); where whole tiles fit, as few dispatches as the budget allows, their sizes at most one
+    tile apart (no short last dispatch: 2,048 tiles at 894 a dispatch are 683/683/682, not
+    894/894/260); budget None: one dispatch."""
+    item_cost = 5
+    budget = per_dispatch * item_cost
+    steps = list(hamming_plan.cut(groups, tiles, item_cost, budget))
+    seen = np.zeros((groups, tiles), np.int64)
+    for group, n_groups, tile, n_tiles in steps:
+        assert n_groups >= 1 and n_tiles >= 1
+        seen[group:group + n_groups, tile:tile + n_tiles] += 1
+        assert n_groups * n_tiles * item_cost <= max(budget, item_cost)
+    assert (seen == 1).all()
+    if groups <= per_dispatch:
+        fit = max(1, per_dispatch // groups)
+        assert len(steps) == -(-tiles // min(tiles, fit))
+        sizes = [n_tiles for _, _, _, n_tiles in steps]
+        assert max(sizes) - min(sizes) <= 1
+    assert list(hamming_plan.cut(groups, tiles, item_cost, None)) == [(0, groups, 0, tiles)]
