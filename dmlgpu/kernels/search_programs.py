@@ -116,12 +116,16 @@ def key_bits(bits: int, metric: int) -> int:
     return bits.bit_length() if metric == HAMMING else TANIMOTO_SCALE_BITS + 1
 
 
-def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int | None = None) -> int:
+def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int | None = None,
+              fill: bool = True) -> int:
     """Rows of the database each scan invocation walks (a tile) in a search of `count` queries
     over pieces of `pieces` rows each: tiles so that lanes (queries) x tiles fill the device, and
     (with a `budget` in row-words: a submit's worth) short enough that ITEMS_PER_SUBMIT groups of
     64 queries over one tile fit it, so that a search can be cut into submits that short; on the
-    register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it."""
+    register path (k <= kernels.HAMMING_REGISTER_K) a packed key's row bits cap it, and on a GPU
+    each dispatch (a piece's scan, or a part of it where the scan is cut) holds a full grid's
+    worth of items (`fill`; `plan_search` lengthens them again where one batch's partial lists
+    would not fit a buffer)."""
     rows, largest = sum(pieces), max(pieces)
     floor = max(ROWS_PER_SLICE, math.ceil(largest / MAX_SLICES_PER_PIECE))
     lanes = kernels.ceil_pow2(math.ceil(count / GROUP)) * GROUP
@@ -131,6 +135,12 @@ def tile_rows(device, pieces: list, words: int, k: int, count: int, budget: int 
         wanted = min(wanted, max(1, budget // (ITEMS_PER_SUBMIT * GROUP * words)))
     if k > kernels.HAMMING_REGISTER_K:
         return max(floor, wanted)
+    if fill and not device.is_cpu:
+        # A dispatch with a fraction of the grid's items runs a wave and a ragged one (H200, 16M x
+        # 256-bit x 1,024 queries, the scan cut in three: 0.73x the rate; four pieces of 4M rows,
+        # a quarter grid each: 0.85x; NOTES session 27)
+        cuts = 1 if budget is None else math.ceil(largest * lane_cost(count) * words / dispatch_budget(budget, False))
+        wanted = min(wanted, math.ceil(largest / (tiles * cuts)))
     # A key packs (distance << shift) | row_in_tile: distance <= words * 32 < 2^(32 - shift).
     limit = 1 << (32 - (words * 32).bit_length())
     return min(limit, max(floor, wanted, math.ceil(rows * k * 8 / partial_bytes(device))))
@@ -284,24 +294,36 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
     rows_of = [rows for _, rows in pieces]
     largest = max(rows_of)
     per_slice = tile_rows(device, rows_of, words, k, count, budget)
+    longest = tile_rows(device, rows_of, words, k, count, budget, fill=False)
     limit = 1 << (32 - (words * 32).bit_length())
-    while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
-        slices = [math.ceil(rows / per_slice) for rows in rows_of]
-        total = sum(slices)
-        if total * k * 8 <= partial or per_slice >= largest:
-            break
-        if per_slice * 2 > limit:
-            raise ValidationError(operator, tensor, "shape", (sum(rows_of), words * 4),
-                                  "allowed: partial top-k lists that fit one buffer")
-        per_slice *= 2
-    sample = BOUND_SAMPLE_TILES * k * per_slice
-    if total < 2 or sample * BOUND_SAMPLE_SHARE > sum(rows_of) or sample > rows_of[0]:
-        sample = 0
-    # The sample's scan runs alone (before the bound it gives): tiles as short as fill the device.
-    sample_slice = min(per_slice, tile_rows(device, [sample], words, k, count, budget)) if sample else 0
-    per_query = (total + (math.ceil(sample / sample_slice) + 1 if sample else 0)) * k * 8
-    if per_query > partial:
-        sample, sample_slice, per_query = 0, 0, total * k * 8
+
+    def layout(per_slice: int):
+        """(per_slice, slices, sample rows, sample tile rows, list bytes per query)."""
+        while True:  # one query's lists (a slice per tile of each piece) fit in `partial`
+            slices = [math.ceil(rows / per_slice) for rows in rows_of]
+            total = sum(slices)
+            if total * k * 8 <= partial or per_slice >= largest:
+                break
+            if per_slice * 2 > limit:
+                raise ValidationError(operator, tensor, "shape", (sum(rows_of), words * 4),
+                                      "allowed: partial top-k lists that fit one buffer")
+            per_slice *= 2
+        sample = BOUND_SAMPLE_TILES * k * per_slice
+        if total < 2 or sample * BOUND_SAMPLE_SHARE > sum(rows_of) or sample > rows_of[0]:
+            sample = 0
+        # The sample's scan runs alone (before the bound it gives): tiles as short as fill the device.
+        sample_slice = min(per_slice, tile_rows(device, [sample], words, k, count, budget)) if sample else 0
+        per_query = (total + (math.ceil(sample / sample_slice) + 1 if sample else 0)) * k * 8
+        if per_query > partial:
+            sample, sample_slice, per_query = 0, 0, total * k * 8
+        return per_slice, slices, sample, sample_slice, per_query
+
+    per_slice, slices, sample, sample_slice, per_query = layout(per_slice)
+    # Tiles shortened to fill a GPU's dispatches (`tile_rows`) are lengthened again, up to the
+    # length they had without, while one batch's lists do not fit: a batch more would scan the
+    # database once more.
+    while per_query * min(count, 32768) > partial and per_slice < longest:
+        per_slice, slices, sample, sample_slice, per_query = layout(min(longest, math.ceil(per_slice * 1.25)))
     batch = max(1, min(count, 32768, partial // per_query))
     return SearchPlan(k, count, batch, per_slice, tuple(slices), words, tuple(pieces), grid(device), budget, sample,
                       sample_slice, device.is_cpu)

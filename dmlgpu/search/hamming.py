@@ -21,6 +21,7 @@ the device work lives in shard.py.
 from __future__ import annotations
 
 import io
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Union, overload
@@ -52,6 +53,17 @@ INDEX = "dmlgpu.HammingIndex"
 KNN = programs.NAME
 METRICS = {"hamming": HAMMING, "tanimoto": TANIMOTO, "jaccard": TANIMOTO}
 _METRIC_NAMES = {HAMMING: "hamming", TANIMOTO: "tanimoto"}
+#: (pid, pool) of the threads that search a sharded index's shards beside the calling thread:
+#: made once per process (starting two threads took ~0.5 ms of a 7 ms two-GPU search, NOTES
+#: session 27) and again in a forked child, where the parent's threads do not exist.
+_POOL: list = [None, None]
+
+
+def _shard_pool() -> ThreadPoolExecutor:
+    pid = os.getpid()
+    if _POOL[0] != pid:
+        _POOL[:] = [pid, ThreadPoolExecutor(32, thread_name_prefix="dmlgpu-search")]
+    return _POOL[1]
 
 
 class HammingIndex:
@@ -470,20 +482,21 @@ class HammingIndex:
         if len(self._shards) == 1:
             return [work(self._shards[0], None)]
         cancel = threading.Event()
-        with ThreadPoolExecutor(len(self._shards), thread_name_prefix="dmlgpu-search") as pool:
-            futures = [pool.submit(work, shard, cancel) for shard in self._shards]
-            try:
-                while wait(futures, timeout=0.05).not_done:  # (returns when the last ends; Ctrl-C between)
+        # The first shard on this thread, the others on the pool's (a Ctrl-C here stops them all)
+        futures = [_shard_pool().submit(work, shard, cancel) for shard in self._shards[1:]]
+        try:
+            first = work(self._shards[0], cancel)
+            while wait(futures, timeout=0.05).not_done:  # (returns when the last ends; Ctrl-C between)
+                pass
+        except BaseException:
+            cancel.set()
+            for f in futures:
+                try:
+                    f.result()
+                except BaseException:  # noqa: BLE001 -- the interrupt below is the news
                     pass
-            except BaseException:
-                cancel.set()
-                for f in futures:
-                    try:
-                        f.result()
-                    except BaseException:  # noqa: BLE001 -- the interrupt below is the news
-                        pass
-                raise
-            return [f.result() for f in futures]
+            raise
+        return [first] + [f.result() for f in futures]
 
     def _shard_search(self, shard: Shard, words, place, count: int, k: int, cancel):
         """(keys, global ids, cu or None) of one shard's k' = min(k, rows) nearest, numpy."""

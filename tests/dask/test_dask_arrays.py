@@ -162,7 +162,9 @@ def test_a_chain_stays_on_the_device(rng):
     crosses between host and device until `compute` (which joins the blocks on the device)."""
     a0, b0 = raw(rng, SHAPE, np.uint32), raw(rng, SHAPE, np.uint32)
     a, b = (dd.to_device(da.from_array(v, chunks=CHUNKS)).persist() for v in (a0, b0))
-    for warm in (a, b):  # joining blocks copies with XOR 0: its scalar is uploaded once per device
+    # Joining blocks copies with XOR 0: its scalar is uploaded once per device and dtype (uint32
+    # for a and b, uint8 for bit_count's results), here rather than in the counted part
+    for warm in (a, b, dd.bit_count(a)):
         warm.compute()
     before = transfers()
     readme = dd.bit_count(~a ^ b).persist()
