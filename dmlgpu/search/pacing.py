@@ -82,12 +82,19 @@ class Pacer:
         """Row-words of kernel `work` one slice holds."""
         return max(1, int(self.rate(work) * SLICE_S))
 
-    def queued(self, cost: int, work: str) -> None:
-        """Count `cost` row-words of kernel `work` just queued (after submitting what another
-        kernel queued before); submit once a slice's worth is queued."""
+    def starting(self, work: str) -> None:
+        """A dispatch of kernel `work` is about to be queued: submit first what another kernel
+        queued (so that each submit holds one kernel's work: a submit that also held the next
+        kernel's first dispatch timed a small merge by the long scan queued after it, and the
+        pacer then waited for that scan in every search; NOTES session 27)."""
         if work != self._work:
             self.submit()
             self._work = work
+
+    def queued(self, cost: int, work: str) -> None:
+        """Count `cost` row-words of kernel `work` just queued (`starting(work)` came before
+        it); submit once a slice's worth is queued."""
+        self.starting(work)
         self._pending += cost
         if self._pending >= self.budget(work):
             self.submit()

@@ -307,6 +307,7 @@ class Shard:
                     bound, reads, program, written = [source, out], [source], merge, [out]
                 for name, value in push.items():
                     words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
+                pacer.starting(program.name)
                 self._launch(program, bound, words, reads, written)
                 pacer.queued(step.cost, program.name)
             answers.append((start, size, lists[result]))
@@ -407,6 +408,7 @@ class Shard:
         for i, part, cost in plan.histogram_dispatches(size):
             piece, memory = buffers[i]
             push = selections.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory)})
+            pacer.starting(program.name)
             self._launch(program, [memory, queries.buffer, aux], push, [memory, queries.buffer], [aux])
             pacer.queued(cost, program.name)
         program = programs.selection_program(kernels.SEARCH_BOUND, self.words, self.metric)
@@ -422,6 +424,7 @@ class Shard:
             piece, memory = buffers[i]
             push = selections.push_words({**fields, **part, "db_offset": self._db_offset(piece, memory),
                                           "out_offset": at})
+            pacer.starting(program.name)
             self._launch(program, [memory, queries.buffer, aux, out], push, [memory, queries.buffer, aux],
                          [aux] if out is aux else [aux, out])
             pacer.queued(cost, program.name)
@@ -435,6 +438,7 @@ class Shard:
                        scratch_offset=scratch.arena_offset // 4, out_offset=out.arena_offset // 4)
         for part, cost in plan.select_dispatches(size, candidates_total, span):
             push = selections.push_words({**fields, **offsets, **part})
+            pacer.starting(program.name)
             self._launch(program, [aux, candidates, scratch, out], push, [aux, candidates], [aux, scratch, out])
             pacer.queued(cost, program.name)
 

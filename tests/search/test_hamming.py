@@ -368,3 +368,36 @@ def test_a_cut_covers_every_item_once_in_even_dispatches(groups, tiles, per_disp
         sizes = [n_tiles for _, _, _, n_tiles in steps]
         assert max(sizes) - min(sizes) <= 1
     assert list(hamming_plan.cut(groups, tiles, item_cost, None)) == [(0, groups, 0, tiles)]
+
+
+@pytest.mark.parametrize("k", [10, 100])  # the register path; the selection path
+def test_each_paced_submit_holds_one_kernels_work(rng, monkeypatch, k):
+    """The pacer submits what one kernel queued before the next kernel's first dispatch is
+    queued: a submit that also held that dispatch timed a small merge by the long scan queued
+    after it, and every later search waited for the scan on the host (H200: 10 ms waits;
+    NOTES session 27). Every submit the pacer makes holds dispatches of one kernel (the
+    histogram's unpaced bound kernel rides with the histogram)."""
+    database = rng.integers(0, 256, size=(60000, 32), dtype=np.uint8)
+    queries = rng.integers(0, 256, size=(40, 32), dtype=np.uint8)
+    index = dmlgpu.HammingIndex(database)
+    device = index.device
+    batch, batches = [], []
+    enqueue, flush = device.enqueue, device.flush
+
+    def recording_enqueue(launch):
+        batch.append(launch.program.name)
+        return enqueue(launch)
+
+    def recording_flush():
+        if batch:
+            batches.append(set(batch) - {kernels.SEARCH_BOUND})
+            batch.clear()
+        return flush()
+
+    monkeypatch.setattr(device, "enqueue", recording_enqueue)
+    monkeypatch.setattr(device, "flush", recording_flush)
+    got_d, got_i = index.search(queries, k)
+    monkeypatch.undo()
+    want_d, want_i = numpy_knn(database, queries, k)
+    assert np.array_equal(got_i, want_i) and np.array_equal(got_d, want_d)
+    assert len(batches) >= 2 and all(len(names) == 1 for names in batches), batches
