@@ -456,10 +456,9 @@ class HammingIndex:
             # One resident shard: the answer finished on the device (values, int64 ids: one buffer each),
             # then two plain copies into numpy; a Tensor of queries (one not searchable where it lies)
             # gets Tensors, as the overloads say
-            values, ids = self._search_on_device(words, None, count, k)
             if isinstance(queries, Tensor) and queries.device is one.device:
-                return values, ids
-            values, ids = values.numpy(), ids.numpy()
+                return self._search_on_device(words, None, count, k)
+            values, ids = self._search_to_host(words, count, k)
             if isinstance(queries, Tensor):
                 return Tensor.from_numpy(values, queries.device), Tensor.from_numpy(ids, queries.device)
             return values, ids
@@ -532,6 +531,25 @@ class HammingIndex:
         except BaseException:
             pacer.drain()
             raise
+
+    def _search_to_host(self, words, count: int, k: int):
+        """A single-device search of host query words, its answer finished on the device into
+        one buffer (values, then the int64 ids) and read back in one copy: numpy (values, ids)."""
+        shard = self._shards[0]
+        entry = programs.ENTRY_WORDS[self._metric]
+        values_bytes = -(-count * k * 4 // 16) * 16  # (the ids 16-byte aligned after them)
+        answer = shard.device.allocate(values_bytes + count * k * 8, zero_fill=False)
+        pacer = Pacer(shard.device, kind=shard.metric)
+        try:
+            for first, n, uploaded in shard.query_uploads(words, None, count):
+                for start, size, buffer in shard.search(uploaded, n, k, pacer):
+                    shard.finish(buffer, size * k, entry, answer, answer, (first + start) * k, 0, values_bytes // 4)
+        except BaseException:
+            pacer.drain()
+            raise
+        raw = answer.read()
+        values = raw[:count * k * 4].view(np.uint32 if self._metric == HAMMING else np.float32).reshape(count, k)
+        return values, raw[values_bytes:values_bytes + count * k * 8].view(np.int64).reshape(count, k)
 
     def range_search(self, queries, radius):
         """Every code within `radius` of each query, in FAISS's layout: (lims int64 (q + 1),

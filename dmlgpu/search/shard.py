@@ -443,13 +443,17 @@ class Shard:
             pacer.queued(cost, program.name)
 
     # -- answers that stay on the device -----------------------------------------------------
-    def finish(self, entries, count: int, entry: int, values, ids, first: int) -> None:
+    def finish(self, entries, count: int, entry: int, values, ids, first: int, values_at: int = 0,
+               ids_at: int = 0) -> None:
         """Answer entries (count of them, `entry` words each) -> values (uint32 distances or
-        float32 similarities) and int64 ids, written from element `first` of `values`/`ids`."""
+        float32 similarities) and int64 ids, written from element `first` of the values at word
+        `values_at` of buffer `values` and the ids at word `ids_at` of buffer `ids` (the same
+        buffer may hold both)."""
         metric = HAMMING if entry == 2 else TANIMOTO
         program = programs.selection_program(kernels.SEARCH_FINISH, self.words, metric)
         table = self.id_table()
         push = selections.push_words(dict(db_offset=entries.arena_offset // 4, aux_offset=table.arena_offset // 4,
-                                        out_offset=values.arena_offset // 4 + first,
-                                        cand_offset=ids.arena_offset // 4 + 2 * first, rows=count, regions_at=0))
+                                        out_offset=values.arena_offset // 4 + values_at + first,
+                                        cand_offset=ids.arena_offset // 4 + ids_at + 2 * first, rows=count,
+                                        regions_at=0))
         self._launch(program, [entries, table, values, ids], push, [entries, table], [values, ids])
