@@ -73,6 +73,13 @@ MAX_SLICES_PER_PIECE = 1 << 15
 #: does). Only where that sample is at most 1 / BOUND_SAMPLE_SHARE of the rows (its own scan
 #: costs that share, and pays the insertions the bound saves the rest).
 BOUND_SAMPLE_TILES, BOUND_SAMPLE_SHARE = 1, 8
+#: On a GPU, and only from this k for 256-bit codes (in proportion to the code's width: a wider
+#: code's distance costs more beside the insertions the bound saves): below it the sample's own
+#: scan and merge cost more than they save (H200, 1,024 queries over 1M x 256-bit codes: k = 1-10
+#: 2-9% faster without, k = 12 alike, k = 16 7% and k = 20 18% faster with; 1M x 1,024-bit: k up
+#: to 20 1-3% faster without, 24-32 alike; 16M x 256-bit x 256 queries: the same crossing; NOTES
+#: session 27). A CPU driver bounds every search the sample fits.
+BOUND_MIN_K_GPU = 13
 #: Every search kernel (both families) is dispatched over one grid per device, its workgroups
 #: looping over the dispatch's items, so that a pipeline is made once per kernel and
 #: specialization, never per size of search (a first search on lavapipe compiled one for every
@@ -309,7 +316,8 @@ def plan_search(device, pieces: list, words: int, k: int, count: int, tensor: st
                                       "allowed: partial top-k lists that fit one buffer")
             per_slice *= 2
         sample = BOUND_SAMPLE_TILES * k * per_slice
-        if total < 2 or sample * BOUND_SAMPLE_SHARE > sum(rows_of) or sample > rows_of[0]:
+        if total < 2 or sample * BOUND_SAMPLE_SHARE > sum(rows_of) or sample > rows_of[0] \
+                or (not device.is_cpu and k * 8 < BOUND_MIN_K_GPU * words):
             sample = 0
         # The sample's scan runs alone (before the bound it gives): tiles as short as fill the device.
         sample_slice = min(per_slice, tile_rows(device, [sample], words, k, count, budget)) if sample else 0

@@ -293,6 +293,7 @@ def test_register_scan_bounded_by_a_sample(monkeypatch, rng, k):
     monkeypatch.setattr(hamming_plan, "TARGET_LANES", 1 << 30)
     monkeypatch.setattr(hamming_plan, "TARGET_LANES_CPU", 1 << 30)
     monkeypatch.setattr(hamming_plan, "BOUND_SAMPLE_SHARE", 2)
+    monkeypatch.setattr(hamming_plan, "BOUND_MIN_K_GPU", 0)  # (every k, on a GPU too)
     database = rng.integers(0, 256, size=(6000, 8), dtype=np.uint8) & 0x41  # 2 random bits a byte: ties
     queries = rng.integers(0, 256, size=(70, 8), dtype=np.uint8) & 0x41
     index = dmlgpu.HammingIndex(database)
@@ -343,6 +344,34 @@ def test_a_gpu_scan_fills_the_grid_in_every_dispatch(pieces, count):
             if filled:
                 assert items >= min(groups * tiles, grid) * 0.8, (piece, items)
         assert (covered == 1).all()
+
+
+@pytest.mark.parametrize("words", [2, 8, 32])
+def test_a_gpu_bounds_by_a_sample_from_a_k_in_proportion_to_the_width(monkeypatch, words):
+    """A GPU's register path samples a bound only from k = BOUND_MIN_K_GPU for 256-bit codes (in
+    proportion to the width: below it the sample costs more than it saves, H200, NOTES session
+    27); a CPU driver wherever the sample fits."""
+    from dmlgpu.search.pacing import planned_budget
+
+    class Cpu(_Gpu):
+        is_cpu = True
+
+        def memory_stats(self):
+            return {"arena_bytes": 1 << 30}
+
+    def sampled(device, k, threshold):
+        monkeypatch.setattr(hamming_plan, "BOUND_MIN_K_GPU", threshold)
+        return hamming_plan.plan_search(device, [(0, M)], words, k, 1024, budget=planned_budget(device)).sample_rows > 0
+
+    least, seen = hamming_plan.BOUND_MIN_K_GPU, set()
+    for device in (_Gpu(), Cpu()):
+        for k in range(1, kernels.HAMMING_REGISTER_K + 1):
+            fits = sampled(device, k, 0)
+            got = sampled(device, k, least)
+            assert got == (fits and (device.is_cpu or k * 8 >= least * words)), (device.is_cpu, words, k)
+            seen.add((device.is_cpu, fits, got))
+    assert (False, True, False) in seen  # (a GPU plan the threshold took the sample from)
+    assert (True, True, True) in seen  # (a CPU plan that kept it)
 
 
 @pytest.mark.parametrize("groups", [1, 3, 16])
