@@ -39,6 +39,7 @@ from distributed.protocol import to_serialize
 
 from ..front.tensor import Tensor
 from ..search.hamming import HammingIndex as DeviceIndex
+from ..search.merge import nearest
 
 __all__ = ["HANDLER", "SHARD_LIMIT", "ShardPlugin", "Spec", "VIEW_LIMIT", "held_keys", "merge_knn",
            "merge_ranges", "range_search_shards", "search_shards", "served", "served_seconds"]
@@ -160,7 +161,7 @@ def merge_knn(parts, k: int):
         return distances[:, :k], ids[:, :k]
     distances = np.concatenate([d for d, _ in parts], axis=1)
     ids = np.concatenate([i for _, i in parts], axis=1)
-    order = np.lexsort((ids, distances), axis=1)[:, :k]
+    order = nearest(distances, ids, k)
     return np.take_along_axis(distances, order, 1), np.take_along_axis(ids, order, 1)
 
 

@@ -38,6 +38,7 @@ from ..kernels.search_programs import HAMMING, TANIMOTO
 from ..runtime import devices as list_devices
 from . import index_file
 from .codes import code_bytes, ids_array, words_of
+from .merge import nearest
 from .pacing import Cancelled, Pacer, planned_budget
 from .places import device_tensors, tensor_places
 from .shard import Shard, tanimoto_bound
@@ -621,7 +622,7 @@ def _merge(parts, k: int):
         return keys, ids, cu
     keys = np.concatenate([p[0] for p in parts], axis=1)
     ids = np.concatenate([p[1] for p in parts], axis=1)
-    order = np.lexsort((ids, keys), axis=1)[:, :k]
+    order = nearest(keys, ids, k)
     cu = None
     if parts[0][2] is not None:
         cu = np.take_along_axis(np.concatenate([p[2] for p in parts], axis=1), order, 1)

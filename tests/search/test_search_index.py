@@ -192,6 +192,18 @@ def test_sharded_over_two_devices(device, rng):
         assert np.array_equal(ids[lims[q]:lims[q + 1]], want_i[q][:n])
 
 
+def test_sharded_tanimoto_as_on_one_device(device, rng):
+    """Tanimoto keys (up to 2^27) through the shards' merge: the answer of one device's index,
+    ties by lower id across the shards, ids given in no order."""
+    other = dmlgpu.Device(device.index, private=True)
+    database = rng.integers(0, 4, size=(600, 8), dtype=np.uint8)  # ties everywhere
+    ids = rng.permutation(np.arange(10**9, 10**9 + 600))
+    sharded = dmlgpu.HammingIndex(database, ids=ids, metric="tanimoto", devices=[device, other])
+    single = dmlgpu.HammingIndex(database, ids=ids, metric="tanimoto", device=device)
+    for k in (1, 33, 600):
+        assert all(np.array_equal(a, b) for a, b in zip(sharded.search(database[:5], k), single.search(database[:5], k)))
+
+
 def test_sharded_with_an_emptied_shard(device, rng):
     """Every code of one shard removed: searches and range searches take the other's."""
     other = dmlgpu.Device(device.index, private=True)
