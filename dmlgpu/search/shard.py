@@ -54,6 +54,19 @@ def tanimoto_bound(threshold: float, bits: int) -> int:
     return scale - (least.numerator * scale) // least.denominator
 
 
+#: The register path's push words set per search (the buffers' word offsets in their arenas).
+_OUT_OFFSET, _IN_OFFSET, _QUERY_OFFSET = (kernels.HAMMING_PUSH_FIELDS.index(name)
+                                          for name in ("out_offset", "in_offset", "query_offset"))
+
+
+def _push_template(push: dict) -> np.ndarray:
+    """A register-path step's push words by name -> the push-constant block (uint32)."""
+    words = np.zeros(len(kernels.HAMMING_PUSH_FIELDS), np.uint32)
+    for name, value in push.items():
+        words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
+    return words
+
+
 class Shard:
     """Codes and ids on one device; see the module docstring."""
 
@@ -282,31 +295,31 @@ class Shard:
         for start, size in plan.batches():
             made = batch_steps.get(size)
             if made is None:
-                made = batch_steps[size] = plan.steps_for(size)
-            steps, sizes, result = made
+                steps, sizes, result = plan.steps_for(size)
+                made = batch_steps[size] = (steps, sizes, result, [_push_template(step.push) for step in steps])
+            steps, sizes, result, templates = made
             lists = [None] * len(sizes)
             buffers = None
-            for step in steps:
+            for step, template in zip(steps, templates):
                 if lists[step.writes] is None:
                     lists[step.writes] = self.device.allocate(sizes[step.writes], zero_fill=False)
                 out = lists[step.writes]
-                words = np.zeros(len(kernels.HAMMING_PUSH_FIELDS), np.uint32)
-                push = dict(step.push, out_offset=out.arena_offset // 4)
+                words = template.copy()  # (the step's own push words; the buffers' offsets below)
+                words[_OUT_OFFSET] = out.arena_offset // 4
                 if step.kernel == "scan":
                     if buffers is None:
                         buffers = list(self._piece_buffers())
                     piece, memory = buffers[step.piece]
-                    push.update(in_offset=self._db_offset(piece, memory), query_offset=queries.at(start))
+                    words[_IN_OFFSET] = self._db_offset(piece, memory)
+                    words[_QUERY_OFFSET] = queries.at(start)
                     bound, reads = [memory, queries.buffer, out], [memory, queries.buffer]
                     reads += [(out, *step.bound)] if step.bound is not None else []
                     written = [(out, *step.span)]  # (its tiles' lists only: scans run side by side)
                     program = scan
                 else:
                     source = lists[step.reads]
-                    push.update(in_offset=source.arena_offset // 4)
+                    words[_IN_OFFSET] = source.arena_offset // 4
                     bound, reads, program, written = [source, out], [source], merge, [out]
-                for name, value in push.items():
-                    words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
                 pacer.starting(program.name)
                 self._launch(program, bound, words, reads, written)
                 pacer.queued(step.cost, program.name)
