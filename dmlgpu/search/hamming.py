@@ -459,7 +459,10 @@ class HammingIndex:
             # gets Tensors, as the overloads say
             if isinstance(queries, Tensor) and queries.device is one.device:
                 return self._search_on_device(words, None, count, k)
-            values, ids = self._search_to_host(words, count, k)
+            if _answer_bytes(count, k)[1] <= one.device.max_buffer_size:
+                values, ids = self._search_to_host(words, count, k)
+            else:  # (values and ids together exceed one buffer: each its own, read back in turn)
+                values, ids = (t.numpy() for t in self._search_on_device(words, None, count, k))
             if isinstance(queries, Tensor):
                 return Tensor.from_numpy(values, queries.device), Tensor.from_numpy(ids, queries.device)
             return values, ids
@@ -538,8 +541,8 @@ class HammingIndex:
         one buffer (values, then the int64 ids) and read back in one copy: numpy (values, ids)."""
         shard = self._shards[0]
         entry = programs.ENTRY_WORDS[self._metric]
-        values_bytes = -(-count * k * 4 // 16) * 16  # (the ids 16-byte aligned after them)
-        answer = shard.device.allocate(values_bytes + count * k * 8, zero_fill=False)
+        values_bytes, total = _answer_bytes(count, k)
+        answer = shard.device.allocate(total, zero_fill=False)
         pacer = Pacer(shard.device, kind=shard.metric)
         try:
             for first, n, uploaded in shard.query_uploads(words, None, count):
@@ -613,6 +616,13 @@ class HammingIndex:
             pacer.drain()
             raise
         return found
+
+
+def _answer_bytes(count: int, k: int) -> tuple[int, int]:
+    """(bytes of the values, 16-byte aligned, and of values and int64 ids) of an answer of
+    `count` queries x k read back in one buffer."""
+    values = -(-count * k * 4 // 16) * 16
+    return values, values + count * k * 8
 
 
 def _merge(parts, k: int):

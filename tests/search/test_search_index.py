@@ -192,6 +192,28 @@ def test_sharded_over_two_devices(device, rng):
         assert np.array_equal(ids[lims[q]:lims[q + 1]], want_i[q][:n])
 
 
+@pytest.mark.parametrize("metric", ["hamming", "tanimoto"])
+def test_an_answer_larger_than_one_buffer_together(device, rng, monkeypatch, metric):
+    """A host answer is finished into one buffer (values, then ids) and read back once; where
+    the two together exceed the device's buffer (each alone fits) they come back one by one:
+    the same answer either way."""
+    database = rng.integers(0, 4, size=(2000, 32), dtype=np.uint8)
+    queries = database[:64]
+    index = dmlgpu.HammingIndex(database, metric=metric)
+    want = index.search(queries, 100)
+    reads = []
+    monkeypatch.setattr(dmlgpu.runtime.buffers.Buffer, "read", lambda self, *a, read=dmlgpu.runtime.buffers.Buffer.read,
+                        **k: reads.append(self.size_in_bytes) or read(self, *a, **k))
+    answers = {64 * 100 * 4, 64 * 100 * 8, 64 * 100 * 12}  # (values, ids, both: other reads are the plan's)
+    index.search(queries, 100)
+    assert [r for r in reads if r in answers] == [64 * 100 * 12]  # (one read: values then ids)
+    monkeypatch.setattr(index.device, "max_buffer_size", 64 * 100 * 10)  # ids alone fit; both do not
+    reads.clear()
+    got = index.search(queries, 100)
+    assert [r for r in reads if r in answers] == [64 * 100 * 4, 64 * 100 * 8]
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def test_sharded_tanimoto_as_on_one_device(device, rng):
     """Tanimoto keys (up to 2^27) through the shards' merge: the answer of one device's index,
     ties by lower id across the shards, ids given in no order."""
