@@ -454,9 +454,9 @@ class HammingIndex:
             return self._search_on_device(None, place, count, k)
         one = self._shards[0] if len(self._shards) == 1 else None
         if one is not None and not one.streamed and k <= one.rows and count * k * 8 <= one.device.max_buffer_size:
-            # One resident shard: the answer finished on the device (values, int64 ids: one buffer each),
-            # then two plain copies into numpy; a Tensor of queries (one not searchable where it lies)
-            # gets Tensors, as the overloads say
+            # One resident shard: the answer finished on the device (values, then int64 ids, in one
+            # buffer read back in one copy); a Tensor of queries gets Tensors, as the overloads say
+            # (on its device: left there; one not searchable where it lies: uploaded)
             if isinstance(queries, Tensor) and queries.device is one.device:
                 return self._search_on_device(words, None, count, k)
             if _answer_bytes(count, k)[1] <= one.device.max_buffer_size:
