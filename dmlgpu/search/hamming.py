@@ -504,6 +504,12 @@ class HammingIndex:
     def _shard_search(self, shard: Shard, words, place, count: int, k: int, cancel):
         """(keys, global ids, cu or None) of one shard's k' = min(k, rows) nearest, numpy."""
         k = min(k, shard.rows)
+        if k and self._metric == HAMMING and place is None and not shard.streamed \
+                and _answer_bytes(count, k)[1] <= shard.device.max_buffer_size:
+            # Hamming distances are the keys: the answer finished on the device, as one shard's (a
+            # streamed shard keeps its ids off the device too; Tanimoto's merge needs the keys)
+            distances, ids = self._search_to_host(words, count, k, shard, cancel)
+            return distances, ids, None
         entry = programs.ENTRY_WORDS[self._metric]
         found = np.empty((count, k, entry), np.uint32)
         if k:
@@ -536,14 +542,15 @@ class HammingIndex:
             pacer.drain()
             raise
 
-    def _search_to_host(self, words, count: int, k: int):
-        """A single-device search of host query words, its answer finished on the device into
-        one buffer (values, then the int64 ids) and read back in one copy: numpy (values, ids)."""
-        shard = self._shards[0]
+    def _search_to_host(self, words, count: int, k: int, shard: Shard | None = None, cancel=None):
+        """A search of host query words on one shard (default: the only one), its answer
+        finished on the device into one buffer (values, then the int64 ids) and read back in one
+        copy: numpy (values, ids)."""
+        shard = shard or self._shards[0]
         entry = programs.ENTRY_WORDS[self._metric]
         values_bytes, total = _answer_bytes(count, k)
         answer = shard.device.allocate(total, zero_fill=False)
-        pacer = Pacer(shard.device, kind=shard.metric)
+        pacer = Pacer(shard.device, cancel, shard.metric)
         try:
             for first, n, uploaded in shard.query_uploads(words, None, count):
                 for start, size, buffer in shard.search(uploaded, n, k, pacer):
