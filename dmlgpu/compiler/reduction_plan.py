@@ -103,9 +103,7 @@ class _HammingSearch:
                     source, _, source_end = where("scratch", self.lists[step.reads])
                     push.update(in_offset=source.arena_offset // 4)
                     buffers, reads = [source, out], [(source, 0, source_end)]
-                words = np.zeros(len(kernels.HAMMING_PUSH_FIELDS), np.uint32)
-                for field, value in push.items():
-                    words[kernels.HAMMING_PUSH_FIELDS.index(field)] = value
+                words = programs.push_words(push)
                 program = self.programs[0 if step.kernel == "scan" else 1]
                 made.append(device.launch(program, step.grid, buffers, words, reads=reads, writes=[(out, 0, out_end)],
                                           name=name))

@@ -29,7 +29,7 @@ from ..errors import ValidationError
 from ..runtime import Program
 
 __all__ = ["ALL", "ENTRY_WORDS", "HAMMING", "NAME", "SearchPlan", "SearchStep", "TANIMOTO", "cut", "grid",
-           "key_bits", "lane_cost", "dispatch_budget", "partial_bytes", "plan_search", "search_programs",
+           "key_bits", "lane_cost", "dispatch_budget", "partial_bytes", "plan_search", "push_words", "search_programs",
            "selection_program", "tile_rows"]
 
 NAME = "dmlgpu.hamming_knn"
@@ -182,6 +182,15 @@ def cut(groups: int, tiles: int, item_cost: int, budget: int | None):
         for tile in range(tiles):
             for group in range(0, groups, step):
                 yield group, min(step, groups - group), tile, 1
+
+
+def push_words(push: dict) -> np.ndarray:
+    """The push-constant block (kernels.HAMMING_PUSH_FIELDS, uint32) of a register-path step
+    from its fields by name (a step's own, and the buffers' offsets its caller adds)."""
+    words = np.zeros(len(kernels.HAMMING_PUSH_FIELDS), np.uint32)
+    for name, value in push.items():
+        words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
+    return words
 
 
 def partial_bytes(device) -> int:

@@ -531,13 +531,19 @@ class HammingIndex:
         it lies (`place`); the answer finished on the device (values and int64 ids Tensors)."""
         shard = self._shards[0]
         values, ids = device_tensors(shard.device, count, k, self._metric)
+        self._finish_on(shard, words, place, count, k, (values.buffer, 0), (ids.buffer, 0))
+        return values, ids
+
+    def _finish_on(self, shard: Shard, words, place, count: int, k: int, values, ids, cancel=None) -> None:
+        """Search `shard` for the k nearest of `count` queries (host words, or a `place` on the
+        device) and queue the finish of each batch's answer into (buffer, word offset) `values`
+        and `ids`; on any exception the device's work ends before it propagates."""
         entry = programs.ENTRY_WORDS[self._metric]
-        pacer = Pacer(shard.device, kind=shard.metric)
+        pacer = Pacer(shard.device, cancel, shard.metric)
         try:
             for first, n, uploaded in shard.query_uploads(words, place, count):
                 for start, size, buffer in shard.search(uploaded, n, k, pacer):
-                    shard.finish(buffer, size * k, entry, values.buffer, ids.buffer, (first + start) * k)
-            return values, ids
+                    shard.finish(buffer, size * k, entry, values[0], ids[0], (first + start) * k, values[1], ids[1])
         except BaseException:
             pacer.drain()
             raise
@@ -547,17 +553,9 @@ class HammingIndex:
         finished on the device into one buffer (values, then the int64 ids) and read back in one
         copy: numpy (values, ids)."""
         shard = shard or self._shards[0]
-        entry = programs.ENTRY_WORDS[self._metric]
         values_bytes, total = _answer_bytes(count, k)
         answer = shard.device.allocate(total, zero_fill=False)
-        pacer = Pacer(shard.device, cancel, shard.metric)
-        try:
-            for first, n, uploaded in shard.query_uploads(words, None, count):
-                for start, size, buffer in shard.search(uploaded, n, k, pacer):
-                    shard.finish(buffer, size * k, entry, answer, answer, (first + start) * k, 0, values_bytes // 4)
-        except BaseException:
-            pacer.drain()
-            raise
+        self._finish_on(shard, words, None, count, k, (answer, 0), (answer, values_bytes // 4), cancel)
         raw = answer.read()
         values = raw[:count * k * 4].view(np.uint32 if self._metric == HAMMING else np.float32).reshape(count, k)
         return values, raw[values_bytes:values_bytes + count * k * 8].view(np.int64).reshape(count, k)

@@ -59,14 +59,6 @@ _OUT_OFFSET, _IN_OFFSET, _QUERY_OFFSET = (kernels.HAMMING_PUSH_FIELDS.index(name
                                           for name in ("out_offset", "in_offset", "query_offset"))
 
 
-def _push_template(push: dict) -> np.ndarray:
-    """A register-path step's push words by name -> the push-constant block (uint32)."""
-    words = np.zeros(len(kernels.HAMMING_PUSH_FIELDS), np.uint32)
-    for name, value in push.items():
-        words[kernels.HAMMING_PUSH_FIELDS.index(name)] = value
-    return words
-
-
 class Shard:
     """Codes and ids on one device; see the module docstring."""
 
@@ -296,7 +288,7 @@ class Shard:
             made = batch_steps.get(size)
             if made is None:
                 steps, sizes, result = plan.steps_for(size)
-                made = batch_steps[size] = (steps, sizes, result, [_push_template(step.push) for step in steps])
+                made = batch_steps[size] = (steps, sizes, result, [programs.push_words(step.push) for step in steps])
             steps, sizes, result, templates = made
             lists = [None] * len(sizes)
             buffers = None
