@@ -59,6 +59,13 @@ shared bool merges;  // REDUCE_MERGE_LAST: this workgroup counted last
 // A unit of this workgroup's round could not prove its double sum: a word per round's parity, so
 // that a round sets its word while the one before's is still read (one barrier a round).
 shared bool gave_up[2];
+// Where the hoisted loop (hoist_double_sums) runs, by dmlgpu/kernels/compiled_selection.py
+// (double_first): 0, in this dispatch; 1, this dispatch runs only that loop and writes each
+// invocation's s, m and stopping block after the states and their count (17 words an invocation),
+// then returns; 2, the dispatch after 1, over the same grid: it reads them instead of running the
+// loop. On llvmpipe the loop ran 1.25x slower in a kernel that has barriers anywhere (its values
+// kept in the frame of a coroutine; 64 MiB 4.1 against 3.3 ms; benchmarks/NOTES.md, session 28).
+layout(constant_id = 7) const uint DOUBLE_PASS = 0u;
 #endif
 
 // Set on GPUs (dmlgpu/kernels/compiled_selection.py WIDE_LOADS): a lane keeps eight blocks' loads
@@ -879,7 +886,27 @@ void hoist_double_sums(uint group) {
     ok = ok && unit < units && (sp.in_offset + in_base) % 4u == 0u;
     uint start = (unit / items) * param(SP_CHUNK), end = min(param(SP_WALKED), start + param(SP_CHUNK)), b;
     dvec4 s, m;
-    double_blocks(in_base, start, ok ? end : 0u, local % lanes, lanes, s, m, b);
+    uint slot = sp.aux_offset + 8u * (units + 1u) + 17u * (group * gl_WorkGroupSize.x + local);  // (DOUBLE_PASS)
+    if (DOUBLE_PASS == 2u) {
+        for (uint q = 0u; q < 4u; ++q) {
+            s[q] = packDouble2x32(uvec2(state_w[slot + 2u * q], state_w[slot + 2u * q + 1u]));
+            m[q] = packDouble2x32(uvec2(state_w[slot + 8u + 2u * q], state_w[slot + 9u + 2u * q]));
+        }
+        b = state_w[slot + 16u];
+    } else {
+        double_blocks(in_base, start, ok ? end : 0u, local % lanes, lanes, s, m, b);
+    }
+    if (DOUBLE_PASS == 1u) {
+        for (uint q = 0u; q < 4u; ++q) {
+            uvec2 sw = unpackDouble2x32(s[q]), mw = unpackDouble2x32(m[q]);
+            state_w[slot + 2u * q] = sw.x;
+            state_w[slot + 2u * q + 1u] = sw.y;
+            state_w[slot + 8u + 2u * q] = mw.x;
+            state_w[slot + 9u + 2u * q] = mw.y;
+        }
+        state_w[slot + 16u] = b;
+        return;
+    }
     hoisted_sums[2u * local] = s;
     hoisted_sums[2u * local + 1u] = m;
     hoisted_stops[local] = b;
@@ -984,6 +1011,7 @@ void main() {
     }
 #ifdef DOUBLES
     hoist_double_sums(group);
+    if (DOUBLE_PASS == 1u) return;
 #endif
     bool merged = false;
     // The units' code once, run twice at most (a pipeline half the size to build): this

@@ -10,9 +10,12 @@ a Tensor out on its device, also a Tensor that spans several buffers (reduced pi
 then combined: dmlgpu/api/selection_spans.py). The functions work on device views
 (`layout.views.View`) and make their results as the class of their operand, as `front.resident`
 does: this module sits below `front.tensor`, whose methods (`t.sum()`, `t.argmax()`, ...) call
-it. Every call builds a descriptor and goes through
-`validate` (one compiled operator per shape, kept by the device), so a call DirectML would
-reject raises `ValidationError` before any work. Divergences from numpy, from DirectML's rules:
+it. A reduction is planned once per layout of its operand (`View.layout`, in
+`layout.memo.TENSOR_PLANS`: a Tensor not seen before costs what one seen before costs): the
+descriptor built and validated (one compiled operator per shape, kept by the device), so a call
+DirectML would reject raises `ValidationError` before any work; a new result takes the block of
+a dropped one where it can, so the operator's remembered dispatches serve it again. Divergences
+from numpy, from DirectML's rules:
 - results keep the input's type: integer `sum`/`prod` wrap (numpy widens int32 to int64);
   DirectML sums only 32- and 64-bit integers; `mean`, `logsumexp` and `norm(ord=2)` take floats
   only (numpy gives float64 for integers);
@@ -29,6 +32,7 @@ reject raises `ValidationError` before any work. Divergences from numpy, from Di
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any, Protocol, TypeVar, Union, overload
 
 import numpy as np
@@ -40,7 +44,7 @@ from ..table.dtypes import DataType
 from ..errors import ValidationError
 from ..layout.operands import host_array
 from ..table.operators import NORM_ORDERS, REDUCE, REDUCE_NAMES, TOP_K, AxisDirection, ReduceFunction
-from ..layout import pieces
+from ..layout import memo, pieces
 from ..layout.views import View
 from ..table.feature_levels import FeatureLevel
 from ..describe.tensor_desc import MINIMUM_BUFFER_TENSOR_ALIGNMENT, TensorDesc
@@ -87,16 +91,10 @@ def _operand(x, name: str) -> tuple[View, bool]:
     return View.from_fields(pieces.upload(default_device(), x), x.shape, DataType.from_numpy(x.dtype)), True
 
 
-def _desc(t: View) -> tuple[TensorDesc, Binding]:
-    sizes, strides = (t.shape, t.strides) if t.shape else ((1,), (1,))
-    desc = TensorDesc(t.data_type, sizes, strides)
-    return desc, Binding(t.buffer, t.offset, t.buffer.size_in_bytes - t.offset)
-
-
 def _result(like: View, shape, data_type: DataType) -> View:
     """A packed result on `like`'s device, of `like`'s class: one Buffer, or Pieces where one
     cannot hold it."""
-    memory = pieces.allocate(like.device, shape, data_type.size, zero_fill=False)
+    memory = pieces.allocate(like.device, shape, data_type.size, zero_fill=False, device_writes_first=True)
     return type(like).from_fields(memory, tuple(shape), data_type)
 
 
@@ -128,20 +126,40 @@ def reduce(x: Any, function: ReduceFunction, axis: Axis = None, keepdims: bool =
     name = REDUCE.dml_name
     _traced(x, REDUCE, feature_level)
     t, host = _operand(x, name)
+    try:  # planned once per layout of the operand (`View.layout`: never by which view it is)
+        key = (REDUCE.name, t.layout, function, repr(axis), bool(keepdims), repr(feature_level))
+        plan = memo.TENSOR_PLANS.get(key)
+    except TypeError:  # (a layout that cannot be a key): planned every call
+        key = plan = None
+    if plan is None:
+        plan = _planned(t, function, axis, keepdims, feature_level, name)
+        if key is not None:
+            memo.TENSOR_PLANS[key] = plan
+    operator, kept, shape, out_type = plan
+    if not t.shape:
+        t = _reshaped(t, (1,))
+    out = _result(t, kept, out_type)
+    operator.execute([Binding(t.buffer, t.offset, t.buffer.size_in_bytes - t.offset)],
+                     [Binding(out.buffer, 0, out.buffer.size_in_bytes)])
+    if not host:
+        return _reshaped(out, shape) if shape != kept else out
+    return _download(out).reshape(shape)
+
+
+def _planned(t: View, function: ReduceFunction, axis: Axis, keepdims: bool, feature_level: Level, name: str):
+    """(the compiled operator, the output's shape with the reduced axes kept, the result's shape,
+    its data type) of a reduction of views laid out as `t`: validated here, once per layout."""
     axes = checked_axes(axis, builtins.max(1, t.ndim), name)
     if not t.shape:
         t = _reshaped(t, (1,))
     kept = tuple(1 if d in axes else s for d, s in enumerate(t.shape))
     out_type = INDEX_TYPE if function in REDUCE.index_functions else t.data_type
-    out = _result(t, kept, out_type)
-    (in_desc, in_binding), (out_desc, out_binding) = _desc(t), _desc(out)
-    operator = t.device.create_operator(DESC_CLASSES[REDUCE.name](in_desc, out_desc, function, axes),
-                                        feature_level)
-    operator.execute([in_binding], [out_binding])
+    sizes, strides = (t.shape, t.strides) if t.shape else ((1,), (1,))
+    out_desc = TensorDesc(out_type, kept, tuple(math.prod(kept[d + 1:]) for d in range(len(kept))))
+    operator = t.device.create_operator(DESC_CLASSES[REDUCE.name](TensorDesc(t.data_type, sizes, strides), out_desc,
+                                                                  function, axes), feature_level)
     shape = kept if keepdims else tuple(s for d, s in enumerate(kept) if d not in axes)
-    if not host:
-        return _reshaped(out, shape) if shape != kept else out
-    return _download(out).reshape(shape)
+    return operator, kept, shape, out_type
 
 
 class Reduction(Protocol):
@@ -258,6 +276,28 @@ def top_k(x: Any, k: int, axis: int = -1, largest: bool = True, feature_level: L
     name = TOP_K.dml_name
     _traced(x, TOP_K, feature_level)
     t, host = _operand(x, name)
+    try:  # planned once per layout of the operand, as `reduce`
+        key = (TOP_K.name, t.layout, repr(axis), repr(k), bool(largest), repr(feature_level))
+        plan = memo.TENSOR_PLANS.get(key)
+    except TypeError:
+        key = plan = None
+    if plan is None:
+        plan = _planned_top_k(t, axis, k, largest, feature_level, name)
+        if key is not None:
+            memo.TENSOR_PLANS[key] = plan
+    operator, shape = plan
+    values, indices = _result(t, shape, t.data_type), _result(t, shape, TOP_K_INDEX_TYPE)
+    operator.execute([Binding(t.buffer, t.offset, t.buffer.size_in_bytes - t.offset)],
+                     [Binding(values.buffer, 0, values.buffer.size_in_bytes),
+                      Binding(indices.buffer, 0, indices.buffer.size_in_bytes)])
+    if host:
+        return _download(values), _download(indices)
+    return values, indices
+
+
+def _planned_top_k(t: View, axis, k, largest: bool, feature_level: Level, name: str):
+    """(the compiled operator, the results' shape) of a top_k of views laid out as `t`: validated
+    here, once per layout."""
     if not t.shape:
         raise ValidationError(name, "InputTensor", "Sizes", (), "allowed: at least one dimension")
     if isinstance(axis, tuple) or isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
@@ -267,15 +307,12 @@ def top_k(x: Any, k: int, axis: int = -1, largest: bool = True, feature_level: L
         raise ValidationError(name, None, "K", k, f"allowed: an integer greater than 0 and less than "
                               f"{t.shape[axis]} (the size along axis: DirectML's rule for K)")
     shape = tuple(int(k) if d == axis else s for d, s in enumerate(t.shape))
-    values, indices = _result(t, shape, t.data_type), _result(t, shape, TOP_K_INDEX_TYPE)
     direction = AxisDirection.DECREASING if largest else AxisDirection.INCREASING
-    descs = [_desc(v) for v in (t, values, indices)]
-    operator = t.device.create_operator(
-        DESC_CLASSES[TOP_K.name](*(d for d, _ in descs), axis, int(k), direction), feature_level)
-    operator.execute([descs[0][1]], [descs[1][1], descs[2][1]])
-    if host:
-        return _download(values), _download(indices)
-    return values, indices
+    packed = tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+    descs = [TensorDesc(t.data_type, t.shape, t.strides), TensorDesc(t.data_type, shape, packed),
+             TensorDesc(TOP_K_INDEX_TYPE, shape, packed)]
+    operator = t.device.create_operator(DESC_CLASSES[TOP_K.name](*descs, axis, int(k), direction), feature_level)
+    return operator, shape
 
 
 __all__ = ["Reduction", "argmax", "argmin", "logsumexp", "max", "mean", "min", "norm", "prod", "reduce", "sum", "top_k"]

@@ -26,43 +26,30 @@ from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
 from .top_k_sort import top_k_sort_steps
+from .reduce_shapes import DOUBLE_FIRST_WALK, MAX_STATES, REDUCE_GROUP, ReduceShape, double_first_lanes, reduce_shape
 from .short_walks import FIXED_WALK, SHORT_WALKS, SUMMED, fixed_sums, quad_layout, quick_sums, short_quads, short_walk, short_words, walks_across, word_layout
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
 from ..runtime import Program
 from ..describe.validation import checked_attributes
 
-__all__ = ["DOUBLE_ACCUMULATORS", "MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "flushes_subnormals", "Pass", "Passes",
+__all__ = ["DOUBLE_ACCUMULATORS", "DOUBLE_FIRST_WALK", "double_first_lanes", "MAX_STATES", "STATE_BYTES", "REDUCE_GROUP", "SHORT_WALKS", "WIDE_LOADS", "CompiledSelection", "flushes_subnormals", "Pass", "Passes",
            "ReduceShape", "quad_layout", "reduce_shape", "selection_params", "short_quads", "short_walk", "walks_across"]
 
 #: Workgroups per dispatch at most: invocations stride over the rest (select.glsl).
 _MAX_GROUPS = 1 << 15
 _GROUP = kernels.SELECTION_WORKGROUP_SIZE
-#: Lanes in flight a REDUCE dispatch aims at: on a GPU a quarter of an H100's resident threads
-#: (fewer chunks keep the merge short), on a CPU driver a few workgroups per core (lavapipe,
-#: 64 MiB: 2^12 as fast as any of 2^10 to 2^16, within its noise).
-_TARGET_LANES = {False: 1 << 16, True: 1 << 12}
 #: REDUCE's specialization constants by whether the device is a CPU (figures: benchmarks/NOTES.md,
 #: sessions 11-12). WIDE_LOADS: a lane keeps eight blocks' loads in flight (64-bit: four), float
 #: sums judging their terms once, at the end (H200, 256 MiB: MAX 600 -> 83-200 us; lavapipe: 1.2-1.4x
-#: slower). REDUCE_GROUP: the workgroup size, a chunk's lanes at most (H200 FLOAT32 SUM: 64 lanes
-#: 82.3 us, 128 77.7, 256 78.4).
+#: slower); the workgroup size: reduce_shapes.REDUCE_GROUP.
 WIDE_LOADS = {False: True, True: False}
-REDUCE_GROUP = {False: 128, True: 64}
 #: Whether FLOAT32 SUM and L1 run in doubles (kernels.double_sums; the same bits) where the device
 #: has 64-bit floats, by whether it is a CPU: lavapipe 32 MiB 3.5-3.9 ms against the triples'
 #: 5.3-5.7; on an H200 2-5% slower than the triples at 64-256 MiB (75.6-79 against 74 us at 256
 #: MiB, whatever the cut or loop tried), within 2-8% faster below 16 MiB (benchmarks/NOTES.md,
 #: session 24).
 DOUBLE_ACCUMULATORS = {False: False, True: True}
-#: Elements a lane takes per chunk at least (16 blocks of 4): below this, one chunk.
-_LANE_ELEMENTS = 64
-#: Lanes an output element's walk gets at least where outputs outnumber the lanes (reduce_shape;
-#: H200, FLOAT32 sums of 65,536 rows of 1,024: 110 us at 16 lanes, 91 at 4: NOTES, session 12).
-_MIN_LANES = 4
-#: States a compiled REDUCE keeps between its two dispatches at most (32 bytes each: 2 MiB): a
-#: walk `across` output elements of 1,024 wants 64 chunks each on a GPU.
-MAX_STATES = 1 << 16
 STATE_BYTES = 32
 _HEADER = kernels.SELECT_WORD
 #: TOP_K_SORT (shaders/top_k.comp) serves sequences of at least TOP_K_SORT_WALK elements, by
@@ -72,37 +59,6 @@ _HEADER = kernels.SELECT_WORD
 #: costs log^2 steps with a barrier each (lavapipe, 2^20 random: K = 1,000 26 ms by heap, 487 ms
 #: sorted; K = n - 1 1.2-2.0 s against 2.1 s; benchmarks/NOTES.md).
 TOP_K_SORT_WALK = {False: 512, True: None}
-
-
-class ReduceShape(NamedTuple):
-    """How REDUCE's work is cut: `lanes` lanes (a power of two up to the workgroup) reduce each
-    chunk of `chunk` walked elements (a multiple of 4 * lanes), `chunks` per output element;
-    `combine_lanes` lanes merge each output element's chunk states."""
-
-    lanes: int
-    chunk: int
-    chunks: int
-    combine_lanes: int
-
-
-def _floor_pow2(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
-
-
-def reduce_shape(items: int, walked: int, is_cpu: bool, across: bool = False) -> ReduceShape:
-    """The cut of `items` output elements of `walked` elements each (see ReduceShape).
-    `across` (see `walks_across`): one lane a chunk, so that a workgroup's lanes take adjacent
-    output elements, and more chunks to keep as many lanes in flight."""
-    group, target = REDUCE_GROUP[bool(is_cpu)], _TARGET_LANES[bool(is_cpu)]
-    # Lanes share an output element's walk only as far as the outputs leave lanes to fill:
-    # many outputs take fewer lanes each, with longer runs of loads (at least _MIN_LANES).
-    share = max(_MIN_LANES, _floor_pow2(target // items))
-    lanes = 1 if across else min(group, _floor_pow2(walked // _LANE_ELEMENTS), share)
-    chunks = math.ceil(target / (lanes * items))
-    chunks = max(1, min(chunks, walked // (lanes * _LANE_ELEMENTS), MAX_STATES // items))
-    chunk = math.ceil(walked / chunks / (4 * lanes)) * 4 * lanes
-    chunks = math.ceil(walked / chunk)
-    return ReduceShape(lanes, chunk, chunks, min(group, _floor_pow2(chunks // 4)))
 
 
 def flushes_subnormals(device) -> bool:
@@ -232,13 +188,32 @@ class CompiledSelection:
             # on a CPU driver with them (shaders/reduce.comp DOUBLES); the same bits either way.
             self.doubles = (DOUBLE_ACCUMULATORS[cpu] and not short and len(self._passes.passes) == 1
                             and device.properties["float64"] and kernels.double_sums(function, in_type, out_type))
+            self._double_first = None
+            self._double_bytes = 0
             if self.doubles:
                 name = kernels.selection_variant(op, in_type, out_type, function, doubles=True).name
-                self._own_program = Program(name, spirv.load(name), np.array(spec, dtype=np.uint32),
-                                            self._program.push_words)
+                code = spirv.load(name)
+                walk = len(kernels.SELECT_HEADER) + 3 * int(params[_HEADER["outer_dims"]])
+                first = (self.walked >= DOUBLE_FIRST_WALK and int(params[_HEADER["walked_dims"]]) == 1
+                         and int(params[walk + 1]) == 1)  # (a contiguous walk: the loop DOUBLE_PASS hoists)
+                if first:  # fewer, longer runs: the second dispatch's work is per lane
+                    shape = reduce_shape(items, self.walked, cpu, across, target=double_first_lanes())
+                    passes = self.reduce_passes(shape, merge_last=True)
+                    if shape.chunks > 1 and len(passes) == 1:
+                        self.shape, self._passes = shape, self.upload(passes)
+                (_, grid, _, merge, _), = self._passes.passes
+                if first and merge:
+                    # Its hoisted loop in a dispatch of its own, and the dispatch after reading
+                    # what it wrote (shaders/reduce.comp DOUBLE_PASS): 17 words an invocation,
+                    # after the states and their count.
+                    self._double_first = Program(name, code, np.array(spec + [1], dtype=np.uint32),
+                                                 self._program.push_words)
+                    self._double_bytes = 17 * 4 * grid[0] * self._group
+                    spec = spec + [2]
+                self._own_program = Program(name, code, np.array(spec, dtype=np.uint32), self._program.push_words)
         else:
             self.shape, self.short_walk, self.short_quads, self.short_words, self.quick = None, 0, False, 0, False
-            self.doubles = False
+            self.doubles, self._double_first, self._double_bytes = False, None, 0
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise
@@ -354,13 +329,19 @@ class CompiledSelection:
         return self.variant.layout
 
     @property
+    def double_first(self) -> bool:
+        """Whether its float sum in doubles runs its first loop in a dispatch of its own
+        (DOUBLE_FIRST_WALK; shaders/reduce.comp DOUBLE_PASS)."""
+        return self._double_first is not None
+
+    @property
     def state_bytes(self) -> int:
         """Bytes of the states REDUCE's first dispatch writes (0: one dispatch), and of the count
         after them where its last workgroup merges."""
         if self.shape is None or self.shape.chunks == 1:
             return 0
         merge_last = any(merge for _, _, _, merge, _ in self._passes.passes)
-        return (self.items * self.shape.chunks + merge_last) * STATE_BYTES
+        return (self.items * self.shape.chunks + merge_last) * STATE_BYTES + self._double_bytes
 
     def check(self, inputs, outputs):
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
@@ -380,8 +361,9 @@ class CompiledSelection:
         For a piece of a spanning call, `passes` (from `upload`), `states` (REDUCE: a Buffer
         holding the states its passes write or read, from byte `state_offset`) and `candidates` (TOP_K1:
         a Buffer of the indices of its input's elements) replace this operator's own."""
-        program = self._own_program if passes is None else self._program
-        passes = self._passes if passes is None else passes
+        own = passes is None
+        program = self._own_program if own else self._program
+        passes = self._passes if own else passes
         params = passes.params
         inputs, outputs = ranges[:len(self.op.inputs)], ranges[len(self.op.inputs):]
         words = [(r.buffer.arena_offset + r.start) // 4 for r in ranges]
@@ -409,6 +391,11 @@ class CompiledSelection:
                 push = [words[0], words[1], (aux.arena_offset + state_offset) // 4, params.arena_offset // 4 + offset,
                         params.arena_offset // 4 + merge if merge else 0]
                 buffers = [ranges[0].buffer, ranges[1].buffer, aux, params]
+                if own and merge and self._double_first is not None:  # its hoisted loop first, on its own
+                    hoisted = (aux, self.state_bytes - self._double_bytes, self.state_bytes)
+                    made.append(self.device.launch(self._double_first, grid, buffers, np.array(push, dtype=np.uint32),
+                                                   reads=list(reads), writes=[hoisted], name=self.op.dml_name))
+                    reads.append(hoisted)
             else:
                 source = candidates if candidates is not None else params  # (bound, not used)
                 if candidates is not None:
@@ -448,13 +435,31 @@ class CompiledSelection:
         """
         key = binding_key(inputs, outputs)
         launches = self._launches.get(key)
-        if launches is None or not all(launch.valid for launch in launches):
+        if launches is not None and not all(launch.valid for launch in launches):
+            launches = self._rebound(launches, inputs, outputs)
+        if launches is None:
             if self.device.closed:
                 raise ValidationError(self.op.dml_name, None, "device", "closed",
                                       "allowed: an operator of an open device")
             launches = self._launches.put(key, self.launches(self.check(inputs, outputs)))
         for launch in launches:
             self.enqueue(launch)
+
+    def _rebound(self, launches, inputs, outputs):
+        """`launches` (remembered for bindings of the very blocks of `inputs` and `outputs`:
+        `binding_key`) for these bindings' buffers, where theirs were released (a new result in
+        the block of the last one dropped: `r = dmlgpu.sum(t)` in a loop); None if one of the
+        operator's own buffers went (its states, parameter words) or a pipeline was retired."""
+        given = list({id(b.buffer): b.buffer for b in (*inputs, *outputs)}.values())
+        made = []
+        for launch in launches:
+            own = [ref() for ref in launch.buffers[len(given):]]
+            if any(b is None or b.released for b in own):
+                return None
+            made.append(self.device.rebind(launch, given + own))
+        if not all(launch.valid for launch in made):
+            return None
+        return made
 
     def enqueue(self, launch) -> None:
         """Queue `launch` (made by `launches`); ValidationError if another thread released one of

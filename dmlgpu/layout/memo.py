@@ -11,7 +11,8 @@ Tensors' keys):
   buffer holding the value (a plan of `TENSOR_PLANS` holds its own scalars' buffers).
 - `TENSOR_PLANS`: Tensor calls by the layouts of their operands and output (`View.layout`: never
   by which buffers they view) -> the planned dispatch, re-aimed at each call's buffers: a Tensor
-  not seen before costs what one seen before costs.
+  not seen before costs what one seen before costs. Reductions and `top_k`
+  (`front.reductions`) keep theirs here too: the compiled operator and the result's shape.
 - `TENSOR_SPANS`: calls over Tensors that span several buffers, by the views' layouts -> their
   plan (`dmlgpu.api.span_plan`: the compiled operator and bindings of each per-piece step).
 

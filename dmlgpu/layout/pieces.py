@@ -132,11 +132,12 @@ def _bound(nbytes: int) -> int:
     return max(4, -(-nbytes // 4) * 4)  # a bindable size: a multiple of 4, never empty
 
 
-def allocate(device, shape, itemsize: int, *, zero_fill: bool = True):
-    """Memory for a packed tensor of `shape`: a Buffer, or Pieces where one cannot hold it."""
+def allocate(device, shape, itemsize: int, *, zero_fill: bool = True, device_writes_first: bool = False):
+    """Memory for a packed tensor of `shape`: a Buffer, or Pieces where one cannot hold it
+    (`device_writes_first`: as `Device.allocate`'s, for one Buffer)."""
     nbytes = math.prod(shape) * itemsize
     if nbytes <= device.max_buffer_size:
-        return device.allocate(_bound(nbytes), zero_fill=zero_fill)
+        return device.allocate(_bound(nbytes), zero_fill=zero_fill, device_writes_first=device_writes_first)
     return allocate_runs(device, range(0, nbytes, piece_bytes(device, shape, itemsize)), nbytes, zero_fill=zero_fill)
 
 

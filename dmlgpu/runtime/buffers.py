@@ -51,11 +51,12 @@ def as_bytes(array) -> np.ndarray:
     return np.frombuffer(array, dtype=np.uint8)
 
 
-def allocate(device, resources, size_in_bytes: int, zero_fill: bool) -> "Buffer":
+def allocate(device, resources, size_in_bytes: int, zero_fill: bool, device_writes_first: bool = False) -> "Buffer":
     """`Device.allocate`: a Buffer of `device` (whose parts are `resources`), checked by it."""
     with resources.lock:
         resources.check_open()  # under the lock: no other thread closes it in between
-        buffer = Buffer(device, resources, int(size_in_bytes), resources.take(resources.memory, int(size_in_bytes)))
+        block = resources.take(resources.memory, int(size_in_bytes), device_writes_first and not zero_fill)
+        buffer = Buffer(device, resources, int(size_in_bytes), block)
         if zero_fill:
             _fill(resources, buffer)
         return buffer

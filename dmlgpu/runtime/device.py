@@ -145,13 +145,17 @@ class Device:
         self._resources.check_open(operator, what)
 
     # -- memory ----------------------------------------------------------------------------
-    def allocate(self, size_in_bytes: int, *, zero_fill: bool = True) -> Buffer:
-        """A device buffer of `size_in_bytes` bytes, zero-filled on the device unless asked not to."""
+    def allocate(self, size_in_bytes: int, *, zero_fill: bool = True, device_writes_first: bool = False) -> Buffer:
+        """A device buffer of `size_in_bytes` bytes, zero-filled on the device unless asked not to.
+        `device_writes_first` (with `zero_fill=False`): the caller's first use of it is a
+        dispatch queued on this device that writes it, so memory whose queued uses are not done
+        may be taken at once (the stream orders that write after them): the block a dropped
+        result of the same size had, as a loop's new results reuse two or three blocks."""
         if not is_int(size_in_bytes) or not 1 <= size_in_bytes <= self.max_buffer_size:
             raise ValidationError("dmlgpu", None, "size_in_bytes", size_in_bytes,
                                   f"allowed: 1 to {self.max_buffer_size} bytes (the device's "
                                   "maxStorageBufferRange)")
-        return buffers.allocate(self, self._resources, size_in_bytes, zero_fill)
+        return buffers.allocate(self, self._resources, size_in_bytes, zero_fill, device_writes_first)
 
     def upload(self, array) -> Buffer:
         """A device buffer holding a copy of `array`'s bytes (C order).

@@ -67,6 +67,51 @@ def test_tensor_argument_rules():
         t ^ Tensor.from_numpy(np.zeros(3, np.uint8), device=dmlgpu.Device(t.device.index, private=True))
 
 
+def test_a_reduction_of_a_new_tensor_of_a_seen_layout_plans_nothing(device, rng, monkeypatch):
+    """Reductions (REDUCE through `dmlgpu.sum`, `argmax`, `mean`) of Tensors never seen before,
+    of layouts seen before, are not planned again (no operator compiled or looked up, no memo
+    miss), and a loop whose new results are dropped prepares no dispatch again (the results reuse
+    the blocks of the dropped ones: the operator's remembered dispatches are re-aimed at them);
+    the results are the reference's; a planned layout's buffers are still checked at each call."""
+    from dmlgpu.kernels.compiled_selection import CompiledSelection
+    from dmlgpu.table.operators import ReduceFunction as F
+    from dmlgpu.table.reference import reduce as reference_reduce
+    x = rng.standard_normal((64, 48)).astype(np.float32)
+    calls = [(dmlgpu.sum, F.SUM, None), (dmlgpu.argmax, F.ARGMAX, 1), (dmlgpu.mean, F.AVERAGE, (0,))]
+    wide = Tensor.from_numpy(np.concatenate([x, x, x]))
+
+    def run(t):
+        got = []
+        for call, function, axis in calls:
+            r = call(t, axis=axis)
+            got.append(r.numpy())
+            expected = reference_reduce(x, function, tuple(range(2)) if axis is None else
+                                        (axis,) if isinstance(axis, int) else axis)
+            assert testing.same_bits(got[-1].reshape(-1), expected.reshape(-1).astype(got[-1].dtype)), call
+        return got
+
+    run(Tensor.from_numpy(x))  # each layout planned here
+    planned, prepared = [], []
+    create, launches = device.create_operator, CompiledSelection.launches
+    monkeypatch.setattr(device, "create_operator", lambda *args, **kwargs: planned.append(args) or create(*args, **kwargs))
+    monkeypatch.setattr(CompiledSelection, "launches", lambda self, *a, **k: prepared.append(self) or launches(self, *a, **k))
+    misses = dmlgpu.layout.memo.stats()["tensor_plans"]["misses"]
+    for _ in range(3):
+        run(Tensor.from_numpy(x))
+        run(wide[64:128])  # a view 12 KiB into another buffer: the same layout
+    assert planned == [] and dmlgpu.layout.memo.stats()["tensor_plans"]["misses"] == misses
+    t = Tensor.from_numpy(x)
+    prepared.clear()
+    for _ in range(20):
+        r = dmlgpu.sum(t)  # the last result dropped each time
+    assert len(prepared) <= 4, len(prepared)  # (a few blocks in turn)
+    assert testing.same_bits(r.numpy().reshape(-1), reference_reduce(x, F.SUM, (0, 1)).reshape(-1))
+    gone = Tensor.from_numpy(x)
+    gone.buffer.release()
+    with pytest.raises(ValidationError, match="released"):
+        dmlgpu.sum(gone)
+
+
 def test_a_new_tensor_of_a_seen_layout_plans_nothing(device, rng, monkeypatch):
     """Calls on Tensors never seen before, of layouts seen before, are not planned again (no
     operator compiled or looked up, no memo miss); a new layout is planned once; validation of a

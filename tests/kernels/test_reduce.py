@@ -13,6 +13,7 @@ from conftest import POISON
 import dmlgpu
 from dmlgpu import Binding, DataType, FeatureLevel, TensorDesc, ValidationError, testing
 from dmlgpu.describe.operator_descs import ReduceOperatorDesc
+from dmlgpu.kernels import compiled_selection
 from dmlgpu.table.operators import REDUCE, ReduceFunction
 from dmlgpu.table.reference import order_key, reduce as reference_reduce
 
@@ -835,10 +836,11 @@ def test_log_sum_exp_where_the_result_cancels_its_largest_element(device, rng):
 @pytest.mark.parametrize("function", [F.SUM, F.L2, F.ARGMAX, F.MULTIPLY], ids=lambda f: f.name)
 @pytest.mark.parametrize("shape, axes", [((1, 300_001), (1,)), ((3, 40_001), (1,)), ((4_001, 2), (0,))],
                          ids=lambda v: str(v))
-def test_the_last_workgroup_merges_as_a_second_dispatch_would(device, rng, function, shape, axes):
+def test_the_last_workgroup_merges_as_a_second_dispatch_would(device, rng, function, shape, axes, monkeypatch):
     """REDUCE_MERGE_LAST (the first dispatch's last workgroup merges the chunk states) against
-    the two dispatches, run after run: the same bits, and its count back at 0 after each run."""
-    from dmlgpu.kernels import compiled_selection
+    the two dispatches, run after run: the same bits, and its count back at 0 after each run (a
+    double sum's first loop on its own: test_float32_sums_in_doubles_whose_first_loop_runs_on_its_own)."""
+    monkeypatch.setattr(compiled_selection, "DOUBLE_FIRST_WALK", 1 << 62)
     x = rng.normal(1.0, 0.01 if function is F.MULTIPLY else 3.0, size=shape).astype(np.float32)
     out_type = DataType.UINT32 if function in REDUCE.index_functions else DataType.FLOAT32
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(shape))
@@ -934,6 +936,31 @@ def test_float32_sums_in_doubles_give_the_triples_bits(device, function, rng):
             finally:
                 device.properties["float64"] = True
             assert testing.same_bits(got, triples), (name, data.shape, got, triples)
+
+
+@pytest.mark.parametrize("function", [F.SUM, F.L1], ids=lambda f: f.name)
+def test_float32_sums_in_doubles_whose_first_loop_runs_on_its_own(device, function, rng):
+    """Past DOUBLE_FIRST_WALK elements a walk's double sums run their first loop in a dispatch of
+    its own (each lane's s, m and stopping block written, the dispatch after reading them): the
+    reference's bits, run after run, for every case of the double sums, its values at the start
+    and at the end of a walk (lanes' runs, their leftover blocks and a last partial block), over
+    a whole array and over one axis whose second row starts off a 16-byte block."""
+    if not (device.is_cpu and device.properties["float64"]):
+        pytest.skip("the double sums run on CPU drivers with 64-bit floats")
+    walk = compiled_selection.DOUBLE_FIRST_WALK + 4 * 64 * 3 + 3
+    for name, case in _double_sum_cases(rng).items():
+        pad = np.zeros(max(0, walk - case.size), np.float32)
+        for x in (np.concatenate([case, pad]), np.concatenate([pad, case])):
+            for data, axes in ((x, (0,)), (np.concatenate([x, x[::-1]]).reshape(2, -1), (1,))):
+                in_desc = TensorDesc(DataType.FLOAT32, data.shape)
+                out_shape = tuple(1 if d in axes else s for d, s in enumerate(data.shape))
+                compiled = device.create_operator(ReduceOperatorDesc(in_desc, TensorDesc(DataType.FLOAT32, out_shape),
+                                                                     function, axes))
+                assert compiled.doubles and compiled.double_first, (name, data.shape)
+                expected = reference_reduce(data, function, axes)
+                for _ in range(2):  # (the merge's count back at 0 after a run)
+                    got = _run(device, data, function, axes, DataType.FLOAT32)
+                    assert testing.same_bits(got, expected), (name, data.shape, got)
 
 
 def test_the_device_says_whether_it_has_64_bit_floats(device):
