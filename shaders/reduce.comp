@@ -59,12 +59,13 @@ shared bool merges;  // REDUCE_MERGE_LAST: this workgroup counted last
 // A unit of this workgroup's round could not prove its double sum: a word per round's parity, so
 // that a round sets its word while the one before's is still read (one barrier a round).
 shared bool gave_up[2];
-// Where the hoisted loop (hoist_double_sums) runs, by dmlgpu/kernels/compiled_selection.py
-// (double_first): 0, in this dispatch; 1, this dispatch runs only that loop and writes each
-// invocation's s, m and stopping block after the states and their count (17 words an invocation),
-// then returns; 2, the dispatch after 1, over the same grid: it reads them instead of running the
-// loop. On llvmpipe the loop ran 1.25x slower in a kernel that has barriers anywhere (its values
-// kept in the frame of a coroutine; 64 MiB 4.1 against 3.3 ms; benchmarks/NOTES.md, session 28).
+// The double sums' first pass in a dispatch of its own (dmlgpu/kernels/compiled_selection.py,
+// double_first): 0, not so (everything in this dispatch, as above); 1, this dispatch only stores
+// each lane's state (double_lane_states: no barrier survives, so nothing of the loop is kept in
+// the frame of a coroutine, as llvmpipe keeps what lives across a barrier: 64 MiB 4.1 against 3.3
+// ms; benchmarks/NOTES.md, session 28); 2, the dispatch after, over the merge's parameter words
+// (source_offset: each output element's lanes' states, REDUCE_FROM_STATES), proves each result
+// and computes again with the triples what it cannot prove (lane_walk, by the first pass's words).
 layout(constant_id = 7) const uint DOUBLE_PASS = 0u;
 #endif
 
@@ -886,27 +887,7 @@ void hoist_double_sums(uint group) {
     ok = ok && unit < units && (sp.in_offset + in_base) % 4u == 0u;
     uint start = (unit / items) * param(SP_CHUNK), end = min(param(SP_WALKED), start + param(SP_CHUNK)), b;
     dvec4 s, m;
-    uint slot = sp.aux_offset + 8u * (units + 1u) + 17u * (group * gl_WorkGroupSize.x + local);  // (DOUBLE_PASS)
-    if (DOUBLE_PASS == 2u) {
-        for (uint q = 0u; q < 4u; ++q) {
-            s[q] = packDouble2x32(uvec2(state_w[slot + 2u * q], state_w[slot + 2u * q + 1u]));
-            m[q] = packDouble2x32(uvec2(state_w[slot + 8u + 2u * q], state_w[slot + 9u + 2u * q]));
-        }
-        b = state_w[slot + 16u];
-    } else {
-        double_blocks(in_base, start, ok ? end : 0u, local % lanes, lanes, s, m, b);
-    }
-    if (DOUBLE_PASS == 1u) {
-        for (uint q = 0u; q < 4u; ++q) {
-            uvec2 sw = unpackDouble2x32(s[q]), mw = unpackDouble2x32(m[q]);
-            state_w[slot + 2u * q] = sw.x;
-            state_w[slot + 2u * q + 1u] = sw.y;
-            state_w[slot + 8u + 2u * q] = mw.x;
-            state_w[slot + 9u + 2u * q] = mw.y;
-        }
-        state_w[slot + 16u] = b;
-        return;
-    }
+    double_blocks(in_base, start, ok ? end : 0u, local % lanes, lanes, s, m, b);
     hoisted_sums[2u * local] = s;
     hoisted_sums[2u * local + 1u] = m;
     hoisted_stops[local] = b;
@@ -914,6 +895,22 @@ void hoist_double_sums(uint group) {
     hoisted_end = end;
     hoisted_base = in_base;
     hoisted = ok;
+}
+#endif
+
+#ifdef DOUBLES
+// DOUBLE_PASS 1: each lane's state of every unit that falls to workgroup `group` of `groups`,
+// stored as the merge reads them (output element i's chunk c's lane j: state (i chunks + c) lanes
+// + j); no barrier.
+void double_lane_states(uint group, uint groups) {
+    uint items = param(SP_ITEMS), lanes = param(SP_LANES), chunks = param(SP_CHUNKS), units = items * chunks;
+    uint local = gl_LocalInvocationID.x, lane = local % lanes, per_group = gl_WorkGroupSize.x / lanes;
+    for (uint first = group * per_group; first < units; first += groups * per_group) {
+        uint unit = first + local / lanes, item = unit % items, chunk = unit / items, in_base = 0u, out_at = 0u;
+        if (unit >= units) break;
+        outer_offsets(item, in_base, out_at);
+        states[sp.aux_offset / 8u + (item * chunks + chunk) * lanes + lane] = lane_elements(in_base, chunk, lane, lanes);
+    }
 }
 #endif
 
@@ -1010,8 +1007,16 @@ void main() {
         return;
     }
 #ifdef DOUBLES
+    if (DOUBLE_PASS == 2u) {  // the merge's words, every workgroup of the merge's grid
+        params_base = sp.source_offset - sp.params_offset;
+        reduce_units(group, groups);
+        return;
+    }
     hoist_double_sums(group);
-    if (DOUBLE_PASS == 1u) return;
+    if (DOUBLE_PASS == 1u) {
+        double_lane_states(group, groups);
+        return;
+    }
 #endif
     bool merged = false;
     // The units' code once, run twice at most (a pipeline half the size to build): this

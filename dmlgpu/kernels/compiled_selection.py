@@ -26,7 +26,8 @@ from . import variants as kernels, spirv
 from ..describe.bindings import check_bindings
 from .compiled_operator import LaunchMemo, binding_key
 from .top_k_sort import top_k_sort_steps
-from .reduce_shapes import DOUBLE_FIRST_WALK, MAX_STATES, REDUCE_GROUP, ReduceShape, double_first_lanes, reduce_shape
+from .reduce_shapes import (DOUBLE_FIRST_WALK, MAX_STATES, REDUCE_GROUP, ReduceShape, _floor_pow2, double_first_lanes,
+                            reduce_shape)
 from .short_walks import FIXED_WALK, SHORT_WALKS, SUMMED, fixed_sums, quad_layout, quick_sums, short_quads, short_walk, short_words, walks_across, word_layout
 from ..errors import ValidationError
 from ..table.operators import PICKING_FUNCTIONS, REDUCE_FAMILY
@@ -188,32 +189,26 @@ class CompiledSelection:
             # on a CPU driver with them (shaders/reduce.comp DOUBLES); the same bits either way.
             self.doubles = (DOUBLE_ACCUMULATORS[cpu] and not short and len(self._passes.passes) == 1
                             and device.properties["float64"] and kernels.double_sums(function, in_type, out_type))
-            self._double_first = None
-            self._double_bytes = 0
+            self._double_first = self._double_grid = None
             if self.doubles:
                 name = kernels.selection_variant(op, in_type, out_type, function, doubles=True).name
                 code = spirv.load(name)
                 walk = len(kernels.SELECT_HEADER) + 3 * int(params[_HEADER["outer_dims"]])
-                first = (self.walked >= DOUBLE_FIRST_WALK and int(params[_HEADER["walked_dims"]]) == 1
-                         and int(params[walk + 1]) == 1)  # (a contiguous walk: the loop DOUBLE_PASS hoists)
-                if first:  # fewer, longer runs: the second dispatch's work is per lane
-                    shape = reduce_shape(items, self.walked, cpu, across, target=double_first_lanes())
-                    passes = self.reduce_passes(shape, merge_last=True)
-                    if shape.chunks > 1 and len(passes) == 1:
-                        self.shape, self._passes = shape, self.upload(passes)
-                (_, grid, _, merge, _), = self._passes.passes
-                if first and merge:
-                    # Its hoisted loop in a dispatch of its own, and the dispatch after reading
-                    # what it wrote (shaders/reduce.comp DOUBLE_PASS): 17 words an invocation,
-                    # after the states and their count.
+                if (self.walked >= DOUBLE_FIRST_WALK and int(params[_HEADER["walked_dims"]]) == 1
+                        and int(params[walk + 1]) == 1):  # a long contiguous walk (the loop DOUBLE_PASS hoists)
+                    # Its lanes' states in a dispatch of its own, merged, proved (and computed again
+                    # where not) by the dispatch after (shaders/reduce.comp DOUBLE_PASS); fewer,
+                    # longer runs: the merge's work is per lane.
+                    self.shape = reduce_shape(items, self.walked, cpu, across, target=double_first_lanes())
+                    passes, self._double_grid = self.double_first_passes(self.shape)
+                    self._passes = self.upload(passes)
                     self._double_first = Program(name, code, np.array(spec + [1], dtype=np.uint32),
                                                  self._program.push_words)
-                    self._double_bytes = 17 * 4 * grid[0] * self._group
                     spec = spec + [2]
                 self._own_program = Program(name, code, np.array(spec, dtype=np.uint32), self._program.push_words)
         else:
             self.shape, self.short_walk, self.short_quads, self.short_words, self.quick = None, 0, False, 0, False
-            self.doubles, self._double_first, self._double_bytes = False, None, 0
+            self.doubles, self._double_first, self._double_grid = False, None, None
             self._passes = self.upload(self.top_k_passes())
         self._states = None  # REDUCE's chunk states, allocated at the first execution that needs them
         self._scratch = None  # TOP_K_SORT's entries, likewise
@@ -266,6 +261,18 @@ class CompiledSelection:
                              first.size)]
             passes.append(combine)
         return passes
+
+    def double_first_passes(self, shape: ReduceShape) -> tuple[list, tuple]:
+        """A float sum in doubles whose lanes' states are stored by a dispatch of their own
+        (DOUBLE_PASS 1, over the one Pass's grid) and merged by the next (DOUBLE_PASS 2, over the
+        returned grid, by the Pass's words from `merge`): ([that Pass], the merge's grid)."""
+        mode = kernels.SELECT_MODES["REDUCE_TO_STATES"]
+        first, items = selection_params(self.op, self.attributes, self._descs, lanes=shape.lanes, chunk=shape.chunk,
+                                        chunks=shape.chunks, mode=mode)
+        states = shape.chunks * shape.lanes
+        combine = self.combine_pass(states, min(self._group, _floor_pow2(states // 4)))
+        grid = _groups(items * shape.chunks, shape.lanes, self._group)
+        return [Pass(np.concatenate([first, combine.words]), grid, mode, first.size)], combine.grid
 
     def combine_pass(self, states: int, lanes: int, *, descs=None, attributes=None, **header) -> Pass:
         """A REDUCE dispatch merging `states` states per output element (each element's in a row,
@@ -338,10 +345,12 @@ class CompiledSelection:
     def state_bytes(self) -> int:
         """Bytes of the states REDUCE's first dispatch writes (0: one dispatch), and of the count
         after them where its last workgroup merges."""
+        if self._double_first is not None:  # a state per lane
+            return self.items * self.shape.chunks * self.shape.lanes * STATE_BYTES
         if self.shape is None or self.shape.chunks == 1:
             return 0
         merge_last = any(merge for _, _, _, merge, _ in self._passes.passes)
-        return (self.items * self.shape.chunks + merge_last) * STATE_BYTES + self._double_bytes
+        return (self.items * self.shape.chunks + merge_last) * STATE_BYTES
 
     def check(self, inputs, outputs):
         """The checked byte ranges of these bindings (`ValidationError` if DirectML rejects them)."""
@@ -391,11 +400,13 @@ class CompiledSelection:
                 push = [words[0], words[1], (aux.arena_offset + state_offset) // 4, params.arena_offset // 4 + offset,
                         params.arena_offset // 4 + merge if merge else 0]
                 buffers = [ranges[0].buffer, ranges[1].buffer, aux, params]
-                if own and merge and self._double_first is not None:  # its hoisted loop first, on its own
-                    hoisted = (aux, self.state_bytes - self._double_bytes, self.state_bytes)
+                if own and self._double_first is not None:  # the lanes' states first, on their own
                     made.append(self.device.launch(self._double_first, grid, buffers, np.array(push, dtype=np.uint32),
-                                                   reads=list(reads), writes=[hoisted], name=self.op.dml_name))
-                    reads.append(hoisted)
+                                                   reads=list(reads), writes=[(aux, 0, aux.size_in_bytes)],
+                                                   name=self.op.dml_name))
+                    reads.append((aux, 0, aux.size_in_bytes))
+                    writes = [(r.buffer, r.start, r.end) for r in outputs]
+                    grid = self._double_grid
             else:
                 source = candidates if candidates is not None else params  # (bound, not used)
                 if candidates is not None:
