@@ -1,5 +1,4 @@
 import sys, time, numpy as np
-sys.path.insert(0, "/work/main")
 import dmlgpu
 from dmlgpu.runtime import Program, shader_compiler
 rdev = dmlgpu.default_device()

@@ -1,5 +1,4 @@
 import sys, math, numpy as np
-sys.path.insert(0, "/work/main")
 import dmlgpu
 from dmlgpu import Binding, DataType, TensorDesc
 from dmlgpu.describe.operator_descs import ReduceOperatorDesc
