@@ -942,13 +942,15 @@ def test_float32_sums_in_doubles_give_the_triples_bits(device, function, rng):
 def test_float32_sums_in_doubles_whose_first_loop_runs_on_its_own(device, function, rng):
     """Past DOUBLE_FIRST_WALK elements a walk's double sums run their first loop in a dispatch of
     its own (each lane's s, m and stopping block written, the dispatch after reading them): the
-    reference's bits, run after run, for every case of the double sums, its values at the start
+    reference's bits (one case run after run) for every kind of state a lane can carry, its values at the start
     and at the end of a walk (lanes' runs, their leftover blocks and a last partial block), over
     a whole array and over one axis whose second row starts off a 16-byte block."""
     if not (device.is_cpu and device.properties["float64"]):
         pytest.skip("the double sums run on CPU drivers with 64-bit floats")
     walk = compiled_selection.DOUBLE_FIRST_WALK + 4 * 64 * 3 + 3
-    for name, case in _double_sum_cases(rng).items():
+    kept = ("normal", "cancels to zero", "cancels to one", "tie", "huge and small", "subnormal", "overflow",
+            "inf - inf", "nan")  # (every kind of state a lane can carry; all cases: the test above)
+    for name, case in ((n, c) for n, c in _double_sum_cases(rng).items() if n in kept):
         pad = np.zeros(max(0, walk - case.size), np.float32)
         for x in (np.concatenate([case, pad]), np.concatenate([pad, case])):
             for data, axes in ((x, (0,)), (np.concatenate([x, x[::-1]]).reshape(2, -1), (1,))):
