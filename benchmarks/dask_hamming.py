@@ -8,7 +8,7 @@ the same search in this one process (`dmlgpu.HammingIndex`) and the task-per-sea
 
 The database (uint32 random bits, made on the workers and uploaded where made) is persisted
 first; each row is timed end to end from the client as a user sees it (queries sent, answers
-merged and back, numpy): a warm-up search, then the median of `--repeat` searches. The dask
+merged and back, numpy): WARM_S seconds of warm-up searches, then the median of `--repeat` searches. The dask
 HammingIndex rows also give the mean time the slowest worker spent answering a search (its one
 device search) and the rest of the median (messages, the client, the merge), and the index's
 counts (a fallback or another placement during the timed searches shows there). Every row's
@@ -35,9 +35,19 @@ import dmlgpu.dask as dd
 from dmlgpu.dask import shards
 
 
+#: Seconds of searches before a row's timing: a GPU idle for a few seconds runs at 345 MHz (an
+#: H200) and takes 1-2 s of work to clock up; a row on two workers whose second GPU sat idle
+#: through the rows before timed it cold (256 queries: "0.55x" one worker; NOTES, session 28).
+WARM_S = 2.0
+
+
 def timed(search, repeat: int, every: bool = False):
-    """The median of `repeat` timed searches after a warm one (with `every`: and the list)."""
-    search()  # warm: pipelines, the first upload of the queries' buffers
+    """The median of `repeat` timed searches after WARM_S seconds of them (pipelines, the first
+    upload of the queries' buffers, the GPUs' clocks; with `every`: and the list)."""
+    end = time.perf_counter() + WARM_S
+    search()
+    while time.perf_counter() < end:
+        search()
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
